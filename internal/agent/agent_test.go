@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServer serves on a unix socket in a temp dir and returns its path.
+func startServer(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := NewServer("test")
+	srv.KillGrace = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return sock
+}
+
+func dial(t *testing.T, sock string) *Client {
+	t.Helper()
+	c, err := Dial(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestExecReportsOutputStatusAndUsage(t *testing.T) {
+	c := dial(t, startServer(t))
+	if c.Hello().V != Version || c.Hello().AgentVersion != "test" {
+		t.Fatalf("hello = %+v", c.Hello())
+	}
+	r, err := c.Do(context.Background(), Request{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Stdout) != "out\n" || string(r.Stderr) != "err\n" || r.ExitCode != 3 || r.Succeeded() {
+		t.Fatalf("reply = %+v", r)
+	}
+	if r.WallNS <= 0 {
+		t.Errorf("wall time not measured: %d", r.WallNS)
+	}
+	// A CPU-busy child must show up in rusage.
+	r, err = c.Do(context.Background(), Request{Argv: []string{"sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"}})
+	if err != nil || !r.Succeeded() {
+		t.Fatalf("busy loop: %v %+v", err, r)
+	}
+	if r.Rusage.UserNS+r.Rusage.SysNS <= 0 || r.Rusage.MaxRSSKiB <= 0 {
+		t.Errorf("rusage not filled: %+v", r.Rusage)
+	}
+}
+
+func TestExecTimeoutKillsProcessGroup(t *testing.T) {
+	c := dial(t, startServer(t))
+	marker := filepath.Join(t.TempDir(), "child-survived")
+	// The child ignores SIGTERM; only the group SIGKILL stops it.
+	script := "trap '' TERM; (trap '' TERM; sleep 2; touch " + marker + ") & sleep 30"
+	start := time.Now()
+	r, err := c.Do(context.Background(), Request{Argv: []string{"sh", "-c", script}, TimeoutMS: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TimedOut || r.Succeeded() {
+		t.Fatalf("want timed out, got %+v", r)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("timeout not enforced")
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a child of the timed-out process survived the kill")
+	}
+}
+
+func TestBadRequestsGetErrorRepliesAndConnectionSurvives(t *testing.T) {
+	sock := startServer(t)
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	if _, err := r.ReadBytes('\n'); err != nil { // hello
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"{not json\n", "malformed request"},
+		{`{"v":99,"id":1,"op":"ping"}` + "\n", "protocol version 99"},
+		{`{"v":1,"id":2,"op":"reboot"}` + "\n", "unknown op"},
+		{`{"v":1,"id":3,"op":"exec"}` + "\n", "empty argv"},
+		{`{"v":1,"id":4,"op":"exec","argv":["/nonexistent/tool"]}` + "\n", "no such file"},
+		{strings.Repeat("x", maxRequest+10) + "\n", "malformed request"},
+		{`{"v":1,"id":5,"op":"ping"}` + "\n", ""},
+	} {
+		if _, err := conn.Write([]byte(tc.line)); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("after %.30q: %v", tc.line, err)
+		}
+		var reply Reply
+		if err := json.Unmarshal(line, &reply); err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == "" && reply.Error != "" || !strings.Contains(reply.Error, tc.want) {
+			t.Errorf("request %.30q: error %q, want %q", tc.line, reply.Error, tc.want)
+		}
+	}
+}
+
+func TestRemoteErrorIsClassified(t *testing.T) {
+	c := dial(t, startServer(t))
+	_, err := c.Do(context.Background(), Request{Argv: []string{"/nonexistent/tool"}})
+	if !errors.Is(err, ErrRemote) {
+		t.Fatalf("err = %v, want ErrRemote", err)
+	}
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatalf("connection unusable after a remote error: %v", err)
+	}
+}
+
+func TestVersionMismatchRefusedAtHello(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		json.NewEncoder(b).Encode(Hello{V: Version + 1})
+		b.Close()
+	}()
+	_, err := NewClient(context.Background(), a)
+	if !errors.Is(err, ErrVersion) {
+		t.Fatalf("err = %v, want ErrVersion", err)
+	}
+}
+
+func TestCancelledRequestPoisonsConnection(t *testing.T) {
+	c := dial(t, startServer(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.Do(ctx, Request{Argv: []string{"sleep", "1"}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+	if err := c.Ping(context.Background()); err == nil {
+		t.Fatal("a connection with a reply in flight must not be reused")
+	}
+}
+
+func TestWaitReadyWaitsForSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "late.sock")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := WaitReady(ctx, sock); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+}

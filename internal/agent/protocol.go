@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"errors"
+	"time"
+)
+
+// Version is the protocol version. Bump it on any incompatible change to the
+// messages below; both ends refuse a peer with another version.
+const Version = 1
+
+// MaxOutput bounds the stdout and stderr kept per execution, so a runaway
+// tool cannot exhaust the host's memory through the agent.
+const MaxOutput = 8 << 20
+
+// Operations a Request can ask for.
+const (
+	OpExec = "exec"
+	OpPing = "ping"
+)
+
+// Hello is the first message the agent sends on a new connection.
+type Hello struct {
+	V            int     `json:"v"`
+	AgentVersion string  `json:"agent_version"`
+	PID          int     `json:"pid"`
+	Hostname     string  `json:"hostname"`
+	KernelUptime float64 `json:"kernel_uptime_s"` // guest's /proc/uptime when the agent started
+}
+
+// Request asks the agent to do one thing.
+type Request struct {
+	V         int      `json:"v"`
+	ID        uint64   `json:"id"`
+	Op        string   `json:"op"`
+	Argv      []string `json:"argv,omitempty"`
+	Env       []string `json:"env,omitempty"`
+	Dir       string   `json:"dir,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+}
+
+// Rusage is the resource usage of the executed process and the children it
+// waited for, as reported by wait4(2).
+type Rusage struct {
+	UserNS     int64 `json:"user_ns"`
+	SysNS      int64 `json:"sys_ns"`
+	MaxRSSKiB  int64 `json:"max_rss_kib"`
+	VolCtxSw   int64 `json:"vol_ctx_switches"`
+	InvolCtxSw int64 `json:"invol_ctx_switches"`
+}
+
+// Reply answers one Request.
+type Reply struct {
+	V        int    `json:"v"`
+	ID       uint64 `json:"id"`
+	Error    string `json:"error,omitempty"` // the request could not be carried out at all
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Stdout   []byte `json:"stdout,omitempty"`
+	Stderr   []byte `json:"stderr,omitempty"`
+	// Truncated is set when stdout or stderr exceeded MaxOutput.
+	Truncated bool   `json:"truncated,omitempty"`
+	WallNS    int64  `json:"wall_ns"`
+	Rusage    Rusage `json:"rusage"`
+}
+
+// Wall is the execution's wall-clock time.
+func (r Reply) Wall() time.Duration { return time.Duration(r.WallNS) }
+
+// Succeeded reports whether the process ran and exited with status 0.
+func (r Reply) Succeeded() bool {
+	return r.Error == "" && !r.TimedOut && r.Signal == "" && r.ExitCode == 0
+}
+
+var (
+	// ErrVersion is returned when the peer speaks another protocol version.
+	ErrVersion = errors.New("agent protocol version mismatch")
+	// ErrRemote wraps an error the agent reported in Reply.Error.
+	ErrRemote = errors.New("agent error")
+)

@@ -1,0 +1,130 @@
+// Package guest defines the one interface every isolation kind implements
+// (bare host, OCI container, and later VMs) and the registry the scenario
+// names kinds from.
+//
+// Lifecycle: a Spec is plain data validated with the scenario. New turns it
+// into a live Guest without touching the system; Start creates every
+// resource, recording each in the cleanup ledger before creating it, and
+// undoes its own partial work when it fails; Stop removes everything and is
+// idempotent, bounded in time, and works on a cancelled context.
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/ledger"
+)
+
+// Spec describes one guest, as the scenario declares it.
+type Spec struct {
+	Name string // unique within a run, e.g. "container-0"
+	Kind string // registry key: "host", "container"
+	// Runtime selects the implementation within a kind, e.g. "runc" or
+	// "crun" for containers. Empty means the kind's default.
+	Runtime string
+	// CPUs is a cpuset list ("0-1", "1"), empty for no restriction.
+	CPUs string
+	// MemoryBytes limits the guest's memory, 0 for no limit.
+	MemoryBytes int64
+}
+
+// Env is what the host provides to every guest of a run.
+type Env struct {
+	RunID string
+	// RootFS is the guest image's root filesystem (read-only to guests: each
+	// guest writes into its own copy-on-write layer).
+	RootFS string
+	// AgentPath is the agent binary's path inside RootFS.
+	AgentPath string
+	// StateDir is a directory owned by the run where guests keep sockets,
+	// overlay layers, bundles and logs.
+	StateDir string
+	Ledger   *ledger.Ledger
+}
+
+// Info describes a running guest; it is stored with the run.
+type Info struct {
+	Kind       string            `json:"kind"`
+	Runtime    string            `json:"runtime,omitempty"`
+	BootTime   time.Duration     `json:"boot_ns"` // Start call to agent ready
+	PIDs       []int             `json:"pids,omitempty"`
+	Cgroup     string            `json:"cgroup,omitempty"`
+	ScratchDir string            `json:"scratch_dir,omitempty"` // where file I/O workloads write, as the guest sees it
+	Details    map[string]string `json:"details,omitempty"`
+}
+
+// Guest is one live isolated environment with an agent inside.
+type Guest interface {
+	Spec() Spec
+	// Start creates the guest and returns once its agent answers.
+	Start(ctx context.Context) error
+	// Exec runs one request through the guest's agent.
+	Exec(ctx context.Context, req agent.Request) (agent.Reply, error)
+	// Info is valid after Start.
+	Info() Info
+	// Stop tears the guest down. It is idempotent.
+	Stop(ctx context.Context) error
+}
+
+// Kind creates guests of one isolation kind.
+type Kind interface {
+	Name() string
+	// Probe reports whether this host can run guests of the kind with the
+	// given runtime; the error wraps ErrNotSupported and names what is
+	// missing.
+	Probe(ctx context.Context, runtime string) error
+	// New returns a guest that has not been started.
+	New(spec Spec, env Env) (Guest, error)
+}
+
+// ErrNotSupported says the host cannot run a kind or runtime; the wrapping
+// error names the reason and the package that would provide it.
+var ErrNotSupported = errors.New("not supported on this host")
+
+var (
+	regMu sync.RWMutex
+	kinds = map[string]Kind{}
+)
+
+// Register adds a kind; each implementation calls it from init().
+func Register(k Kind) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := kinds[k.Name()]; dup {
+		panic("guest kind registered twice: " + k.Name())
+	}
+	kinds[k.Name()] = k
+}
+
+// Lookup returns the kind registered under name.
+func Lookup(name string) (Kind, error) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	k, ok := kinds[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown guest kind %q (known: %v)", name, kindNamesLocked())
+	}
+	return k, nil
+}
+
+// KindNames lists the registered kinds in sorted order.
+func KindNames() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	return kindNamesLocked()
+}
+
+func kindNamesLocked() []string {
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,158 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestJournalKeepsPendingNewestFirstAndIgnoresTornTail(t *testing.T) {
+	journal := `{"op":"add","seq":1,"kind":"dir","id":"/a"}
+{"op":"add","seq":2,"kind":"mount","id":"/a/m"}
+{"op":"add","seq":3,"kind":"process","id":"42"}
+{"op":"done","seq":2}
+{"op":"add","seq":4,"kind":"di`
+	got, err := ReadJournal([]byte(journal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, e.ID)
+	}
+	if strings.Join(ids, ",") != "42,/a" {
+		t.Fatalf("pending = %v, want [42 /a]", ids)
+	}
+}
+
+func TestJournalRejectsCorruptionInTheMiddle(t *testing.T) {
+	journal := "{\"op\":\"add\",\"seq\":1,\"kind\":\"dir\",\"id\":\"/a\"}\ngarbage\n{\"op\":\"done\",\"seq\":1}\n"
+	if _, err := ReadJournal([]byte(journal)); err == nil {
+		t.Fatal("a corrupt line that is not the last must be an error")
+	}
+}
+
+func TestParseStatStartTimeSurvivesOddCommandNames(t *testing.T) {
+	stat := "1234 (a) b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
+	got, err := ParseStatStartTime([]byte(stat))
+	if err != nil || got != 987654 {
+		t.Fatalf("got %d, %v; want 987654", got, err)
+	}
+	if _, err := ParseStatStartTime([]byte("1 (x) S 1")); err == nil {
+		t.Fatal("short stat must be an error")
+	}
+}
+
+func TestRecordDoneClose(t *testing.T) {
+	root := t.TempDir()
+	l, err := Create(root, "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := l.Record(KindDir, "/x", nil)
+	b, _ := l.Record(KindDir, "/y", map[string]string{"k": "v"})
+	if err := l.Done(a); err != nil {
+		t.Fatal(err)
+	}
+	if p := l.Pending(); len(p) != 1 || p[0].ID != "/y" || p[0].Data["k"] != "v" {
+		t.Fatalf("pending = %+v", p)
+	}
+	data, _ := os.ReadFile(filepath.Join(l.Dir(), journalName))
+	fromDisk, err := ReadJournal(data)
+	if err != nil || len(fromDisk) != 1 || fromDisk[0].Seq != b.Seq {
+		t.Fatalf("journal on disk = %+v, %v", fromDisk, err)
+	}
+	l.Done(b)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(l.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("an empty ledger must be removed on close")
+	}
+	if _, err := l.Record(KindDir, "/z", nil); err == nil {
+		t.Fatal("record after close must fail")
+	}
+}
+
+// TestCleanUndoesOrphanedLedger simulates a vfleet that died: a ledger whose
+// owner process is gone, holding a directory and a live process.
+func TestCleanUndoesOrphanedLedger(t *testing.T) {
+	root := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(filepath.Join(victim, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { sleeper.Wait(); close(exited) }()
+	t.Cleanup(func() { sleeper.Process.Kill() })
+
+	l, err := Create(root, "dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Record(KindDir, victim, nil)
+	if _, err := l.RecordProcess(sleeper.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	l.f.Close() // the owner "dies" without closing cleanly
+	l.f = nil
+
+	// While the owner (this process) lives, a plain clean leaves it alone.
+	removed, err := Clean(context.Background(), root, CleanOptions{})
+	if err != nil || len(removed) != 0 {
+		t.Fatalf("clean touched a live run: %v %v", removed, err)
+	}
+	// Rewrite the owner as a pid that is certainly not running.
+	os.WriteFile(filepath.Join(root, "dead", ownerName), []byte(`{"pid":`+strconv.Itoa(1<<22+1)+`,"start_time":1}`), 0o600)
+
+	var seen []string
+	removed, err = Clean(context.Background(), root, CleanOptions{Progress: func(r Removed) { seen = append(seen, r.Entry.Describe()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 2 || !strings.HasPrefix(seen[0], "process ") || !strings.HasPrefix(seen[1], "dir ") {
+		t.Fatalf("removed newest first? got %v", seen)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("recorded process still running after clean")
+	}
+	if _, err := os.Stat(victim); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("recorded directory still there after clean")
+	}
+	if _, err := os.Stat(filepath.Join(root, "dead")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("ledger not removed after a complete clean")
+	}
+}
+
+func TestCleanKeepsWhatFailedForARetry(t *testing.T) {
+	root := t.TempDir()
+	l, _ := Create(root, "r")
+	l.Record("no-such-kind", "thing", nil)
+	l.Record(KindDir, filepath.Join(t.TempDir(), "gone"), nil)
+	l.f.Close()
+	l.f = nil
+	removed, err := Clean(context.Background(), root, CleanOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 2 || removed[1].Err == nil || removed[0].Err != nil {
+		t.Fatalf("removed = %+v", removed)
+	}
+	data, _ := os.ReadFile(filepath.Join(root, "r", journalName))
+	left, err := ReadJournal(data)
+	if err != nil || len(left) != 1 || left[0].Kind != "no-such-kind" {
+		t.Fatalf("journal after partial clean = %+v, %v", left, err)
+	}
+}

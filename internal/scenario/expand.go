@@ -1,0 +1,59 @@
+package scenario
+
+import (
+	"fmt"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// Expand turns the spec into the guests to start and the steps to run.
+//
+// A group with count 1 keeps its name; a group with count N yields
+// NAME-0 … NAME-(N-1). Steps go workload by workload: first the warm-ups
+// (each guest in turn), then repetition by repetition with every guest in
+// turn, so that slow drift of the machine (heat, other tenants) touches
+// every guest alike instead of biasing whichever ran last.
+func (s *Spec) Expand() *Plan {
+	plan := &Plan{Spec: s}
+	for _, g := range s.Guests {
+		for i := 0; i < g.Count; i++ {
+			name := g.Name
+			if g.Count > 1 {
+				name = fmt.Sprintf("%s-%d", g.Name, i)
+			}
+			plan.Guests = append(plan.Guests, PlannedGuest{Group: g.Name, Spec: guest.Spec{
+				Name: name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes,
+			}})
+		}
+	}
+	for _, w := range s.Workloads {
+		d := w.Duration
+		if d == 0 {
+			d = s.Duration
+		}
+		step := func(g PlannedGuest, rep int, warm bool) Step {
+			return Step{Guest: g.Spec.Name, Group: g.Group, WorkloadID: w.ID, Workload: w.Workload,
+				Params: copyParams(w.Params), Duration: d, Repetition: rep, Warmup: warm}
+		}
+		for rep := 0; rep < s.Warmup; rep++ {
+			for _, g := range plan.Guests {
+				plan.Steps = append(plan.Steps, step(g, rep, true))
+			}
+		}
+		for rep := 0; rep < s.Repetitions; rep++ {
+			for _, g := range plan.Guests {
+				plan.Steps = append(plan.Steps, step(g, rep, false))
+			}
+		}
+	}
+	return plan
+}
+
+func copyParams(p workload.Params) workload.Params {
+	out := make(workload.Params, len(p))
+	for k, v := range p {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,28 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/vfleet/vfleet/scenarios"
+)
+
+// Load reads a scenario by reference: a path to a YAML file, or the name of
+// a built-in scenario. An existing file wins over a built-in of that name.
+func Load(ref string, opts Options) (*Spec, error) {
+	data, err := os.ReadFile(ref)
+	if err == nil {
+		return Parse(ref, data, opts)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	data, berr := scenarios.Lookup(ref)
+	if berr != nil {
+		return nil, fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (built-ins: %s)", ref, strings.Join(scenarios.Names(), ", "))
+	}
+	return Parse("builtin:"+ref, data, opts)
+}

@@ -1,0 +1,449 @@
+package scenario
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// Options carries what the scenario package must not import itself.
+type Options struct {
+	// KnownKinds are the guest kinds compiled in (guest.KindNames()).
+	KnownKinds []string
+}
+
+// Defaults of optional fields, documented in docs/scenarios.md.
+const (
+	DefaultRepetitions = 3
+	DefaultWarmup      = 1
+	DefaultDuration    = 5 * time.Second
+	DefaultKind        = "host"
+)
+
+// parser accumulates errors while walking the node tree.
+type parser struct {
+	source string
+	opts   Options
+	errs   ErrorList
+}
+
+func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
+	e := &FieldError{Source: p.source, Path: path, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	p.errs = append(p.errs, e)
+}
+
+// Parse reads a scenario file. source names it in errors (a path, or
+// "builtin:NAME").
+func Parse(source string, data []byte, opts Options) (*Spec, error) {
+	p := &parser{source: source, opts: opts}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, ErrorList{{Source: source, Line: yamlErrorLine(err), Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, ErrorList{{Source: source, Msg: "empty scenario: want a mapping with name, guests and workloads"}}
+	}
+	spec := &Spec{Source: source, Text: data, Repetitions: DefaultRepetitions, Warmup: DefaultWarmup, Duration: DefaultDuration}
+	p.spec(doc.Content[0], spec)
+	if len(p.errs) > 0 {
+		return nil, p.errs
+	}
+	return spec, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrorLine(err error) int {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+// fields walks a mapping, calling the handler of each known key with its
+// value, and reporting unknown and repeated keys. It returns the value nodes
+// by key, for errors that point at a value after the walk.
+func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(*yaml.Node, string)) map[string]*yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, path, "want a mapping of %s", strings.Join(sortedKeys(handlers), ", "))
+		return nil
+	}
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		fieldPath := joinPath(path, k.Value)
+		h, ok := handlers[k.Value]
+		switch {
+		case !ok:
+			msg := fmt.Sprintf("unknown field %q (allowed: %s)", k.Value, strings.Join(sortedKeys(handlers), ", "))
+			if s := suggest(k.Value, sortedKeys(handlers)); s != "" {
+				msg = fmt.Sprintf("unknown field %q; did you mean %q?", k.Value, s)
+			}
+			p.errorf(k, fieldPath, "%s", msg)
+		case seen[k.Value] != nil:
+			p.errorf(k, fieldPath, "given twice (first at line %d)", seen[k.Value].Line)
+		default:
+			seen[k.Value] = v
+			h(v, fieldPath)
+		}
+	}
+	return seen
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (p *parser) scalar(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		p.errorf(n, path, "want a single value, not a %s", nodeKind(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	default:
+		return "value"
+	}
+}
+
+func (p *parser) str(dst *string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		if v, ok := p.scalar(n, path); ok {
+			*dst = v
+		}
+	}
+}
+
+func (p *parser) integer(dst *int, min int) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v, ok := p.scalar(n, path)
+		if !ok {
+			return
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil || i < min {
+			p.errorf(n, path, "%q is not allowed: want a whole number >= %d", v, min)
+			return
+		}
+		*dst = i
+	}
+}
+
+func (p *parser) duration(dst *time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v, ok := p.scalar(n, path)
+		if !ok {
+			return
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			p.errorf(n, path, "%q is not allowed: want a positive duration like 3s, 500ms or 1m", v)
+			return
+		}
+		*dst = d
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+func (p *parser) name(dst *string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v, ok := p.scalar(n, path)
+		if !ok {
+			return
+		}
+		if !nameRE.MatchString(v) || len(v) > 40 {
+			p.errorf(n, path, "%q is not allowed: want lower-case letters, digits and '-', at most 40 characters", v)
+			return
+		}
+		*dst = v
+	}
+}
+
+func (p *parser) spec(n *yaml.Node, s *Spec) {
+	var guestsNode, workloadsNode, baselineNode *yaml.Node
+	seen := p.fields(n, "", map[string]func(*yaml.Node, string){
+		"name":        p.name(&s.Name),
+		"description": p.str(&s.Description),
+		"repetitions": p.integer(&s.Repetitions, 1),
+		"warmup":      p.integer(&s.Warmup, 0),
+		"duration":    p.duration(&s.Duration),
+		"baseline":    func(v *yaml.Node, path string) { baselineNode = v; p.str(&s.Baseline)(v, path) },
+		"guests":      func(v *yaml.Node, _ string) { guestsNode = v },
+		"workloads":   func(v *yaml.Node, _ string) { workloadsNode = v },
+	})
+	if seen == nil {
+		return
+	}
+	for _, required := range []string{"name", "guests", "workloads"} {
+		if seen[required] == nil {
+			p.errorf(n, required, "missing (required)")
+		}
+	}
+	if guestsNode != nil {
+		p.guests(guestsNode, s)
+	}
+	if workloadsNode != nil {
+		p.workloads(workloadsNode, s)
+	}
+	p.baseline(n, baselineNode, s)
+}
+
+func (p *parser) list(n *yaml.Node, path, what string) []*yaml.Node {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		p.errorf(n, path, "want a non-empty list of %s", what)
+		return nil
+	}
+	return n.Content
+}
+
+func (p *parser) guests(n *yaml.Node, s *Spec) {
+	names := map[string]int{} // name -> line
+	kindCount := map[string]int{}
+	for i, item := range p.list(n, "guests", "guest groups") {
+		path := fmt.Sprintf("guests[%d]", i)
+		g := GuestGroup{Count: 1}
+		var memNode, cpusNode *yaml.Node
+		var mem, cpus string
+		seen := p.fields(item, path, map[string]func(*yaml.Node, string){
+			"name":    p.name(&g.Name),
+			"kind":    p.str(&g.Kind),
+			"runtime": p.str(&g.Runtime),
+			"cpus":    func(v *yaml.Node, path string) { cpusNode = v; p.str(&cpus)(v, path) },
+			"memory":  func(v *yaml.Node, path string) { memNode = v; p.str(&mem)(v, path) },
+			"count":   p.integer(&g.Count, 1),
+		})
+		if seen == nil {
+			continue
+		}
+		switch {
+		case seen["kind"] == nil:
+			p.errorf(item, path+".kind", "missing (required; one of: %s)", strings.Join(p.opts.KnownKinds, ", "))
+		case !contains(p.opts.KnownKinds, g.Kind):
+			p.errorf(seen["kind"], path+".kind", "unknown kind %q (known: %s)", g.Kind, strings.Join(p.opts.KnownKinds, ", "))
+		}
+		if cpusNode != nil {
+			if err := checkCPUSet(cpus); err != nil {
+				p.errorf(cpusNode, path+".cpus", "%q is not allowed: %v", cpus, err)
+			}
+			g.CPUs = cpus
+		}
+		if memNode != nil {
+			b, err := ParseSize(mem)
+			if err != nil {
+				p.errorf(memNode, path+".memory", "%q is not allowed: %v", mem, err)
+			}
+			g.MemoryBytes = b
+		}
+		if g.Name == "" {
+			kindCount[g.Kind]++
+			g.Name = g.Kind
+			if kindCount[g.Kind] > 1 {
+				g.Name = fmt.Sprintf("%s-%d", g.Kind, kindCount[g.Kind])
+			}
+		}
+		if line, dup := names[g.Name]; dup {
+			p.errorf(item, path+".name", "guest group name %q is already used at line %d; give each group its own name", g.Name, line)
+		}
+		names[g.Name] = item.Line
+		s.Guests = append(s.Guests, g)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) workloads(n *yaml.Node, s *Spec) {
+	ids := map[string]int{}
+	byName := map[string]int{}
+	for i, item := range p.list(n, "workloads", "workloads") {
+		path := fmt.Sprintf("workloads[%d]", i)
+		e := WorkloadEntry{}
+		var paramsNode *yaml.Node
+		seen := p.fields(item, path, map[string]func(*yaml.Node, string){
+			"workload": p.str(&e.Workload),
+			"id":       p.name(&e.ID),
+			"params":   func(v *yaml.Node, _ string) { paramsNode = v },
+			"duration": p.duration(&e.Duration),
+		})
+		if seen == nil {
+			continue
+		}
+		if seen["workload"] == nil {
+			p.errorf(item, path+".workload", "missing (required; one of: %s)", strings.Join(workload.Names(), ", "))
+			continue
+		}
+		w, err := workload.Lookup(e.Workload)
+		if err != nil {
+			msg := fmt.Sprintf("unknown workload %q (known: %s)", e.Workload, strings.Join(workload.Names(), ", "))
+			if sg := suggest(e.Workload, workload.Names()); sg != "" {
+				msg += fmt.Sprintf("; did you mean %q?", sg)
+			}
+			p.errorf(seen["workload"], path+".workload", "%s", msg)
+			continue
+		}
+		e.Params = p.params(paramsNode, path+".params", w)
+		if e.ID == "" {
+			e.ID = e.Workload
+			if line, dup := byName[e.Workload]; dup {
+				p.errorf(item, path+".id", "workload %q appears twice (also at line %d): give each entry a distinct id", e.Workload, line)
+			}
+		}
+		if line, dup := ids[e.ID]; dup {
+			p.errorf(item, path+".id", "id %q is already used at line %d", e.ID, line)
+		}
+		ids[e.ID], byName[e.Workload] = item.Line, item.Line
+		d := e.Duration
+		if d == 0 {
+			d = s.Duration
+		}
+		if md, ok := w.(workload.MinDurationer); ok && d < md.MinDuration() {
+			p.errorf(item, path+".duration", "%s needs at least %s to measure (the duration in effect is %s)", e.Workload, md.MinDuration(), d)
+		}
+		s.Workloads = append(s.Workloads, e)
+	}
+}
+
+// params merges the entry's parameters over the workload's defaults and
+// validates the result.
+func (p *parser) params(n *yaml.Node, path string, w workload.Workload) workload.Params {
+	merged := w.Defaults()
+	if n == nil {
+		return merged
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, path, "want a mapping of parameter names to values")
+		return merged
+	}
+	known := sortedKeys(merged)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if _, ok := merged[k.Value]; !ok {
+			msg := fmt.Sprintf("%s has no parameter %q (allowed: %s)", w.Name(), k.Value, strings.Join(known, ", "))
+			if s := suggest(k.Value, known); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			p.errorf(k, joinPath(path, k.Value), "%s", msg)
+			continue
+		}
+		if val, ok := p.scalar(v, joinPath(path, k.Value)); ok {
+			merged[k.Value] = val
+		}
+	}
+	if err := w.Validate(merged); err != nil {
+		p.errorf(n, path, "%s", strings.TrimPrefix(err.Error(), workload.ErrBadParam.Error()+": "))
+	}
+	return merged
+}
+
+func (p *parser) baseline(root, n *yaml.Node, s *Spec) {
+	if s.Baseline == "" {
+		for _, g := range s.Guests {
+			if g.Kind == DefaultKind {
+				s.Baseline = g.Name
+				break
+			}
+		}
+		if s.Baseline == "" && len(s.Guests) > 0 {
+			p.errorf(root, "baseline", "missing: no guest group of kind %q to compare against; add one or name a group in baseline", DefaultKind)
+		}
+		return
+	}
+	var names []string
+	for _, g := range s.Guests {
+		names = append(names, g.Name)
+		if g.Name == s.Baseline {
+			return
+		}
+	}
+	p.errorf(n, "baseline", "%q is not a guest group (groups: %s)", s.Baseline, strings.Join(names, ", "))
+}
+
+var cpuRangeRE = regexp.MustCompile(`^(\d+)(?:-(\d+))?$`)
+
+// checkCPUSet validates the kernel's cpuset list syntax ("0", "0-3", "0,2-3").
+func checkCPUSet(s string) error {
+	if s == "" {
+		return errors.New("empty cpu list")
+	}
+	for _, part := range strings.Split(s, ",") {
+		m := cpuRangeRE.FindStringSubmatch(part)
+		if m == nil {
+			return errors.New(`want a cpu list like "0", "0-3" or "0,2-3"`)
+		}
+		if m[2] != "" {
+			lo, _ := strconv.Atoi(m[1])
+			hi, _ := strconv.Atoi(m[2])
+			if hi < lo {
+				return fmt.Errorf("range %s runs backwards", part)
+			}
+		}
+	}
+	return nil
+}
+
+var sizeRE = regexp.MustCompile(`^([0-9]+)\s*([KMGT]i?B?|B)?$`)
+
+// ParseSize reads a memory size: a number of bytes or one with a unit
+// (K, M, G, T; KiB, MiB, GiB, TiB, or KB.. — all binary, as the kernel's
+// limits are).
+func ParseSize(s string) (int64, error) {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, errors.New("want a size like 512MiB, 1GiB or 256M")
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n <= 0 {
+		return 0, errors.New("want a positive size")
+	}
+	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30, 'T': 40}
+	if m[2] != "" && m[2] != "B" {
+		n <<= shift[m[2][0]]
+	}
+	return n, nil
+}
+
+// Hash identifies the scenario text; stored with every run.
+func (s *Spec) Hash() string {
+	sum := sha256.Sum256(s.Text)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,116 @@
+// Package workload owns the adapters between vfleet and the measuring tools:
+// for each tool, the argv that runs it and a pure parser of its output.
+//
+// Lifecycle: a Spec (name + parameters from the scenario) is validated up
+// front with Lookup/Validate; at run time Command builds the argv that the
+// agent executes inside a guest, and Parse turns the captured output into
+// Samples. Parsers never touch the system, so they are tested on outputs
+// recorded from real runs under testdata/.
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Better says which direction of a metric is an improvement. Reports use it
+// to normalise (bigger-is-better ratios stay as they are, smaller-is-better
+// ratios are inverted for the index) and to colour changes.
+type Better string
+
+const (
+	HigherIsBetter Better = "higher"
+	LowerIsBetter  Better = "lower"
+)
+
+// Sample is one measured value, as parsed from one execution of a tool.
+type Sample struct {
+	Metric string  // stable identifier, e.g. "cpu.events_per_s"
+	Unit   string  // e.g. "events/s", "MiB/s", "us"
+	Value  float64 // in Unit
+	Better Better
+}
+
+// Params are the resolved parameters of one workload execution. Every value
+// is recorded with each sample, so they are plain strings.
+type Params map[string]string
+
+// Exec describes how to run one execution inside a guest.
+type Exec struct {
+	Argv []string
+	// Timeout bounds the whole execution; the agent kills the process group
+	// when it passes.
+	Timeout time.Duration
+	// WorkDir is where the tool runs; file-I/O workloads write there. Empty
+	// means the guest's default scratch directory.
+	WorkDir string
+}
+
+// Workload is one adapter. Implementations are stateless.
+type Workload interface {
+	// Name is the identifier used in scenarios, e.g. "cpu".
+	Name() string
+	// Tool is the executable the adapter drives, e.g. "sysbench"; doctor and
+	// provenance report its version.
+	Tool() string
+	// Defaults returns every parameter the workload accepts with its default.
+	// Validate rejects keys not present here.
+	Defaults() Params
+	// Validate checks a fully resolved parameter set.
+	Validate(p Params) error
+	// Command builds the execution for the given resolved parameters and
+	// the nominal duration of the measurement.
+	Command(p Params, duration time.Duration) (Exec, error)
+	// Parse turns the tool's output into samples. It must be pure.
+	Parse(stdout, stderr []byte) ([]Sample, error)
+}
+
+// ErrUnknown is returned by Lookup for a name that is not registered.
+var ErrUnknown = errors.New("unknown workload")
+
+var (
+	regMu    sync.RWMutex
+	registry = map[string]Workload{}
+)
+
+// Register makes a workload available by name. It is called from init() of
+// the file that implements the adapter and panics on a duplicate name,
+// which is a programming error caught by any test.
+func Register(w Workload) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[w.Name()]; dup {
+		panic("workload registered twice: " + w.Name())
+	}
+	registry[w.Name()] = w
+}
+
+// Lookup returns the workload registered under name.
+func Lookup(name string) (Workload, error) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	w, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknown, name, namesLocked())
+	}
+	return w, nil
+}
+
+// Names lists the registered workloads in sorted order.
+func Names() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
