@@ -1,0 +1,124 @@
+package report
+
+import (
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// Comparison is a run's results arranged for reading.
+type Comparison struct {
+	Run      store.Run
+	Columns  []Column // the baseline first
+	Rows     []Row
+	Failures []store.Failure
+}
+
+// Column is one guest group.
+type Column struct {
+	Group    string `json:"group"`
+	Kind     string `json:"kind"`
+	Runtime  string `json:"runtime,omitempty"`
+	Baseline bool   `json:"baseline"`
+}
+
+// Label is how the column is titled: the group, with its kind and runtime
+// when the name does not already say it.
+func (c Column) Label() string {
+	label := c.Group
+	if c.Kind != "" && c.Kind != c.Group {
+		label += " [" + c.Kind + "]"
+	}
+	if c.Runtime != "" {
+		label += " (" + c.Runtime + ")"
+	}
+	return label
+}
+
+// Row is one metric of one workload entry.
+type Row struct {
+	WorkloadID string          `json:"workload_id"`
+	Metric     string          `json:"metric"`
+	Unit       string          `json:"unit"`
+	Better     workload.Better `json:"better"`
+	Cells      []Cell          `json:"cells"` // parallel to Comparison.Columns
+}
+
+// Cell summarises one group's repetitions of a row.
+type Cell struct {
+	Present    bool             `json:"present"` // false: the group has no sample (failed or not run)
+	Summary    stats.Summary    `json:"summary"`
+	Normalized stats.Normalized `json:"normalized"`
+	// Comparable is false when the baseline has no value to normalise to.
+	Comparable bool `json:"comparable"`
+}
+
+// Build arranges samples into a Comparison. Samples of all guests of a
+// group are pooled: the group is what the scenario compares.
+func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comparison {
+	c := Comparison{Run: run, Failures: failures}
+	colIndex := map[string]int{}
+	addColumn := func(group string) {
+		if _, ok := colIndex[group]; ok {
+			return
+		}
+		col := Column{Group: group, Baseline: group == run.Baseline}
+		for _, g := range sortedStrings(run.Guests) {
+			if rec := run.Guests[g]; rec.Group == group {
+				col.Kind, col.Runtime = rec.Kind, rec.Runtime
+				break
+			}
+		}
+		colIndex[group] = len(c.Columns)
+		c.Columns = append(c.Columns, col)
+	}
+	if run.Baseline != "" {
+		addColumn(run.Baseline)
+	}
+	type rowKey struct{ workload, metric string }
+	rowIndex := map[rowKey]int{}
+	values := map[rowKey]map[string][]float64{}
+	for _, s := range samples {
+		addColumn(s.Group)
+		k := rowKey{s.WorkloadID, s.Metric}
+		if _, ok := rowIndex[k]; !ok {
+			rowIndex[k] = len(c.Rows)
+			c.Rows = append(c.Rows, Row{WorkloadID: s.WorkloadID, Metric: s.Metric, Unit: s.Unit, Better: s.Better})
+			values[k] = map[string][]float64{}
+		}
+		values[k][s.Group] = append(values[k][s.Group], s.Value)
+	}
+	for _, f := range failures {
+		if f.Group != "" {
+			addColumn(f.Group)
+		}
+	}
+	for i := range c.Rows {
+		row := &c.Rows[i]
+		k := rowKey{row.WorkloadID, row.Metric}
+		row.Cells = make([]Cell, len(c.Columns))
+		var base stats.Summary
+		baseOK := false
+		if vs, ok := values[k][run.Baseline]; ok {
+			base, baseOK = stats.Summarize(vs, stats.DefaultConfidence), true
+		}
+		for j, col := range c.Columns {
+			vs, ok := values[k][col.Group]
+			if !ok {
+				continue
+			}
+			cell := Cell{Present: true, Summary: stats.Summarize(vs, stats.DefaultConfidence)}
+			switch {
+			case col.Baseline && base.Mean != 0:
+				// The baseline against itself is 1 exactly; its interval shows
+				// its own noise, not that noise counted twice.
+				rel := base.RelativeHalfWidth()
+				cell.Normalized, cell.Comparable = stats.Normalized{Ratio: 1, CILow: 1 - rel, CIHigh: 1 + rel}, true
+			case baseOK && base.Mean != 0:
+				cell.Normalized, cell.Comparable = stats.Normalize(cell.Summary, base), true
+			}
+			row.Cells[j] = cell
+		}
+	}
+	return c
+}

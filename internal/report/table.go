@@ -1,0 +1,133 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+// TableOptions tune the terminal table.
+type TableOptions struct {
+	// Color enables ANSI colours (the CLI sets it for a terminal without NO_COLOR).
+	Color bool
+}
+
+const (
+	ansiGreen = "\x1b[32m"
+	ansiRed   = "\x1b[31m"
+	ansiDim   = "\x1b[2m"
+	ansiReset = "\x1b[0m"
+)
+
+// WriteTable prints the comparison: one row per workload metric, one column
+// per guest group, each cell the value normalised to the baseline (1.00)
+// with the raw mean and unit beside it.
+func WriteTable(w io.Writer, c Comparison, opts TableOptions) error {
+	run := c.Run
+	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00\n", run.ID, run.ScenarioName, run.Status, run.Baseline)
+	header := []string{"workload / metric"}
+	for _, col := range c.Columns {
+		header = append(header, col.Label())
+	}
+	rows := [][]string{header}
+	colours := [][]int{make([]int, len(header))}
+	for _, r := range c.Rows {
+		line := []string{fmt.Sprintf("%s %s %s", r.WorkloadID, r.Metric, arrow(string(r.Better)))}
+		col := []int{0}
+		for _, cell := range r.Cells {
+			line = append(line, cellText(cell, r.Unit))
+			col = append(col, verdict(cell, string(r.Better)))
+		}
+		rows = append(rows, line)
+		colours = append(colours, col)
+	}
+	widths := make([]int, len(header))
+	for _, r := range rows {
+		for i, s := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(s))
+		}
+	}
+	for i, r := range rows {
+		var b strings.Builder
+		for j, s := range r {
+			pad := strings.Repeat(" ", widths[j]-utf8.RuneCountInString(s))
+			if opts.Color && colours[i][j] != 0 {
+				code := ansiGreen
+				if colours[i][j] < 0 {
+					code = ansiRed
+				}
+				s = code + s + ansiReset
+			}
+			b.WriteString(s + pad)
+			if j < len(r)-1 {
+				b.WriteString("  ")
+			}
+		}
+		if _, err := fmt.Fprintln(w, strings.TrimRight(b.String(), " ")); err != nil {
+			return err
+		}
+	}
+	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio"
+	if opts.Color {
+		legend = ansiDim + legend + "; green/red: better/worse than the baseline beyond that interval" + ansiReset
+	}
+	fmt.Fprintln(w, legend)
+	writeFailures(w, c.Failures)
+	if run.Status != store.StatusComplete {
+		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", run.Status)
+	}
+	return nil
+}
+
+func arrow(better string) string {
+	if better == "lower" {
+		return "↓"
+	}
+	return "↑"
+}
+
+func cellText(c Cell, unit string) string {
+	if !c.Present {
+		return "—"
+	}
+	raw := fmt.Sprintf("(%s %s)", formatValue(c.Summary.Mean), unit)
+	if !c.Comparable {
+		return "n/a " + raw
+	}
+	s := formatRatio(c.Normalized.Ratio) + " " + raw
+	if half := c.Normalized.CIHigh - c.Normalized.Ratio; half > 0 {
+		s += " ±" + formatRatio(half)
+	}
+	return s
+}
+
+func writeFailures(w io.Writer, failures []store.Failure) {
+	if len(failures) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d failure(s):\n", len(failures))
+	for _, f := range failures {
+		what := f.WorkloadID
+		if what == "" {
+			what = "start"
+		} else {
+			what += fmt.Sprintf(" rep %d", f.Repetition+1)
+		}
+		line := fmt.Sprintf("  %s: %s: %s", f.Guest, what, f.Error)
+		if first := firstLine(f.Stderr); first != "" && !strings.Contains(f.Error, first) {
+			line += " — " + first
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,59 @@
+package report
+
+import (
+	"math"
+	"sort"
+	"strconv"
+)
+
+func sortedStrings[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// formatValue prints a measured value with about four significant digits:
+// enough to compare, few enough to read.
+func formatValue(v float64) string {
+	switch a := math.Abs(v); {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "n/a"
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
+
+func formatRatio(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(r, 'f', 2, 64)
+}
+
+// verdict says whether a normalised value is better, worse or not
+// distinguishable from the baseline, given the metric's direction.
+func verdict(c Cell, better string) int {
+	if !c.Comparable || math.IsNaN(c.Normalized.CILow) {
+		return 0
+	}
+	above, below := c.Normalized.CILow > 1, c.Normalized.CIHigh < 1
+	if better == "lower" {
+		above, below = below, above
+	}
+	switch {
+	case above:
+		return 1
+	case below:
+		return -1
+	}
+	return 0
+}
