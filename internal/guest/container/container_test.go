@@ -1,0 +1,82 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+func TestConformanceRunc(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "runc", "runc")
+	img := testutil.Image(t)
+	k, _ := guest.Lookup(KindName)
+	guesttest.Run(t, guesttest.Options{Kind: k, Spec: guest.Spec{Runtime: "runc", CPUs: "0", MemoryBytes: 512 << 20},
+		RootFS: img.RootFS, AgentPath: img.AgentPath, Isolated: true})
+}
+
+func TestProbeUnknownAndMissingRuntimes(t *testing.T) {
+	k, _ := guest.Lookup(KindName)
+	err := k.Probe(context.Background(), "lxc")
+	if !errors.Is(err, guest.ErrNotSupported) || !strings.Contains(err.Error(), "known: runc") {
+		t.Fatalf("unknown runtime: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		t.Setenv("PATH", t.TempDir())
+		err = k.Probe(context.Background(), "runc")
+		if !errors.Is(err, guest.ErrNotSupported) || !strings.Contains(err.Error(), "Debian package runc") {
+			t.Fatalf("missing runtime: %v", err)
+		}
+	}
+}
+
+// crun cannot run on a v1/hybrid host; the probe must explain that rather
+// than pass crun's message through.
+func TestExplainCrunOnHybridCgroups(t *testing.T) {
+	msg := "cgroups in hybrid mode not supported, drop all controllers from cgroupv2"
+	if got := explainFailure("crun", msg, "hybrid"); !strings.Contains(got, "use runc") {
+		t.Fatalf("explanation = %q", got)
+	}
+	if got := explainFailure("crun", msg, "v2"); got != "" {
+		t.Fatalf("no explanation expected on v2, got %q", got)
+	}
+}
+
+func TestBundleCarriesLimitsAndIsolation(t *testing.T) {
+	s := Bundle(BundleOptions{Hostname: "g", RootPath: "/r", Args: []string{"/a"}, CgroupsPath: "/vfleet/r/g", CPUs: "1", MemoryBytes: 256 << 20,
+		Binds: []Bind{{Source: "/host/sock", Destination: "/run/vfleet"}}})
+	if s.Linux.Resources.CPU.Cpus != "1" || *s.Linux.Resources.Memory.Limit != 256<<20 || s.Linux.CgroupsPath != "/vfleet/r/g" {
+		t.Fatalf("limits: %+v", s.Linux.Resources)
+	}
+	var ns []string
+	for _, n := range s.Linux.Namespaces {
+		ns = append(ns, string(n.Type))
+	}
+	if got := strings.Join(ns, ","); got != "pid,ipc,uts,mount,network" {
+		t.Fatalf("namespaces = %s", got)
+	}
+	last := s.Mounts[len(s.Mounts)-1]
+	if last.Source != "/host/sock" || last.Destination != "/run/vfleet" || last.Type != "bind" {
+		t.Fatalf("socket bind = %+v", last)
+	}
+	none := Bundle(BundleOptions{})
+	if none.Linux.Resources.CPU != nil || none.Linux.Resources.Memory != nil {
+		t.Fatal("no limits asked, some set")
+	}
+}
+
+func TestCgroupMounts(t *testing.T) {
+	info := "35 25 0:30 / /sys/fs/cgroup/cpu rw,relatime shared:12 - cgroup cgroup rw,cpu\n" +
+		"36 25 0:31 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n" +
+		"37 25 0:32 / /proc rw - proc proc rw\n"
+	got, err := CgroupMounts(strings.NewReader(info))
+	if err != nil || strings.Join(got, ",") != "/sys/fs/cgroup/cpu,/sys/fs/cgroup/unified" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+}

@@ -1,0 +1,127 @@
+package container
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/guest"
+)
+
+// probeTimeout bounds a probe container's whole life.
+const probeTimeout = 20 * time.Second
+
+// Probe checks that the runtime is installed and really starts a container:
+// a runtime can be present and still fail on this host's cgroup layout,
+// seccomp or kernel.
+func (kind) Probe(ctx context.Context, runtime string) error {
+	if runtime == "" {
+		runtime = DefaultRuntime
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: containers need root", guest.ErrNotSupported)
+	}
+	bin, err := runtimeBinary(runtime)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	out, err := probeRun(ctx, bin)
+	if err == nil {
+		return nil
+	}
+	msg := strings.TrimSpace(string(out))
+	if explain := explainFailure(runtime, msg, hostCgroupLayout()); explain != "" {
+		return fmt.Errorf("%w: %s does not start containers here: %s (it said: %s)", guest.ErrNotSupported, runtime, explain, msg)
+	}
+	return fmt.Errorf("%w: %s does not start containers here: %v: %s", guest.ErrNotSupported, runtime, err, msg)
+}
+
+// probeRun runs /bin/true in a throwaway container whose root filesystem is
+// the host's own /usr, bound read-only, and removes everything afterwards.
+func probeRun(ctx context.Context, bin string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "vfleet-probe-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	id := "vfleet-probe-" + hex.EncodeToString(suffix)
+	rootfs := filepath.Join(dir, "rootfs")
+	binds, err := hostUsrBinds(rootfs)
+	if err != nil {
+		return nil, err
+	}
+	cgroupsPath := cgroupParent + "/" + id
+	config := Bundle(BundleOptions{Hostname: "probe", RootPath: rootfs, Args: []string{"/usr/bin/true"}, CgroupsPath: cgroupsPath, Binds: binds})
+	b, _ := json.Marshal(config)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = deleteContainer(cctx, bin, id)
+		_ = undoCgroupPath(cgroupsPath)
+	}()
+	cmd := exec.CommandContext(ctx, bin, "run", "--bundle", dir, id)
+	out, err := cmd.CombinedOutput()
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return out, err
+}
+
+// hostUsrBinds prepares an empty root with the host's /usr bound read-only
+// and the usual top-level links (or binds, on a host without merged /usr).
+func hostUsrBinds(rootfs string) ([]Bind, error) {
+	if err := os.MkdirAll(filepath.Join(rootfs, "usr"), 0o755); err != nil {
+		return nil, err
+	}
+	binds := []Bind{{Source: "/usr", Destination: "/usr", ReadOnly: true}}
+	for _, top := range []string{"bin", "sbin", "lib", "lib64"} {
+		target, err := os.Readlink("/" + top)
+		switch {
+		case err == nil:
+			if err := os.Symlink(target, filepath.Join(rootfs, top)); err != nil {
+				return nil, err
+			}
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			if fi, serr := os.Stat("/" + top); serr == nil && fi.IsDir() {
+				binds = append(binds, Bind{Source: "/" + top, Destination: "/" + top, ReadOnly: true})
+			}
+		}
+	}
+	return binds, nil
+}
+
+// hostCgroupLayout tells v1, hybrid and v2 hierarchies apart.
+func hostCgroupLayout() string {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return "v2"
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
+		return "hybrid"
+	}
+	return "v1"
+}
+
+// explainFailure turns a runtime's error into the reason a user can act on,
+// for failures whose cause is known.
+func explainFailure(runtime, output, layout string) string {
+	if runtime == "crun" && layout != "v2" && strings.Contains(output, "cgroup") {
+		return fmt.Sprintf("crun cannot manage cgroups on this host's %s cgroup layout; use runc, or boot with the unified (v2) hierarchy", layout)
+	}
+	return ""
+}

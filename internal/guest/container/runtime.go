@@ -1,0 +1,107 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/ledger"
+)
+
+// DefaultRuntime is used when a scenario names none.
+const DefaultRuntime = "runc"
+
+// runtimeInfo says where a runtime comes from, for errors that tell the
+// user what to install.
+var runtimeInfo = map[string]string{
+	"runc":         "install the Debian package runc",
+	"crun":         "install the Debian package crun",
+	"runsc":        "gVisor's runsc is not packaged in Debian; install it from the gVisor releases",
+	"kata-runtime": "Kata Containers is not packaged in Debian; install it from the Kata releases",
+}
+
+// Runtimes lists the runtimes the kind knows, in a stable order.
+func Runtimes() []string { return []string{"runc", "crun", "runsc", "kata-runtime"} }
+
+// kindContainer is the ledger entry of a created container; ID is the
+// container id, Data["runtime"] the runtime binary.
+const kindContainer = "container"
+
+func init() { ledger.RegisterUndo(kindContainer, undoContainer) }
+
+// runtimeBinary finds the runtime's executable, or says how to get it.
+func runtimeBinary(name string) (string, error) {
+	hint, known := runtimeInfo[name]
+	if !known {
+		return "", fmt.Errorf("%w: unknown container runtime %q (known: %s)", guest.ErrNotSupported, name, strings.Join(Runtimes(), ", "))
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: container runtime %s not found in PATH: %s", guest.ErrNotSupported, name, hint)
+	}
+	return p, nil
+}
+
+// runtimeCmd runs one runtime subcommand and returns its combined output.
+func runtimeCmd(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		return out.Bytes(), fmt.Errorf("%s %s: %w: %s", bin, args[0], err, strings.TrimSpace(out.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// containerPid asks the runtime for the container's init pid.
+func containerPid(ctx context.Context, bin, id string) (int, error) {
+	out, err := runtimeCmd(ctx, bin, "state", id)
+	if err != nil {
+		return 0, err
+	}
+	var st specs.State
+	if err := json.Unmarshal(out, &st); err != nil {
+		return 0, fmt.Errorf("parse %s state: %w", bin, err)
+	}
+	return st.Pid, nil
+}
+
+// deleteContainer kills and deletes a container; a container that does not
+// exist is already deleted.
+func deleteContainer(ctx context.Context, bin, id string) error {
+	_, _ = runtimeCmd(ctx, bin, "kill", id, "KILL")
+	if _, err := runtimeCmd(ctx, bin, "delete", "--force", id); err != nil {
+		if !exists(ctx, bin, id) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+func exists(ctx context.Context, bin, id string) bool {
+	_, err := runtimeCmd(ctx, bin, "state", id)
+	return err == nil
+}
+
+func undoContainer(ctx context.Context, e ledger.Entry) error {
+	bin := e.Data["runtime"]
+	if bin == "" {
+		return errors.New("ledger container entry without runtime")
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return fmt.Errorf("remove container %s: %w", e.ID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	return deleteContainer(ctx, bin, e.ID)
+}

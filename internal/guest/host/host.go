@@ -1,0 +1,223 @@
+// Package host implements the bare baseline guest kind: the agent and the
+// measuring tools run as ordinary host processes — no namespaces, no cgroup
+// limits, the host's network and scheduler — but chrooted into a
+// copy-on-write view of the guest image, so the baseline runs the very same
+// binaries and libraries as every other guest kind and writes to the same
+// kind of filesystem.
+//
+// Lifecycle: Start records and creates the state directory, the overlay, the
+// /proc, /sys and /dev binds the tools need, then starts the agent with
+// chroot and waits for it; Stop kills the agent and undoes the rest, newest
+// first.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/overlay"
+	"github.com/vfleet/vfleet/internal/ledger"
+)
+
+// KindName is the name scenarios use for the baseline.
+const KindName = "host"
+
+const (
+	socketInGuest = "/run/vfleet/agent.sock"
+	scratchDir    = "/var/tmp/vfleet"
+	readyTimeout  = 30 * time.Second
+)
+
+func init() { guest.Register(kind{}) }
+
+type kind struct{}
+
+func (kind) Name() string { return KindName }
+
+func (kind) Probe(_ context.Context, runtime string) error {
+	if runtime != "" {
+		return fmt.Errorf("%w: kind host takes no runtime (got %q)", guest.ErrNotSupported, runtime)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: the host baseline needs root (chroot and mounts)", guest.ErrNotSupported)
+	}
+	if err := overlay.Supported(); err != nil {
+		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+	}
+	return nil
+}
+
+func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
+	if spec.Runtime != "" {
+		return nil, fmt.Errorf("guest %s: kind host takes no runtime (got %q)", spec.Name, spec.Runtime)
+	}
+	if spec.CPUs != "" || spec.MemoryBytes != 0 {
+		return nil, fmt.Errorf("guest %s: the host baseline runs without limits; cpus and memory are not allowed", spec.Name)
+	}
+	return &Guest{spec: spec, env: env, dir: filepath.Join(env.StateDir, spec.Name)}, nil
+}
+
+// Guest is a running baseline.
+type Guest struct {
+	spec guest.Spec
+	env  guest.Env
+	dir  string
+
+	mu     sync.Mutex
+	undo   guest.Teardown
+	client *agent.Client
+	info   guest.Info
+}
+
+func (g *Guest) Spec() guest.Spec { return g.spec }
+
+func (g *Guest) Info() guest.Info {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.info
+}
+
+func (g *Guest) Start(ctx context.Context) (err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.client != nil {
+		return errors.New("already started")
+	}
+	began := time.Now()
+	defer func() {
+		if err != nil {
+			g.teardownLocked()
+			err = fmt.Errorf("start guest %s: %w", g.spec.Name, err)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	dirEntry, err := g.env.Ledger.Record(ledger.KindDir, g.dir, nil)
+	if err != nil {
+		return err
+	}
+	g.undo.PushRelease(g.env.Ledger, dirEntry)
+	if err := os.MkdirAll(g.dir, 0o700); err != nil {
+		return err
+	}
+
+	layer, err := overlay.Mount(g.env.Ledger, g.env.RootFS, g.dir)
+	if err != nil {
+		return err
+	}
+	g.undo.Push(layer.Unmount)
+	for _, p := range []string{"/proc", "/sys", "/dev"} {
+		undo, err := layer.Bind(p, p)
+		if err != nil {
+			return err
+		}
+		g.undo.Push(undo)
+	}
+	for _, d := range []string{filepath.Dir(socketInGuest), scratchDir} {
+		if err := os.MkdirAll(filepath.Join(layer.Merged, d), 0o755); err != nil {
+			return err
+		}
+	}
+
+	logf, err := os.Create(filepath.Join(g.dir, "agent.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(g.env.AgentPath, "--listen", socketInGuest, "--workdir", scratchDir)
+	// The kernel resolves the path after the chroot, so it is the in-image path.
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Chroot:    layer.Merged,
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL, // a killed vfleet takes its baseline agent along
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	pidEntry, recErr := g.env.Ledger.RecordProcess(cmd.Process.Pid)
+	g.undo.Push(func() error {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		if recErr != nil {
+			return nil
+		}
+		return g.env.Ledger.Done(pidEntry)
+	})
+	if recErr != nil {
+		return recErr
+	}
+
+	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-exited:
+			cancel() // the agent died: stop waiting for it
+		case <-readyCtx.Done():
+		}
+	}()
+	client, err := agent.WaitReady(readyCtx, filepath.Join(layer.Merged, socketInGuest))
+	if err != nil {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(logf.Name())
+			return fmt.Errorf("agent exited before it was ready: %s", guest.Tail(log, 400))
+		default:
+		}
+		return err
+	}
+	g.client = client
+	g.info = guest.Info{
+		Kind:       KindName,
+		BootTime:   time.Since(began),
+		PIDs:       []int{cmd.Process.Pid},
+		ScratchDir: scratchDir,
+		Details:    map[string]string{"isolation": "none (chroot into the image for identical binaries)"},
+	}
+	return nil
+}
+
+func (g *Guest) Exec(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	g.mu.Lock()
+	c := g.client
+	g.mu.Unlock()
+	if c == nil {
+		return agent.Reply{}, fmt.Errorf("guest %s is not running", g.spec.Name)
+	}
+	return c.Do(ctx, req)
+}
+
+func (g *Guest) Stop(context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.teardownLocked()
+}
+
+// teardownLocked runs the undo list newest first, once; it needs no context
+// because every step is a local syscall bounded by the kernel.
+func (g *Guest) teardownLocked() error {
+	if g.client != nil {
+		g.client.Close()
+		g.client = nil
+	}
+	if err := g.undo.Run(); err != nil {
+		return fmt.Errorf("stop guest %s: %w", g.spec.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,327 @@
+package image
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// AgentPath is where the agent lives inside every image.
+const AgentPath = "/usr/local/bin/vfleet-agent"
+
+var (
+	// ErrMissingTool is returned when the image builder is not installed.
+	ErrMissingTool = errors.New("image builder not installed")
+	// ErrNotBuilt is returned by Open when the image does not exist yet.
+	ErrNotBuilt = errors.New("guest image not built")
+)
+
+// Manifest describes a built image; it is written last, so its presence
+// marks the image complete.
+type Manifest struct {
+	Recipe        Recipe            `json:"recipe"`
+	Hash          string            `json:"hash"`
+	Built         time.Time         `json:"built"`
+	BuildDuration time.Duration     `json:"build_duration_ns"`
+	Packages      map[string]string `json:"packages"`
+	Kernel        string            `json:"kernel,omitempty"` // path inside the rootfs
+	Initrd        string            `json:"initrd,omitempty"`
+	AgentSHA256   string            `json:"agent_sha256,omitempty"`
+}
+
+// Image is a built image.
+type Image struct {
+	Dir      string
+	RootFS   string
+	Manifest Manifest
+	// AgentPath is the agent's path inside the image.
+	AgentPath string
+	// KernelPath and InitrdPath are host paths of the guest kernel, empty
+	// when the recipe has none.
+	KernelPath string
+	InitrdPath string
+}
+
+// EnsureOptions configure Ensure.
+type EnsureOptions struct {
+	Root        string // images live in Root/images
+	Recipe      Recipe
+	AgentBinary string // the static agent to install
+	Rebuild     bool
+	Progress    func(line string)
+}
+
+func imagesDir(root string) string { return filepath.Join(root, "images") }
+
+// Open returns an existing image without building anything.
+func Open(root string, r Recipe) (*Image, error) {
+	dir := filepath.Join(imagesDir(root), r.Hash())
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (run 'vfleet image build')", ErrNotBuilt)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open image: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("open image: manifest: %w", err)
+	}
+	img := &Image{Dir: dir, RootFS: filepath.Join(dir, "rootfs"), Manifest: m, AgentPath: AgentPath}
+	if m.Kernel != "" {
+		img.KernelPath = filepath.Join(img.RootFS, m.Kernel)
+	}
+	if m.Initrd != "" {
+		img.InitrdPath = filepath.Join(img.RootFS, m.Initrd)
+	}
+	return img, nil
+}
+
+// Ensure returns the image for the recipe, building it if needed, with the
+// given agent installed.
+func Ensure(ctx context.Context, o EnsureOptions) (*Image, error) {
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	dir := imagesDir(o.Root)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	unlock, err := lock(ctx, filepath.Join(dir, ".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	hash := o.Recipe.Hash()
+	final := filepath.Join(dir, hash)
+	removeStaleBuilds(dir)
+	if o.Rebuild {
+		if err := os.RemoveAll(final); err != nil {
+			return nil, fmt.Errorf("image: remove old image: %w", err)
+		}
+	}
+	img, err := Open(o.Root, o.Recipe)
+	if errors.Is(err, ErrNotBuilt) {
+		if err := build(ctx, o, final); err != nil {
+			return nil, err
+		}
+		img, err = Open(o.Root, o.Recipe)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.AgentBinary != "" {
+		if err := installAgent(img, o.AgentBinary, o.Progress); err != nil {
+			return nil, err
+		}
+	}
+	return img, nil
+}
+
+const buildPrefix = ".build-"
+
+// build runs mmdebstrap into a temporary directory and renames it into
+// place once the manifest is written.
+func build(ctx context.Context, o EnsureOptions, final string) (err error) {
+	bin, err := exec.LookPath("mmdebstrap")
+	if err != nil {
+		return fmt.Errorf("%w: mmdebstrap not found in PATH: install the Debian package mmdebstrap", ErrMissingTool)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(final), buildPrefix)
+	if err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	began := time.Now()
+	rootfs := filepath.Join(tmp, "rootfs")
+	o.Progress(fmt.Sprintf("building %s image with %s (recipe %.12s)", o.Recipe.Suite, strings.Join(o.Recipe.Packages, ", "), o.Recipe.Hash()))
+	cmd := exec.CommandContext(ctx, bin, o.Recipe.mmdebstrapArgs(rootfs)...)
+	// mmdebstrap's own cleanup on SIGTERM is better than a SIGKILL.
+	cmd.Cancel = func() error { return cmd.Process.Signal(unix.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("image: start mmdebstrap: %w", err)
+	}
+	var last []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		last = append(last, line)
+		if len(last) > 15 {
+			last = last[1:]
+		}
+		if strings.HasPrefix(line, "I: ") || strings.HasPrefix(line, "E: ") || strings.HasPrefix(line, "W: ") {
+			o.Progress(line)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("image build interrupted: %w", ctx.Err())
+		}
+		return fmt.Errorf("image: mmdebstrap failed: %w:\n%s", err, strings.Join(last, "\n"))
+	}
+	m, err := describe(o.Recipe, rootfs)
+	if err != nil {
+		return err
+	}
+	m.Built, m.BuildDuration = time.Now().UTC(), time.Since(began)
+	if err := writeManifest(tmp, m); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	o.Progress(fmt.Sprintf("image built in %s", m.BuildDuration.Round(time.Second)))
+	return nil
+}
+
+// describe reads what a fresh rootfs contains.
+func describe(r Recipe, rootfs string) (Manifest, error) {
+	m := Manifest{Recipe: r, Hash: r.Hash()}
+	f, err := os.Open(filepath.Join(rootfs, "var/lib/dpkg/status"))
+	if err != nil {
+		return m, fmt.Errorf("image: %w", err)
+	}
+	defer f.Close()
+	if m.Packages, err = ParseDpkgStatus(f); err != nil {
+		return m, fmt.Errorf("image: %w", err)
+	}
+	m.Kernel, m.Initrd = newest(rootfs, "boot/vmlinuz-*"), newest(rootfs, "boot/initrd.img-*")
+	return m, nil
+}
+
+// newest returns the last match of a glob inside rootfs, relative to it.
+func newest(rootfs, pattern string) string {
+	matches, _ := filepath.Glob(filepath.Join(rootfs, pattern))
+	if len(matches) == 0 {
+		return ""
+	}
+	sort.Strings(matches)
+	rel, _ := filepath.Rel(rootfs, matches[len(matches)-1])
+	return "/" + rel
+}
+
+func writeManifest(dir string, m Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "manifest.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(dir, "manifest.json"))
+}
+
+// installAgent copies the agent into the image when it differs from the
+// one there, so a rebuilt vfleet never talks to a stale agent.
+func installAgent(img *Image, binary string, progress func(string)) error {
+	sum, err := fileSHA256(binary)
+	if err != nil {
+		return fmt.Errorf("image: agent: %w", err)
+	}
+	if sum == img.Manifest.AgentSHA256 {
+		return nil
+	}
+	dst := filepath.Join(img.RootFS, AgentPath)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if err := copyFile(binary, dst+".new", 0o755); err != nil {
+		return fmt.Errorf("image: install agent: %w", err)
+	}
+	if err := os.Rename(dst+".new", dst); err != nil {
+		return fmt.Errorf("image: install agent: %w", err)
+	}
+	img.Manifest.AgentSHA256 = sum
+	progress(fmt.Sprintf("installed agent %.12s into the image", sum))
+	return writeManifest(img.Dir, img.Manifest)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// removeStaleBuilds deletes temporary build directories a killed build
+// left; the caller holds the lock, so none of them is in use.
+func removeStaleBuilds(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), buildPrefix) {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// lock takes an exclusive flock, polling so that ctx can interrupt the wait.
+func lock(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("image lock: %w", err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("image lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another image build: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

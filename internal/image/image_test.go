@@ -1,0 +1,66 @@
+package image
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestRecipeHashIsStableAndSensitive(t *testing.T) {
+	r := DefaultRecipe()
+	if r.Hash() != DefaultRecipe().Hash() {
+		t.Fatal("hash not deterministic")
+	}
+	shuffled := DefaultRecipe()
+	shuffled.Packages[0], shuffled.Packages[1] = shuffled.Packages[1], shuffled.Packages[0]
+	if shuffled.Hash() != r.Hash() {
+		t.Fatal("package order must not change the hash")
+	}
+	for name, change := range map[string]func(*Recipe){
+		"suite":   func(r *Recipe) { r.Suite = "trixie" },
+		"package": func(r *Recipe) { r.Packages = append(r.Packages, "netperf") },
+		"format":  func(r *Recipe) { r.Format++ },
+		"variant": func(r *Recipe) { r.Variant = "apt" },
+	} {
+		c := DefaultRecipe()
+		change(&c)
+		if c.Hash() == r.Hash() {
+			t.Errorf("changing the %s does not change the hash", name)
+		}
+	}
+}
+
+func TestMmdebstrapArgs(t *testing.T) {
+	r := Recipe{Suite: "bookworm", Variant: "essential", Packages: []string{"fio", "sysbench"}, PathExcludes: []string{"/usr/share/doc/*"}}
+	want := []string{"--variant=essential", "--format=directory", "--include=fio,sysbench", "--dpkgopt=path-exclude=/usr/share/doc/*", "bookworm", "/t/rootfs"}
+	if got := r.mmdebstrapArgs("/t/rootfs"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("argv:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestParseDpkgStatusRecorded(t *testing.T) {
+	f, err := os.Open("testdata/dpkg-status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := ParseDpkgStatus(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg, want := range map[string]string{"fio": "3.33-3", "sysbench": "1.0.20+ds-5", "stress-ng": "0.15.06-2"} {
+		if got[pkg] != want {
+			t.Errorf("%s = %q, want %q", pkg, got[pkg], want)
+		}
+	}
+	if _, ok := got["removed-pkg"]; ok {
+		t.Error("a package that is not installed must not be listed")
+	}
+}
+
+func TestParseDpkgStatusRejectsGarbage(t *testing.T) {
+	if _, err := ParseDpkgStatus(strings.NewReader("Package fio\n")); err == nil {
+		t.Fatal("malformed line accepted")
+	}
+}

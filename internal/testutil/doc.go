@@ -1,0 +1,4 @@
+// Package testutil is the one place tests gate on privileges, build the
+// agent, get the guest image, and check that nothing was left behind:
+// mounts, runc containers, cgroups, child processes, network namespaces.
+package testutil

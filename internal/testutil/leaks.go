@@ -1,0 +1,169 @@
+package testutil
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Snapshot is what a test could leak, taken before it runs.
+type Snapshot struct {
+	mounts   map[string]bool
+	runc     map[string]bool
+	cgroups  map[string]bool
+	children map[int]bool
+	netns    map[string]bool
+}
+
+// TakeSnapshot records the current state.
+func TakeSnapshot(t testing.TB) Snapshot {
+	t.Helper()
+	return Snapshot{mounts: mounts(t), runc: runcContainers(), cgroups: vfleetCgroups(), children: children(), netns: netns()}
+}
+
+// CheckLeaks fails the test for everything that exists now but did not at
+// the snapshot. Processes get a moment to be reaped.
+func CheckLeaks(t testing.TB, before Snapshot) {
+	t.Helper()
+	var leaks []string
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		leaks = leaks[:0]
+		leaks = append(leaks, added("mount", before.mounts, mounts(t))...)
+		leaks = append(leaks, added("runc container", before.runc, runcContainers())...)
+		leaks = append(leaks, added("cgroup", before.cgroups, vfleetCgroups())...)
+		leaks = append(leaks, added("network namespace", before.netns, netns())...)
+		for pid := range children() {
+			if !before.children[pid] {
+				leaks = append(leaks, fmt.Sprintf("child process %d (%s)", pid, comm(pid)))
+			}
+		}
+		if len(leaks) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(leaks) > 0 {
+		sort.Strings(leaks)
+		t.Errorf("left behind:\n  %s", strings.Join(leaks, "\n  "))
+	}
+}
+
+func added(what string, before, now map[string]bool) []string {
+	var out []string
+	for k := range now {
+		if !before[k] {
+			out = append(out, what+" "+k)
+		}
+	}
+	return out
+}
+
+// MountPoints lists the mount points in a mountinfo text.
+func MountPoints(r io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			return nil, fmt.Errorf("malformed mountinfo line %q", sc.Text())
+		}
+		out = append(out, strings.ReplaceAll(f[4], `\040`, " "))
+	}
+	return out, sc.Err()
+}
+
+func mounts(t testing.TB) map[string]bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	points, err := MountPoints(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, p := range points {
+		out[p] = true
+	}
+	return out
+}
+
+func runcContainers() map[string]bool {
+	out := map[string]bool{}
+	b, err := exec.Command("runc", "list", "-q").Output()
+	if err != nil {
+		return out
+	}
+	for _, id := range strings.Fields(string(b)) {
+		out[id] = true
+	}
+	return out
+}
+
+// vfleetCgroups lists cgroup directories below any hierarchy's /vfleet.
+func vfleetCgroups() map[string]bool {
+	out := map[string]bool{}
+	for _, pattern := range []string{"/sys/fs/cgroup/*/vfleet/*", "/sys/fs/cgroup/*/vfleet/*/*", "/sys/fs/cgroup/vfleet/*", "/sys/fs/cgroup/vfleet/*/*"} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+				out[m] = true
+			}
+		}
+	}
+	return out
+}
+
+func netns() map[string]bool {
+	out := map[string]bool{}
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		out[e.Name()] = true
+	}
+	return out
+}
+
+// children lists the live (not zombie) child processes of this process.
+func children() map[int]bool {
+	out := map[int]bool{}
+	self := os.Getpid()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == self {
+			out[pid] = true
+		}
+	}
+	return out
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}

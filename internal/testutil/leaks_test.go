@@ -1,0 +1,41 @@
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+func TestMountPointsRecorded(t *testing.T) {
+	f, err := os.Open("testdata/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	points, err := MountPoints(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(points) != 6 || points[0] != "/proc" || points[5] != "/var/lib/with space" {
+		t.Fatalf("points = %q", points)
+	}
+}
+
+// The leak check must be able to fail: a child started after the snapshot
+// is reported until it is gone.
+func TestLeakCheckSeesNewChildren(t *testing.T) {
+	before := TakeSnapshot(t)
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !children()[cmd.Process.Pid] {
+		t.Fatal("a live child is not seen")
+	}
+	if leaks := added("x", map[string]bool{"a": true}, map[string]bool{"a": true, "b": true}); len(leaks) != 1 || leaks[0] != "x b" {
+		t.Fatalf("added = %q", leaks)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	CheckLeaks(t, before)
+}

@@ -1,0 +1,87 @@
+package testutil
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/image"
+)
+
+// RequiresRoot skips an integration test that needs root, saying why; with
+// -short every integration test is skipped.
+func RequiresRoot(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("integration test: needs root (namespaces, mounts, containers)")
+	}
+}
+
+// RequiresTool skips when an external program is not installed.
+func RequiresTool(t testing.TB, name, debianPackage string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("%s not installed (Debian package %s)", name, debianPackage)
+	}
+}
+
+// ModuleRoot is the repository's top directory.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// BuildBinary builds a command of this module, static, into a temporary
+// directory and returns its path. Go's build cache makes repeats cheap.
+func BuildBinary(t testing.TB, pkg, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
+	cmd.Dir = ModuleRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// BuildAgent builds the static agent.
+func BuildAgent(t testing.TB) string { return BuildBinary(t, "cmd/vfleet-agent", "vfleet-agent") }
+
+// StateRoot is where integration tests keep images between runs, apart
+// from a user's own /var/lib/vfleet.
+func StateRoot() string {
+	if v := os.Getenv("VFLEET_TEST_STATE_DIR"); v != "" {
+		return v
+	}
+	return "/var/cache/vfleet-test"
+}
+
+// Image returns the default guest image, built on first use, with a freshly
+// built agent installed.
+func Image(t testing.TB) *image.Image {
+	t.Helper()
+	RequiresRoot(t)
+	RequiresTool(t, "mmdebstrap", "mmdebstrap")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	img, err := image.Ensure(ctx, image.EnsureOptions{
+		Root: StateRoot(), Recipe: image.DefaultRecipe(), AgentBinary: BuildAgent(t),
+		Progress: func(line string) { t.Log("image:", line) },
+	})
+	if err != nil {
+		t.Fatalf("guest image: %v", err)
+	}
+	return img
+}
