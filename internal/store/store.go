@@ -318,7 +318,7 @@ func (s *Store) ResolveRun(ctx context.Context, ref string) (int64, error) {
 		return 0, fmt.Errorf("run %q: %w (give a run id from 'vfleet runs' or \"latest\")", ref, ErrNotFound)
 	}
 	if _, err := s.GetRun(ctx, id); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w (list the stored runs with 'vfleet runs')", err)
 	}
 	return id, nil
 }

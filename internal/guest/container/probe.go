@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/hostinfo"
 )
 
 // probeTimeout bounds a probe container's whole life.
@@ -40,10 +41,10 @@ func (kind) Probe(ctx context.Context, runtime string) error {
 		return nil
 	}
 	msg := strings.TrimSpace(string(out))
-	if explain := explainFailure(runtime, msg, hostCgroupLayout()); explain != "" {
-		return fmt.Errorf("%w: %s does not start containers here: %s (it said: %s)", guest.ErrNotSupported, runtime, explain, msg)
+	if explain := explainFailure(runtime, msg, cgroupLayout()); explain != "" {
+		return fmt.Errorf("%w: %s (%s said: %s)", guest.ErrNotSupported, explain, runtime, msg)
 	}
-	return fmt.Errorf("%w: %s does not start containers here: %v: %s", guest.ErrNotSupported, runtime, err, msg)
+	return fmt.Errorf("%w: %s does not start a container: %v: %s", guest.ErrNotSupported, runtime, err, msg)
 }
 
 // probeRun runs /bin/true in a throwaway container whose root filesystem is
@@ -106,21 +107,18 @@ func hostUsrBinds(rootfs string) ([]Bind, error) {
 	return binds, nil
 }
 
-// hostCgroupLayout tells v1, hybrid and v2 hierarchies apart.
-func hostCgroupLayout() string {
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		return "v2"
+func cgroupLayout() string {
+	mode, err := hostinfo.CgroupMode("/sys")
+	if err != nil {
+		return "unknown"
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
-		return "hybrid"
-	}
-	return "v1"
+	return mode
 }
 
 // explainFailure turns a runtime's error into the reason a user can act on,
 // for failures whose cause is known.
 func explainFailure(runtime, output, layout string) string {
-	if runtime == "crun" && layout != "v2" && strings.Contains(output, "cgroup") {
+	if runtime == "crun" && layout != hostinfo.CgroupV2 && strings.Contains(output, "cgroup") {
 		return fmt.Sprintf("crun cannot manage cgroups on this host's %s cgroup layout; use runc, or boot with the unified (v2) hierarchy", layout)
 	}
 	return ""

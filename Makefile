@@ -1,0 +1,25 @@
+# Developer shortcuts; each target is a thin wrapper over scripts/, which is
+# what the README and CI use.
+.PHONY: help deps build run test unit clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+deps: ## install the Debian packages vfleet needs (root)
+	scripts/deps.sh
+
+build: ## build bin/vfleet and the static bin/vfleet-agent
+	scripts/build.sh
+
+run: ## install, build, make the guest image and run the default scenario (root)
+	scripts/quickstart.sh
+
+test: ## the whole suite, integration tests included (root)
+	scripts/test.sh
+
+unit: ## only the tests that need neither root nor the guest image
+	go test -short ./...
+
+clean: ## remove what killed runs left behind, and the built binaries
+	-bin/vfleet clean
+	rm -rf bin

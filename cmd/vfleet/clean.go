@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vfleet/vfleet/internal/ledger"
+)
+
+func newCleanCommand(g *globalOptions) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove whatever killed runs left behind (containers, processes, mounts, cgroups, state)",
+		Long: `Remove whatever killed runs left behind. Every run records each resource it creates in
+a ledger before creating it; clean undoes the ledgers of runs whose vfleet process is gone,
+newest resource first, and says what it removed. Runs still in progress are left alone
+unless --force is given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireRoot("vfleet clean"); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
+			defer cancel()
+			n, failed := 0, 0
+			_, err := ledger.Clean(ctx, filepath.Join(g.stateDir, "ledger"), ledger.CleanOptions{
+				Force: force,
+				Progress: func(r ledger.Removed) {
+					if r.Err != nil {
+						failed++
+						fmt.Fprintf(os.Stdout, "run %s: could not remove %s: %v\n", r.Run, r.Entry.Describe(), r.Err)
+						return
+					}
+					n++
+					fmt.Fprintf(os.Stdout, "run %s: removed %s\n", r.Run, r.Entry.Describe())
+				},
+			})
+			switch {
+			case n == 0 && failed == 0 && err == nil:
+				fmt.Fprintln(os.Stdout, "nothing to clean")
+			case failed == 0 && err == nil:
+				fmt.Fprintf(os.Stdout, "removed %d resource(s)\n", n)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "also clean runs whose vfleet process is still alive")
+	return cmd
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/vfleet/vfleet/internal/telemetry"
+	"github.com/vfleet/vfleet/internal/version"
+)
+
+// Defaults, documented in the README; each can be overridden by a flag or
+// an environment variable.
+const (
+	defaultStateDir = "/var/lib/vfleet"
+	dbFileName      = "results.db"
+)
+
+type globalOptions struct {
+	stateDir  string
+	dbPath    string
+	agentPath string
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:   "vfleet",
+		Short: "Measure what isolation costs: fleets of guests, standard benchmarks, statistics",
+		Long: `vfleet launches isolated guests (the bare host as baseline, OCI containers), runs the
+standard measuring tools inside them and reports overhead against bare metal with statistics.
+
+Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version.String(),
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.stateDir, "state-dir", envOr("VFLEET_STATE_DIR", defaultStateDir), "where images, run state and ledgers live (env VFLEET_STATE_DIR)")
+	pf.StringVar(&g.dbPath, "db", os.Getenv("VFLEET_DB"), "results database (env VFLEET_DB; default STATE_DIR/"+dbFileName+")")
+	pf.StringVar(&g.agentPath, "agent", os.Getenv("VFLEET_AGENT"), "vfleet-agent binary to install in the image (env VFLEET_AGENT; default: next to vfleet)")
+
+	root.AddCommand(
+		newRunCommand(g),
+		newRunsCommand(g),
+		newReportCommand(g),
+		newImageCommand(g),
+		newDoctorCommand(g),
+		newCleanCommand(g),
+	)
+	return root
+}
+
+func (g *globalOptions) db() string {
+	if g.dbPath != "" {
+		return g.dbPath
+	}
+	return filepath.Join(g.stateDir, dbFileName)
+}
+
+// agentBinary finds the static agent: the flag, else beside this executable.
+func (g *globalOptions) agentBinary() (string, error) {
+	if g.agentPath != "" {
+		return g.agentPath, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find vfleet-agent: %w", err)
+	}
+	p := filepath.Join(filepath.Dir(self), "vfleet-agent")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("vfleet-agent not found next to vfleet (%s); build it with scripts/build.sh or pass --agent", p)
+	}
+	return p, nil
+}
+
+func requireRoot(what string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s needs root (namespaces, mounts and containers): run it with sudo", what)
+	}
+	return nil
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
+// is left to its default action, so an impatient user can still kill vfleet
+// (and then run 'vfleet clean').
+func signalContext(progress *telemetry.Progress) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Stop(ch)
+			progress.Logf("%s: stopping after tearing everything down (again to abort; then run 'vfleet clean')", s)
+			cancel()
+		case <-ctx.Done():
+			signal.Stop(ch)
+		}
+	}()
+	return ctx, cancel
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+func newProgress() *telemetry.Progress {
+	return telemetry.NewProgress(os.Stderr, isTerminal(os.Stderr))
+}
+
+// interrupted says whether err came from the user's Ctrl-C.
+func interrupted(err error) bool { return errors.Is(err, context.Canceled) }

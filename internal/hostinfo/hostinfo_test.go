@@ -1,0 +1,146 @@
+package hostinfo
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func fixture(name string) Options {
+	return Options{
+		ProcRoot: filepath.Join("testdata", name, "proc"),
+		SysRoot:  filepath.Join("testdata", name, "sys"),
+	}
+}
+
+func TestCollectFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want Fingerprint
+	}{
+		{
+			// Recorded on a KVM microVM with hybrid cgroups and no cpufreq.
+			name: "hybrid",
+			want: Fingerprint{
+				CPUModel: "AMD EPYC", Microcode: "0x1000065", OnlineCPUs: 2,
+				SMT: "notsupported", MemTotalKiB: 24684084,
+				CgroupMode: CgroupHybrid, Virtualized: "yes",
+			},
+		},
+		{
+			// Hand-written: bare metal, SMT on, performance governor, cgroup v2.
+			name: "v2",
+			want: Fingerprint{
+				CPUModel: "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", Microcode: "0x5003604",
+				OnlineCPUs: 4, SMT: "on", Governor: "performance", MemTotalKiB: 65652148,
+				CgroupMode: CgroupV2,
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Collect(fixture(tc.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Kernel == "" || got.Arch == "" {
+				t.Errorf("uname fields empty: %+v", got)
+			}
+			// The uname fields describe the machine running the test, not
+			// the fixture; compare the rest.
+			got.Hostname, got.Kernel, got.KernelFull, got.Arch = "", "", "", ""
+			if got.CPUModel != tc.want.CPUModel || got.Microcode != tc.want.Microcode ||
+				got.OnlineCPUs != tc.want.OnlineCPUs || got.SMT != tc.want.SMT ||
+				got.Governor != tc.want.Governor || got.MemTotalKiB != tc.want.MemTotalKiB ||
+				got.CgroupMode != tc.want.CgroupMode || got.Virtualized != tc.want.Virtualized {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCollectMissingCPUInfo(t *testing.T) {
+	opts := fixture("v2")
+	opts.ProcRoot = t.TempDir()
+	if _, err := Collect(opts); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("want fs.ErrNotExist, got %v", err)
+	}
+}
+
+func TestCgroupModeFixtures(t *testing.T) {
+	for name, want := range map[string]string{"v1": CgroupV1, "v2": CgroupV2, "hybrid": CgroupHybrid} {
+		got, err := CgroupMode(fixture(name).SysRoot)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got != want {
+			t.Errorf("%s: got %q, want %q", name, got, want)
+		}
+	}
+	if _, err := CgroupMode(t.TempDir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("no fs/cgroup: want fs.ErrNotExist, got %v", err)
+	}
+}
+
+// TestCgroupModeLive checks the statfs path against the real mount; which
+// mode it finds depends on the host, but it must find one without the
+// fixture shortcut failing it.
+func TestCgroupModeLive(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
+		t.Skipf("no /sys/fs/cgroup on this host: %v", err)
+	}
+	mode, err := CgroupMode("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("live cgroup mode: %s", mode)
+}
+
+func TestParseCPUInfoErrors(t *testing.T) {
+	if _, err := ParseCPUInfo(strings.NewReader("\n\n")); err == nil {
+		t.Error("empty cpuinfo accepted")
+	}
+	ci, err := ParseCPUInfo(strings.NewReader("processor\t: 0\nflags\t\t: fpu vme\n\nprocessor\t: 1\nflags\t\t: hypervisor\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Hypervisor {
+		t.Error("flags of the second processor leaked into the first")
+	}
+}
+
+func TestParseMemTotal(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"MemFree: 1 kB\nMemTotal:  2048 kB\n": true,
+		"MemTotal: 2048\n":                    false,
+		"MemTotal: x kB\n":                    false,
+		"MemFree: 1 kB\n":                     false,
+	} {
+		n, err := ParseMemTotal(strings.NewReader(in))
+		if ok && (err != nil || n != 2048) {
+			t.Errorf("%q: got %d, %v", in, n, err)
+		}
+		if !ok && err == nil {
+			t.Errorf("%q: accepted as %d", in, n)
+		}
+	}
+}
+
+func TestParseCPUListCount(t *testing.T) {
+	for in, want := range map[string]int{
+		"0\n": 1, "0-1\n": 2, "0-3,6,8-9": 7, "": -1, "3-1": -1, "a-b": -1, "0,": -1,
+	} {
+		got, err := ParseCPUListCount(strings.NewReader(in))
+		if want < 0 {
+			if err == nil {
+				t.Errorf("%q: accepted as %d", in, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("%q: got %d, %v; want %d", in, got, err, want)
+		}
+	}
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds vfleet and its agent into bin/. The agent is static so that the same
+# binary runs in every guest image; vfleet is pure Go too (its SQLite driver
+# needs no cgo), so both build without a C toolchain.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bin
+export CGO_ENABLED=0
+go build -trimpath -o bin/vfleet ./cmd/vfleet
+go build -trimpath -o bin/vfleet-agent ./cmd/vfleet-agent

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what vfleet needs on a Debian 12 host, idempotently: when every
+# package is already there it only checks and returns (well under a second).
+set -euo pipefail
+
+# Host packages: OCI runtimes, the image builder, QEMU for VM guests and the
+# KVM/TCG probe, sqlite3 for poking at results.
+packages=(runc crun mmdebstrap qemu-system-x86 qemu-utils sqlite3 ca-certificates)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: run as root (sudo $0): packages, namespaces and containers need it" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Go: the module needs a recent toolchain; Go fetches the exact one go.mod
+# names through the module proxy when the installed one is at least 1.21.
+if ! command -v go >/dev/null 2>&1; then
+  echo "deps: installing Debian's Go (it fetches the toolchain go.mod asks for)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+fi
+goversion=$(go env GOVERSION 2>/dev/null || echo go0)
+case "$goversion" in
+  go1.1[0-9]*|go1.20*|go1.[0-9]|go1.[0-9].*|go0)
+    echo "deps: $goversion is too old to build vfleet; install Go 1.21 or newer" >&2
+    exit 1 ;;
+esac

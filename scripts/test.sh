@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite: static checks, unit tests and, as root, the
+# integration tests that create real namespaces, overlays and containers and
+# check that nothing is left behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+scripts/build.sh
+
+unformatted=$(gofmt -l cmd internal scenarios)
+if [ -n "$unformatted" ]; then
+  echo "test: not gofmt-formatted:" $unformatted >&2
+  exit 1
+fi
+go vet ./...
+# -p 1: the integration tests share the machine's two cores and its runc;
+# running packages one at a time keeps their timing sane.
+go test -p 1 -count=1 -timeout 20m ./... "$@"
