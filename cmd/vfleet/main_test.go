@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// binaries builds vfleet and its agent side by side, as scripts/build.sh does.
+func binaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for pkg, name := range map[string]string{"cmd/vfleet": "vfleet", "cmd/vfleet-agent": "vfleet-agent"} {
+		if err := os.Rename(testutil.BuildBinary(t, pkg, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "vfleet")
+}
+
+type cli struct {
+	t    *testing.T
+	bin  string
+	db   string
+	work string
+}
+
+func newCLI(t *testing.T) *cli {
+	return &cli{t: t, bin: binaries(t), db: filepath.Join(t.TempDir(), "results.db"), work: t.TempDir()}
+}
+
+func (c *cli) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(c.bin, append([]string{"--state-dir", testutil.StateRoot(), "--db", c.db}, args...)...)
+	cmd.Dir = c.work
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	return cmd
+}
+
+func (c *cli) run(args ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	cmd := c.command(args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func (c *cli) scenario(text string) string {
+	p := filepath.Join(c.work, "s.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+const quickScenario = `name: quick
+repetitions: %d
+warmup: 0
+duration: 1s
+guests:
+  - {name: host, kind: host}
+  - {name: container, kind: container, runtime: runc}
+workloads:
+  - workload: cpu
+  - {id: fio-randread, workload: fio, params: {rw: randread, size: 16M}}
+`
+
+func reps(n int) string { return strings.Replace(quickScenario, "%d", string(rune('0'+n)), 1) }
+
+func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
+	c := newCLI(t)
+	bad := c.scenario("name: quick\nguests:\n  - kind: vm\nworkloads:\n  - workload: cpu\n    params: {threads: -1}\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"vm\"", 1},
+		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: default", 1},
+		{[]string{"report", "latest"}, "no results database at", 1},
+		{[]string{"report", "1", "--format", "pdf"}, "allowed: table, html, json, csv", 2},
+		{[]string{"run", "--bogus"}, "unknown flag: --bogus", 2},
+	} {
+		_, stderr, code := c.run(tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("vfleet %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+		if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic:") {
+			t.Errorf("vfleet %v printed a Go trace:\n%s", tc.args, stderr)
+		}
+	}
+}
+
+func TestRunEndToEnd(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t) // build the image outside the measured command
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	html := filepath.Join(c.work, "r.html")
+	stdout, stderr, code := c.run("run", c.scenario(reps(2)), "--html", html)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"baseline host = 1.00", "container (runc)", "cpu events_per_sec ↑", "fio-randread read_iops ↑", "1.00 ("} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte("<svg")) {
+		t.Errorf("HTML report: %v", err)
+	}
+	stdout, _, _ = c.run("runs")
+	if !strings.Contains(stdout, "quick") || !strings.Contains(stdout, "complete") {
+		t.Errorf("runs:\n%s", stdout)
+	}
+	stdout, _, code = c.run("report", "latest", "--format", "json")
+	var rep struct {
+		Samples []struct{ Group, Metric string } `json:"samples"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 {
+		t.Fatalf("report json: %v (exit %d)", err, code)
+	}
+	groups := map[string]int{}
+	for _, s := range rep.Samples {
+		groups[s.Group]++
+	}
+	// 2 repetitions x (1 cpu metric + 4 fio metrics) per group.
+	if groups["host"] != 10 || groups["container"] != 10 {
+		t.Errorf("samples per group = %v, want 10 each", groups)
+	}
+}
+
+// startRun starts vfleet run and returns once its progress shows a line
+// containing marker.
+func startRun(t *testing.T, c *cli, scenario, marker string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := c.command("run", scenario, "--html", "-")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		seen := false
+		for sc.Scan() {
+			if !seen && strings.Contains(sc.Text(), marker) {
+				seen = true
+				close(found)
+			}
+		}
+	}()
+	select {
+	case <-found:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("never saw %q", marker)
+	}
+	return cmd, &stdout
+}
+
+func TestInterruptKeepsSamplesAndLeavesNothing(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	cmd, stdout := startRun(t, c, c.scenario(reps(5)), "cpu on container (rep 1) ok")
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("interrupted run exit: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "this run is incomplete") {
+		t.Errorf("the table of an interrupted run must say so:\n%s", stdout)
+	}
+	out, _, _ := c.run("runs")
+	fields := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[1])
+	// ID SCENARIO DATE TIME DURATION STATUS SAMPLES FAILURES
+	if fields[5] != "incomplete" || fields[6] == "0" {
+		t.Fatalf("interrupted run not kept as incomplete with samples:\n%s", out)
+	}
+}
+
+func TestCleanAfterKillRemovesEverything(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	cmd, _ := startRun(t, c, c.scenario(reps(5)), "measure:")
+	cmd.Process.Kill()
+	cmd.Wait()
+	ids, _ := exec.Command("runc", "list", "-q").Output()
+	if !strings.Contains(string(ids), "vfleet-") {
+		t.Fatalf("a killed run should have left its container behind (the test must be able to fail); runc list: %q", ids)
+	}
+	stdout, stderr, code := c.run("clean")
+	if code != 0 || !strings.Contains(stdout, "removed container vfleet-") || !strings.Contains(stdout, "removed mount") {
+		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	stdout, _, _ = c.run("clean")
+	if !strings.Contains(stdout, "nothing to clean") {
+		t.Errorf("second clean: %s", stdout)
+	}
+}

@@ -1,0 +1,335 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// Progress receives what a run is doing. Implementations must be safe for
+// concurrent use.
+type Progress interface {
+	// Phase announces a new phase with the number of items it has.
+	Phase(name string, total int)
+	// Item reports one finished item of the current phase; err is nil on success.
+	Item(desc string, err error)
+	// Logf reports a free-form line.
+	Logf(format string, args ...any)
+}
+
+// Options configure Run.
+type Options struct {
+	Store *store.Store
+	// StateRoot holds per-run state (runs/KEY) and ledgers (ledger/KEY).
+	StateRoot string
+	// RootFS and AgentPath come from the guest image.
+	RootFS    string
+	AgentPath string
+	Host      hostinfo.Fingerprint
+	Progress  Progress
+	// StartConcurrency bounds how many guests start at once.
+	StartConcurrency int
+	// TeardownTimeout bounds stopping all guests, even after cancellation.
+	TeardownTimeout time.Duration
+}
+
+// ErrNoGuests is returned when not a single guest could be started.
+var ErrNoGuests = errors.New("no guest started")
+
+// Run executes plan and returns the stored run's id. The id is valid even
+// when err is not nil, unless it is 0: an interrupted run keeps its samples.
+func Run(ctx context.Context, plan *scenario.Plan, opts Options) (int64, error) {
+	if opts.StartConcurrency <= 0 {
+		opts.StartConcurrency = 4
+	}
+	if opts.TeardownTimeout <= 0 {
+		opts.TeardownTimeout = 60 * time.Second
+	}
+	spec := plan.Spec
+	runID, err := opts.Store.CreateRun(ctx, &store.Run{
+		ScenarioName:   spec.Name,
+		ScenarioSource: spec.Source,
+		ScenarioText:   spec.Text,
+		ScenarioHash:   spec.Hash(),
+		Baseline:       spec.Baseline,
+		Started:        time.Now().UTC(),
+		Status:         store.StatusRunning,
+		Host:           opts.Host,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record run: %w", err)
+	}
+	r := &run{id: runID, key: runKey(runID), plan: plan, opts: opts}
+	status, runErr := r.execute(ctx)
+	// The final status is written even when ctx is cancelled: an
+	// interrupted run must say so in the store.
+	finishCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := opts.Store.FinishRun(finishCtx, runID, status, time.Now().UTC()); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("record run end: %w", err))
+	}
+	return runID, runErr
+}
+
+// runKey names the run's resources (state directory, ledger, container ids).
+// The random part keeps keys unique when the store is reset.
+func runKey(id int64) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("r%d-%s", id, hex.EncodeToString(b))
+}
+
+type run struct {
+	id   int64
+	key  string
+	plan *scenario.Plan
+	opts Options
+
+	guests map[string]guest.Guest // started guests by name
+}
+
+func (r *run) execute(ctx context.Context) (status string, err error) {
+	led, err := ledger.Create(filepath.Join(r.opts.StateRoot, "ledger"), r.key)
+	if err != nil {
+		return store.StatusFailed, err
+	}
+	stateDir := filepath.Join(r.opts.StateRoot, "runs", r.key)
+	dirEntry, err := led.Record(ledger.KindDir, stateDir, nil)
+	if err != nil {
+		led.Close()
+		return store.StatusFailed, err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.TeardownTimeout)
+		defer cancel()
+		if terr := r.teardown(tctx, led, dirEntry); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}()
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return store.StatusFailed, err
+	}
+	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led}
+
+	if err := r.startGuests(ctx, env); err != nil {
+		return store.StatusFailed, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.StatusIncomplete, fmt.Errorf("interrupted while starting guests: %w", err)
+	}
+	if err := r.runSteps(ctx); err != nil {
+		return store.StatusIncomplete, err
+	}
+	return store.StatusComplete, nil
+}
+
+func (r *run) startGuests(ctx context.Context, env guest.Env) error {
+	planned := r.plan.Guests
+	r.opts.Progress.Phase("start guests", len(planned))
+	r.guests = map[string]guest.Guest{}
+	records := map[string]store.GuestRecord{}
+	var mu sync.Mutex
+	sem := make(chan struct{}, r.opts.StartConcurrency)
+	var wg sync.WaitGroup
+	for _, pg := range planned {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			g, err := startGuest(ctx, pg.Spec, env)
+			rec := store.GuestRecord{Group: pg.Group, Kind: pg.Spec.Kind, Runtime: pg.Spec.Runtime, CPUs: pg.Spec.CPUs, Memory: pg.Spec.MemoryBytes}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				r.failure(ctx, pg.Spec.Name, pg.Group, "", -1, err, nil)
+			} else {
+				info := g.Info()
+				rec.BootNS, rec.Details = info.BootTime.Nanoseconds(), info.Details
+				if info.Runtime != "" {
+					rec.Runtime = info.Runtime
+				}
+				r.guests[pg.Spec.Name] = g
+			}
+			records[pg.Spec.Name] = rec
+			r.opts.Progress.Item(pg.Spec.Name, err)
+		}()
+	}
+	wg.Wait()
+	if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, records); err != nil {
+		return fmt.Errorf("record guests: %w", err)
+	}
+	if len(r.guests) == 0 && ctx.Err() == nil {
+		return ErrNoGuests
+	}
+	return nil
+}
+
+func startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (guest.Guest, error) {
+	k, err := guest.Lookup(spec.Kind)
+	if err != nil {
+		return nil, err
+	}
+	g, err := k.New(spec, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Start(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (r *run) runSteps(ctx context.Context) error {
+	r.opts.Progress.Phase("measure", len(r.plan.Steps))
+	for _, st := range r.plan.Steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
+		g, ok := r.guests[st.Guest]
+		if !ok {
+			r.opts.Progress.Item(describe(st), errors.New("guest not running"))
+			continue
+		}
+		err := r.runStep(ctx, g, st)
+		r.opts.Progress.Item(describe(st), err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	return nil
+}
+
+func describe(st scenario.Step) string {
+	rep := fmt.Sprintf("rep %d", st.Repetition+1)
+	if st.Warmup {
+		rep = "warm-up"
+	}
+	return fmt.Sprintf("%s on %s (%s)", st.WorkloadID, st.Guest, rep)
+}
+
+// runStep executes one step; its error is also recorded as a failure
+// unless the run was interrupted.
+func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) error {
+	w, err := workload.Lookup(st.Workload)
+	if err != nil {
+		return err
+	}
+	ex, err := w.Command(st.Params, st.Duration)
+	if err != nil {
+		return r.failure(ctx, st.Guest, st.Group, st.WorkloadID, st.Repetition, err, nil)
+	}
+	if ex.WorkDir == "" {
+		ex.WorkDir = g.Info().ScratchDir
+	}
+	reply, err := g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: ex.Timeout.Milliseconds()})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil && !reply.Succeeded() {
+		err = execError(reply)
+	}
+	if err != nil {
+		return r.failure(ctx, st.Guest, st.Group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+	}
+	parsed, err := w.Parse(reply.Stdout, reply.Stderr)
+	if err != nil {
+		return r.failure(ctx, st.Guest, st.Group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+	}
+	if st.Warmup {
+		return nil
+	}
+	spec := g.Spec()
+	now := time.Now().UTC()
+	samples := make([]store.Sample, 0, len(parsed))
+	for _, p := range parsed {
+		samples = append(samples, store.Sample{
+			RunID: r.id, Guest: st.Guest, Group: st.Group, Kind: spec.Kind, Runtime: g.Info().Runtime,
+			WorkloadID: st.WorkloadID, Workload: st.Workload, Params: st.Params, Repetition: st.Repetition,
+			Metric: p.Metric, Unit: p.Unit, Value: p.Value, Better: p.Better, At: now,
+			WallNS: reply.WallNS, CPUNS: reply.Rusage.UserNS + reply.Rusage.SysNS,
+		})
+	}
+	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
+		return fmt.Errorf("store samples: %w", err)
+	}
+	return nil
+}
+
+func execError(r agent.Reply) error {
+	switch {
+	case r.TimedOut:
+		return fmt.Errorf("timed out after %s", r.Wall().Round(time.Millisecond))
+	case r.Signal != "":
+		return fmt.Errorf("killed by signal %s", r.Signal)
+	default:
+		return fmt.Errorf("exit status %d: %s", r.ExitCode, firstLine(r.Stderr))
+	}
+}
+
+func firstLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// failure stores a failed step (or guest start, with an empty workload) and
+// returns err for the caller to report.
+func (r *run) failure(ctx context.Context, guestName, group, workloadID string, rep int, err error, stderr []byte) error {
+	f := store.Failure{RunID: r.id, Guest: guestName, Group: group, WorkloadID: workloadID, Repetition: rep,
+		Error: err.Error(), Stderr: string(stderr), At: time.Now().UTC()}
+	if serr := r.opts.Store.AddFailure(context.WithoutCancel(ctx), f); serr != nil {
+		return errors.Join(err, fmt.Errorf("store failure: %w", serr))
+	}
+	return err
+}
+
+func (r *run) teardown(ctx context.Context, led *ledger.Ledger, dirEntry ledger.Entry) error {
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	if len(r.guests) > 0 {
+		r.opts.Progress.Phase("stop guests", len(r.guests))
+	}
+	for name, g := range r.guests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := g.Stop(ctx)
+			r.opts.Progress.Item(name, err)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := led.Release(ctx, dirEntry); err != nil {
+		errs = append(errs, err)
+	}
+	if pending := led.Pending(); len(pending) > 0 {
+		errs = append(errs, fmt.Errorf("%d resources still recorded in ledger %s (run `vfleet clean`)", len(pending), led.Dir()))
+	}
+	if err := led.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

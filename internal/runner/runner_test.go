@@ -1,0 +1,227 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+// fakeKind stands in for a real isolation kind: its guests answer exec
+// requests with a recorded sysbench output, fail where told to, and count
+// their starts and stops.
+type fakeKind struct {
+	mu       sync.Mutex
+	started  map[string]int
+	stopped  map[string]int
+	failExec map[string]bool // guest name -> its execs fail
+	failBoot map[string]bool
+	onExec   func(guest string) // called before answering
+	output   []byte
+}
+
+func (k *fakeKind) Name() string                        { return "fake" }
+func (k *fakeKind) Probe(context.Context, string) error { return nil }
+func (k *fakeKind) New(s guest.Spec, _ guest.Env) (guest.Guest, error) {
+	return &fakeGuest{k: k, spec: s}, nil
+}
+
+type fakeGuest struct {
+	k    *fakeKind
+	spec guest.Spec
+}
+
+func (g *fakeGuest) Spec() guest.Spec { return g.spec }
+func (g *fakeGuest) Info() guest.Info { return guest.Info{Kind: "fake", ScratchDir: "/scratch"} }
+func (g *fakeGuest) Start(ctx context.Context) error {
+	g.k.mu.Lock()
+	defer g.k.mu.Unlock()
+	if g.k.failBoot[g.spec.Name] {
+		return errors.New("boot failed")
+	}
+	g.k.started[g.spec.Name]++
+	return ctx.Err()
+}
+func (g *fakeGuest) Stop(context.Context) error {
+	g.k.mu.Lock()
+	defer g.k.mu.Unlock()
+	g.k.stopped[g.spec.Name]++
+	return nil
+}
+func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	if g.k.onExec != nil {
+		g.k.onExec(g.spec.Name)
+	}
+	if err := ctx.Err(); err != nil {
+		return agent.Reply{}, err
+	}
+	if req.Dir != "/scratch" || req.TimeoutMS <= 0 {
+		return agent.Reply{}, fmt.Errorf("runner sent dir %q timeout %d", req.Dir, req.TimeoutMS)
+	}
+	if g.k.failExec[g.spec.Name] {
+		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
+	}
+	return agent.Reply{V: 1, Stdout: g.k.output, WallNS: 2e9, Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8}}, nil
+}
+
+var fake = &fakeKind{}
+
+func init() { guest.Register(fake) }
+
+func reset(t *testing.T) {
+	out, err := os.ReadFile("../workload/testdata/sysbench-cpu.stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	fake.started, fake.stopped = map[string]int{}, map[string]int{}
+	fake.failExec, fake.failBoot = map[string]bool{}, map[string]bool{}
+	fake.onExec, fake.output = nil, out
+}
+
+const fakeScenario = `name: t
+repetitions: 2
+warmup: 1
+duration: 1s
+guests:
+  - {name: base, kind: fake}
+  - {name: other, kind: fake, count: 2}
+baseline: base
+workloads:
+  - workload: cpu
+`
+
+type silent struct{}
+
+func (silent) Phase(string, int)   {}
+func (silent) Item(string, error)  {}
+func (silent) Logf(string, ...any) {}
+
+func setup(t *testing.T) (*scenario.Plan, Options) {
+	reset(t)
+	spec, err := scenario.Parse("t.yaml", []byte(fakeScenario), scenario.Options{KnownKinds: []string{"fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return spec.Expand(), Options{Store: st, StateRoot: t.TempDir(), Progress: silent{}}
+}
+
+func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
+	plan, opts := setup(t)
+	fake.failExec["other-1"] = true
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run, _ := opts.Store.GetRun(ctx, id)
+	if run.Status != store.StatusComplete || run.Finished.IsZero() || len(run.Guests) != 3 || run.Baseline != "base" {
+		t.Fatalf("run = %+v", run)
+	}
+	samples, _ := opts.Store.Samples(ctx, id)
+	// 2 working guests x 2 measured repetitions; warm-ups discarded.
+	if len(samples) != 4 {
+		t.Fatalf("%d samples, want 4: %+v", len(samples), samples)
+	}
+	s := samples[0]
+	if s.Metric != "events_per_sec" || s.Value != 4283.31 || s.Guest != "base" || s.Group != "base" || s.CPUNS != 15e8 || s.WallNS != 2e9 || s.Params["threads"] != "1" {
+		t.Fatalf("sample = %+v", s)
+	}
+	failures, _ := opts.Store.Failures(ctx, id)
+	// The failing guest fails its warm-up and both repetitions, and the run goes on.
+	if len(failures) != 3 || failures[0].Guest != "other-1" || !strings.Contains(failures[0].Stderr, "out of luck") {
+		t.Fatalf("failures = %+v", failures)
+	}
+	for name, n := range fake.started {
+		if fake.stopped[name] != n {
+			t.Errorf("guest %s started %d times, stopped %d", name, n, fake.stopped[name])
+		}
+	}
+	assertNoState(t, opts.StateRoot)
+}
+
+func TestGuestThatFailsToStartIsRecordedAndSkipped(t *testing.T) {
+	plan, opts := setup(t)
+	fake.failBoot["other-0"] = true
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures, _ := opts.Store.Failures(context.Background(), id)
+	if len(failures) != 1 || failures[0].WorkloadID != "" || !strings.Contains(failures[0].Error, "boot failed") {
+		t.Fatalf("failures = %+v", failures)
+	}
+	samples, _ := opts.Store.Samples(context.Background(), id)
+	if len(samples) != 4 {
+		t.Fatalf("%d samples, want 4", len(samples))
+	}
+}
+
+func TestInterruptedRunKeepsSamplesAndTearsDown(t *testing.T) {
+	plan, opts := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	execs := 0
+	fake.onExec = func(string) {
+		execs++
+		if execs == 6 { // after the warm-ups and the first measured round
+			cancel()
+		}
+	}
+	id, err := Run(ctx, plan, opts)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	run, _ := opts.Store.GetRun(context.Background(), id)
+	if run.Status != store.StatusIncomplete || run.Finished.IsZero() {
+		t.Fatalf("run = %+v", run)
+	}
+	samples, _ := opts.Store.Samples(context.Background(), id)
+	if len(samples) != 2 {
+		t.Fatalf("%d samples kept, want the 2 measured before the interrupt", len(samples))
+	}
+	if len(fake.stopped) != 3 {
+		t.Fatalf("stopped = %v, want all 3 guests", fake.stopped)
+	}
+	assertNoState(t, opts.StateRoot)
+}
+
+func TestNoGuestAtAllFailsTheRun(t *testing.T) {
+	plan, opts := setup(t)
+	for _, g := range []string{"base", "other-0", "other-1"} {
+		fake.failBoot[g] = true
+	}
+	id, err := Run(context.Background(), plan, opts)
+	if !errors.Is(err, ErrNoGuests) {
+		t.Fatalf("err = %v, want ErrNoGuests", err)
+	}
+	run, _ := opts.Store.GetRun(context.Background(), id)
+	if run.Status != store.StatusFailed {
+		t.Fatalf("status = %s", run.Status)
+	}
+}
+
+// assertNoState checks that the run removed its state directory and ledger.
+func assertNoState(t *testing.T, root string) {
+	t.Helper()
+	for _, d := range []string{"runs", "ledger"} {
+		entries, _ := os.ReadDir(filepath.Join(root, d))
+		if len(entries) != 0 {
+			t.Errorf("%s/ still holds %d entries after the run", d, len(entries))
+		}
+	}
+}
