@@ -7,8 +7,8 @@ type Normalized struct {
 	// Ratio is value / baseline: 1.00 means equal, 0.77 means 77% of the
 	// baseline's value, whatever the metric's direction.
 	Ratio float64 `json:"ratio"`
-	// CILow and CIHigh bound Ratio. They come from Fieller-free first-order
-	// propagation (delta method) of both means' intervals, adequate for the
+	// CILow and CIHigh bound Ratio. They come from first-order propagation
+	// (the delta method) of both means' relative intervals, adequate for the
 	// small relative errors benchmarks have; NaN when the baseline is 0.
 	CILow  float64 `json:"ratio_ci_low"`
 	CIHigh float64 `json:"ratio_ci_high"`
