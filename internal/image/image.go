@@ -147,16 +147,25 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(tmp)
+			removeBuildDir(tmp)
 		}
 	}()
 	began := time.Now()
 	rootfs := filepath.Join(tmp, "rootfs")
 	o.Progress(fmt.Sprintf("building %s image with %s (recipe %.12s)", o.Recipe.Suite, strings.Join(o.Recipe.Packages, ", "), o.Recipe.Hash()))
 	cmd := exec.CommandContext(ctx, bin, o.Recipe.mmdebstrapArgs(rootfs)...)
-	// mmdebstrap's own cleanup on SIGTERM is better than a SIGKILL.
-	cmd.Cancel = func() error { return cmd.Process.Signal(unix.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
+	// mmdebstrap exits on SIGTERM while the dpkg and apt processes it started
+	// go on writing into the tree, so a cancelled build signals its whole
+	// process group: SIGTERM first, for mmdebstrap's own cleanup, then
+	// SIGKILL for whatever is still there.
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		err := unix.Kill(-pgid, unix.SIGTERM)
+		time.AfterFunc(3*time.Second, func() { _ = unix.Kill(-pgid, unix.SIGKILL) })
+		return err
+	}
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -297,9 +306,49 @@ func removeStaleBuilds(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), buildPrefix) {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
+			removeBuildDir(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// removeBuildDir deletes a build directory, first detaching anything the
+// builder mounted inside its chroot (/proc, /sys, /dev binds) and did not
+// unmount: removing through such a mount would delete the host's own files.
+func removeBuildDir(dir string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return // without a mount table it is not safe to remove anything
+	}
+	points, err := mountPointsBelow(f, dir)
+	f.Close()
+	if err != nil {
+		return
+	}
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return
+		}
+	}
+	os.RemoveAll(dir)
+}
+
+// mountPointsBelow lists the mount points strictly below dir in a
+// mountinfo text, deepest first.
+func mountPointsBelow(mountinfo io.Reader, dir string) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(mountinfo)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		p := strings.ReplaceAll(f[4], `\040`, " ")
+		if strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out, sc.Err()
 }
 
 // lock takes an exclusive flock, polling so that ctx can interrupt the wait.

@@ -64,3 +64,18 @@ func TestParseDpkgStatusRejectsGarbage(t *testing.T) {
 		t.Fatal("malformed line accepted")
 	}
 }
+
+func TestMountPointsBelowDeepestFirst(t *testing.T) {
+	info := "1 0 8:1 / / rw - ext4 /dev/vda rw\n" +
+		"2 1 0:5 / /b/.build-1/rootfs/proc rw - proc proc rw\n" +
+		"3 1 0:6 / /b/.build-1/rootfs/dev rw - devtmpfs udev rw\n" +
+		"4 3 0:7 / /b/.build-1/rootfs/dev/pts rw - devpts devpts rw\n" +
+		"5 1 0:8 / /b/.build-10/rootfs/proc rw - proc proc rw\n"
+	got, err := mountPointsBelow(strings.NewReader(info), "/b/.build-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "/b/.build-1/rootfs/dev/pts /b/.build-1/rootfs/proc /b/.build-1/rootfs/dev" {
+		t.Fatalf("got %q", got)
+	}
+}
