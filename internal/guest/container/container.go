@@ -3,12 +3,10 @@ package container
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
@@ -42,7 +40,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: runc, crun, runsc, kata-runtime)", spec.Name, rt)
 	}
 	return &Guest{
-		spec: spec, env: env, runtime: rt,
+		Base: guest.NewBase(spec), env: env, runtime: rt,
 		id:  "vfleet-" + env.RunID + "-" + spec.Name,
 		dir: filepath.Join(env.StateDir, spec.Name),
 	}, nil
@@ -50,99 +48,78 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 
 // Guest is one container.
 type Guest struct {
-	spec    guest.Spec
+	*guest.Base
 	env     guest.Env
 	runtime string
 	id      string
 	dir     string
-
-	mu     sync.Mutex
-	undo   guest.Teardown
-	client *agent.Client
-	info   guest.Info
 }
 
-func (g *Guest) Spec() guest.Spec { return g.spec }
+func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
 
-func (g *Guest) Info() guest.Info {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.info
-}
-
-func (g *Guest) Start(ctx context.Context) (err error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.client != nil {
-		return errors.New("already started")
-	}
-	began := time.Now()
-	defer func() {
-		if err != nil {
-			g.teardownLocked()
-			err = fmt.Errorf("start guest %s: %w", g.spec.Name, err)
-		}
-	}()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client, guest.Info, error) {
+	fail := func(err error) (*agent.Client, guest.Info, error) { return nil, guest.Info{}, err }
 	bin, err := runtimeBinary(g.runtime)
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	led := g.env.Ledger
 
 	dirEntry, err := led.Record(ledger.KindDir, g.dir, nil)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	g.undo.PushRelease(led, dirEntry)
+	undo.PushRelease(led, dirEntry)
 	sockDir := filepath.Join(g.dir, "sock")
 	bundleDir := filepath.Join(g.dir, "bundle")
 	for _, d := range []string{sockDir, bundleDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
+			return fail(err)
 		}
 	}
 
 	layer, err := overlay.Mount(led, g.env.RootFS, g.dir)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	g.undo.Push(layer.Unmount)
+	undo.Push(layer.Unmount)
 	if err := os.MkdirAll(filepath.Join(layer.Merged, scratchDir), 0o1777); err != nil {
-		return err
+		return fail(err)
 	}
 
-	cgroupsPath := fmt.Sprintf("%s/%s/%s", cgroupParent, g.env.RunID, g.spec.Name)
+	cgroupsPath := fmt.Sprintf("%s/%s/%s", cgroupParent, g.env.RunID, g.Spec().Name)
 	config := Bundle(BundleOptions{
-		Hostname: g.spec.Name, RootPath: layer.Merged,
+		Hostname: g.Spec().Name, RootPath: layer.Merged,
 		Args:        []string{g.env.AgentPath, "--listen", socketDirInGuest + "/agent.sock", "--workdir", scratchDir},
-		CgroupsPath: cgroupsPath, CPUs: g.spec.CPUs, MemoryBytes: g.spec.MemoryBytes,
+		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes,
 		Binds: []Bind{{Source: sockDir, Destination: socketDirInGuest}},
 	})
 	b, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	if err := os.WriteFile(filepath.Join(bundleDir, "config.json"), b, 0o600); err != nil {
-		return err
+		return fail(err)
 	}
 
 	cgEntry, err := led.Record(kindCgroup, cgroupsPath, nil)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	g.undo.PushRelease(led, cgEntry)
+	undo.PushRelease(led, cgEntry)
 	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin})
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	g.undo.PushRelease(led, ctrEntry)
+	undo.PushRelease(led, ctrEntry)
 
 	logPath := filepath.Join(g.dir, "container.log")
 	if err := g.runDetached(ctx, bin, bundleDir, logPath); err != nil {
-		return err
+		return fail(err)
+	}
+	pid, err := containerPid(ctx, bin, g.id)
+	if err != nil {
+		return fail(err)
 	}
 
 	readyCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
@@ -150,19 +127,13 @@ func (g *Guest) Start(ctx context.Context) (err error) {
 	client, err := agent.WaitReady(readyCtx, filepath.Join(sockDir, "agent.sock"))
 	if err != nil {
 		log, _ := os.ReadFile(logPath)
-		return fmt.Errorf("%w; container log: %s", err, guest.Tail(log, 500))
+		return fail(fmt.Errorf("%w; container log: %s", err, guest.Tail(log, 500)))
 	}
-	g.client = client
-	pid, err := containerPid(ctx, bin, g.id)
-	if err != nil {
-		return err
-	}
-	g.info = guest.Info{
-		Kind: KindName, Runtime: g.runtime, BootTime: time.Since(began), PIDs: []int{pid},
+	return client, guest.Info{
+		Kind: KindName, Runtime: g.runtime, PIDs: []int{pid},
 		Cgroup: cgroupsPath, ScratchDir: scratchDir,
 		Details: map[string]string{"container_id": g.id, "runtime_path": bin},
-	}
-	return nil
+	}, nil
 }
 
 // runDetached starts the container in the background; its stdio goes to a
@@ -178,36 +149,6 @@ func (g *Guest) runDetached(ctx context.Context, bin, bundleDir, logPath string)
 	if err := cmd.Run(); err != nil {
 		log, _ := os.ReadFile(logPath)
 		return fmt.Errorf("%s run: %w: %s", g.runtime, err, guest.Tail(log, 500))
-	}
-	return nil
-}
-
-func (g *Guest) Exec(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	g.mu.Lock()
-	c := g.client
-	g.mu.Unlock()
-	if c == nil {
-		return agent.Reply{}, fmt.Errorf("guest %s is not running", g.spec.Name)
-	}
-	return c.Do(ctx, req)
-}
-
-func (g *Guest) Stop(context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.teardownLocked()
-}
-
-// teardownLocked runs the undo list newest first, once. It does not take
-// the caller's context: teardown must finish even after Ctrl-C, and each
-// step bounds itself.
-func (g *Guest) teardownLocked() error {
-	if g.client != nil {
-		g.client.Close()
-		g.client = nil
-	}
-	if err := g.undo.Run(); err != nil {
-		return fmt.Errorf("stop guest %s: %w", g.spec.Name, err)
 	}
 	return nil
 }

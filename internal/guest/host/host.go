@@ -13,12 +13,10 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -63,76 +61,49 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.CPUs != "" || spec.MemoryBytes != 0 {
 		return nil, fmt.Errorf("guest %s: the host baseline runs without limits; cpus and memory are not allowed", spec.Name)
 	}
-	return &Guest{spec: spec, env: env, dir: filepath.Join(env.StateDir, spec.Name)}, nil
+	return &Guest{Base: guest.NewBase(spec), env: env, dir: filepath.Join(env.StateDir, spec.Name)}, nil
 }
 
 // Guest is a running baseline.
 type Guest struct {
-	spec guest.Spec
-	env  guest.Env
-	dir  string
-
-	mu     sync.Mutex
-	undo   guest.Teardown
-	client *agent.Client
-	info   guest.Info
+	*guest.Base
+	env guest.Env
+	dir string
 }
 
-func (g *Guest) Spec() guest.Spec { return g.spec }
+func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
 
-func (g *Guest) Info() guest.Info {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.info
-}
-
-func (g *Guest) Start(ctx context.Context) (err error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.client != nil {
-		return errors.New("already started")
-	}
-	began := time.Now()
-	defer func() {
-		if err != nil {
-			g.teardownLocked()
-			err = fmt.Errorf("start guest %s: %w", g.spec.Name, err)
-		}
-	}()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-
+func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client, guest.Info, error) {
 	dirEntry, err := g.env.Ledger.Record(ledger.KindDir, g.dir, nil)
 	if err != nil {
-		return err
+		return nil, guest.Info{}, err
 	}
-	g.undo.PushRelease(g.env.Ledger, dirEntry)
+	undo.PushRelease(g.env.Ledger, dirEntry)
 	if err := os.MkdirAll(g.dir, 0o700); err != nil {
-		return err
+		return nil, guest.Info{}, err
 	}
 
 	layer, err := overlay.Mount(g.env.Ledger, g.env.RootFS, g.dir)
 	if err != nil {
-		return err
+		return nil, guest.Info{}, err
 	}
-	g.undo.Push(layer.Unmount)
+	undo.Push(layer.Unmount)
 	for _, p := range []string{"/proc", "/sys", "/dev"} {
-		undo, err := layer.Bind(p, p)
+		unbind, err := layer.Bind(p, p)
 		if err != nil {
-			return err
+			return nil, guest.Info{}, err
 		}
-		g.undo.Push(undo)
+		undo.Push(unbind)
 	}
 	for _, d := range []string{filepath.Dir(socketInGuest), scratchDir} {
 		if err := os.MkdirAll(filepath.Join(layer.Merged, d), 0o755); err != nil {
-			return err
+			return nil, guest.Info{}, err
 		}
 	}
 
 	logf, err := os.Create(filepath.Join(g.dir, "agent.log"))
 	if err != nil {
-		return err
+		return nil, guest.Info{}, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(g.env.AgentPath, "--listen", socketInGuest, "--workdir", scratchDir)
@@ -146,12 +117,12 @@ func (g *Guest) Start(ctx context.Context) (err error) {
 		Pdeathsig: syscall.SIGKILL, // a killed vfleet takes its baseline agent along
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start agent: %w", err)
+		return nil, guest.Info{}, fmt.Errorf("start agent: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	pidEntry, recErr := g.env.Ledger.RecordProcess(cmd.Process.Pid)
-	g.undo.Push(func() error {
+	undo.Push(func() error {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 		if recErr != nil {
@@ -160,7 +131,7 @@ func (g *Guest) Start(ctx context.Context) (err error) {
 		return g.env.Ledger.Done(pidEntry)
 	})
 	if recErr != nil {
-		return recErr
+		return nil, guest.Info{}, recErr
 	}
 
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
@@ -177,47 +148,15 @@ func (g *Guest) Start(ctx context.Context) (err error) {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(logf.Name())
-			return fmt.Errorf("agent exited before it was ready: %s", guest.Tail(log, 400))
+			return nil, guest.Info{}, fmt.Errorf("agent exited before it was ready: %s", guest.Tail(log, 400))
 		default:
 		}
-		return err
+		return nil, guest.Info{}, err
 	}
-	g.client = client
-	g.info = guest.Info{
+	return client, guest.Info{
 		Kind:       KindName,
-		BootTime:   time.Since(began),
 		PIDs:       []int{cmd.Process.Pid},
 		ScratchDir: scratchDir,
 		Details:    map[string]string{"isolation": "none (chroot into the image for identical binaries)"},
-	}
-	return nil
-}
-
-func (g *Guest) Exec(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	g.mu.Lock()
-	c := g.client
-	g.mu.Unlock()
-	if c == nil {
-		return agent.Reply{}, fmt.Errorf("guest %s is not running", g.spec.Name)
-	}
-	return c.Do(ctx, req)
-}
-
-func (g *Guest) Stop(context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.teardownLocked()
-}
-
-// teardownLocked runs the undo list newest first, once; it needs no context
-// because every step is a local syscall bounded by the kernel.
-func (g *Guest) teardownLocked() error {
-	if g.client != nil {
-		g.client.Close()
-		g.client = nil
-	}
-	if err := g.undo.Run(); err != nil {
-		return fmt.Errorf("stop guest %s: %w", g.spec.Name, err)
-	}
-	return nil
+	}, nil
 }
