@@ -9,12 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/container"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/telemetry"
+	"github.com/vfleet/vfleet/internal/tools"
 	"github.com/vfleet/vfleet/internal/version"
 )
 
@@ -43,7 +45,7 @@ the name of a built-in scenario. An HTML report is written next to the results.`
 
 func runScenario(g *globalOptions, ref, htmlPath string) error {
 	began := time.Now()
-	spec, err := scenario.Load(ref, scenario.Options{KnownKinds: guest.KindNames()})
+	spec, err := scenario.Load(ref, scenarioOptions())
 	if err != nil {
 		return err
 	}
@@ -61,7 +63,7 @@ func runScenario(g *globalOptions, ref, htmlPath string) error {
 	if err != nil {
 		return err
 	}
-	host, err := fingerprint(img)
+	host, err := fingerprint(ctx, img, spec)
 	if err != nil {
 		return err
 	}
@@ -98,6 +100,21 @@ func runScenario(g *globalOptions, ref, htmlPath string) error {
 		return fmt.Errorf("run %d: %w", runID, runErr)
 	}
 	return nil
+}
+
+func scenarioOptions() scenario.Options {
+	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest}
+}
+
+// checkGuest asks the group's kind to accept it; New touches nothing on
+// the host, so this is safe while parsing.
+func checkGuest(g scenario.GuestGroup) error {
+	k, err := guest.Lookup(g.Kind)
+	if err != nil {
+		return err
+	}
+	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes}, guest.Env{})
+	return err
 }
 
 // probeKinds checks, before anything is built or started, that the host
@@ -138,7 +155,7 @@ func ensureImage(ctx context.Context, g *globalOptions, progress *telemetry.Prog
 // measuringPackages are the image packages whose versions every run records.
 var measuringPackages = []string{"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests"}
 
-func fingerprint(img *image.Image) (hostinfo.Fingerprint, error) {
+func fingerprint(ctx context.Context, img *image.Image, spec *scenario.Spec) (hostinfo.Fingerprint, error) {
 	fp, err := hostinfo.Collect(hostinfo.Options{})
 	if err != nil {
 		return fp, fmt.Errorf("host fingerprint: %w", err)
@@ -151,5 +168,21 @@ func fingerprint(img *image.Image) (hostinfo.Fingerprint, error) {
 		}
 	}
 	fp.ToolVersions["image"] = img.Manifest.Hash
+	// The runtimes' versions matter as much as the tools': runc releases
+	// change how cgroups are set up.
+	for _, g := range spec.Guests {
+		if g.Kind != container.KindName {
+			continue
+		}
+		rt := g.Runtime
+		if rt == "" {
+			rt = container.DefaultRuntime
+		}
+		if t, err := tools.Find(rt); err == nil {
+			if v, err := tools.Version(ctx, t); err == nil {
+				fp.ToolVersions[rt] = v
+			}
+		}
+	}
 	return fp, nil
 }

@@ -20,6 +20,10 @@ import (
 type Options struct {
 	// KnownKinds are the guest kinds compiled in (guest.KindNames()).
 	KnownKinds []string
+	// CheckGuest, when set, asks the guest's kind whether it accepts the
+	// group (a runtime it knows, limits it can apply), so such mistakes are
+	// reported at the group's line rather than when the guest starts.
+	CheckGuest func(GuestGroup) error
 }
 
 // Defaults of optional fields, documented in docs/scenarios.md.
@@ -273,6 +277,11 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			g.Name = g.Kind
 			if kindCount[g.Kind] > 1 {
 				g.Name = fmt.Sprintf("%s-%d", g.Kind, kindCount[g.Kind])
+			}
+		}
+		if p.opts.CheckGuest != nil && contains(p.opts.KnownKinds, g.Kind) {
+			if err := p.opts.CheckGuest(g); err != nil {
+				p.errorf(item, path, "%v", err)
 			}
 		}
 		if line, dup := names[g.Name]; dup {

@@ -198,3 +198,18 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckGuestErrorsPointAtTheGroup(t *testing.T) {
+	o := opts
+	o.CheckGuest = func(g GuestGroup) error {
+		if g.Kind == "host" && g.CPUs != "" {
+			return errors.New("the host baseline runs without limits")
+		}
+		return nil
+	}
+	src := "name: t\nguests:\n  - kind: host\n    cpus: \"0\"\nworkloads:\n  - workload: cpu\n"
+	_, err := Parse("t.yaml", []byte(src), o)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:3:5: guests[0]: the host baseline runs without limits") {
+		t.Fatalf("err = %v", err)
+	}
+}
