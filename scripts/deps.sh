@@ -3,9 +3,12 @@
 # package is already there it only checks and returns (well under a second).
 set -euo pipefail
 
-# Host packages: OCI runtimes, the image builder, QEMU for VM guests and the
-# KVM/TCG probe, sqlite3 for poking at results.
-packages=(runc crun mmdebstrap qemu-system-x86 qemu-utils sqlite3 ca-certificates)
+# Host packages: OCI runtimes, the image builder (with the recommends it
+# uses as root: mount, gpg for the archive keys, libdpkg-perl, arch-test),
+# QEMU for VM guests and the KVM/TCG probe, sqlite3 for poking at results.
+# Recommends are otherwise skipped: QEMU's would pull in firmware for
+# machines vfleet never emulates.
+packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils sqlite3 ca-certificates)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "deps: run as root (sudo $0): packages, namespaces and containers need it" >&2
