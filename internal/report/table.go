@@ -116,7 +116,7 @@ func writeFailures(w io.Writer, failures []store.Failure) {
 		} else {
 			what += fmt.Sprintf(" rep %d", f.Repetition+1)
 		}
-		line := fmt.Sprintf("  %s: %s: %s", f.Guest, what, f.Error)
+		line := fmt.Sprintf("  %s: %s: %s", f.Guest, what, firstLine(f.Error))
 		if first := firstLine(f.Stderr); first != "" && !strings.Contains(f.Error, first) {
 			line += " — " + first
 		}

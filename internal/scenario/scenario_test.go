@@ -147,7 +147,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"missing fields", "description: x\n", []string{"t.yaml:1:1: name: missing (required)", "guests: missing", "workloads: missing"}},
 		{"no baseline", "name: t\nguests:\n  - kind: container\nworkloads:\n  - workload: cpu\n", []string{"baseline: missing"}},
 		{"unknown baseline", "name: t\nbaseline: bare\nguests:\n  - kind: host\nworkloads:\n  - workload: cpu\n", []string{"t.yaml:2:11: baseline: \"bare\" is not a guest group"}},
-		{"memory needs 5s", "name: t\nduration: 2s\nguests:\n  - kind: host\nworkloads:\n  - workload: memory\n", []string{"workloads[0].duration: memory needs at least 5s"}},
+		{"memory needs 5s", "name: t\nduration: 2s\nguests:\n  - kind: host\nworkloads:\n  - workload: memory\n", []string{"workloads[0].duration: memory needs at least 8s"}},
 		{"bad name", "name: My Test\nguests:\n  - kind: host\nworkloads:\n  - workload: cpu\n", []string{"t.yaml:1:7: name"}},
 		{"not yaml", "name: [unclosed\n", []string{"t.yaml:", "not valid YAML"}},
 		{"guests not a list", "name: t\nguests: host\nworkloads:\n  - workload: cpu\n", []string{"t.yaml:2:9: guests: want a non-empty list"}},

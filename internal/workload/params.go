@@ -76,9 +76,9 @@ func seconds(d time.Duration) int {
 // down (fio lays out its file), and a machine under load is slow.
 func timeoutFor(d time.Duration) time.Duration { return 2*d + 30*time.Second }
 
-// excerpt shortens output for an error message.
+// excerpt shortens output for an error message, on one line.
 func excerpt(b []byte) string {
-	s := strings.TrimSpace(string(b))
+	s := strings.Join(strings.Fields(string(b)), " ")
 	if len(s) > 300 {
 		s = s[:300] + " …"
 	}

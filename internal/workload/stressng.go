@@ -29,9 +29,11 @@ type miscMetric struct {
 func init() {
 	// memory: stress-ng's stream stressor runs the four STREAM kernels (copy,
 	// scale, add, triad) over arrays four times the last-level cache, and
-	// reports the read and write bandwidth over all of them together.
+	// reports the read and write bandwidth over all of them together. It
+	// reports nothing unless its loop ran 4.5 s after the arrays were set
+	// up, which takes a second or two on a busy host: hence 8 s at least.
 	Register(stressng{
-		name: "memory", stressor: "stream", minDuration: 5 * time.Second,
+		name: "memory", stressor: "stream", minDuration: 8 * time.Second,
 		rateMetric: "stream_ops_per_sec", rateUnit: "ops/s",
 		misc: []miscMetric{
 			{phrase: "memory read rate (MB per sec)", sample: Sample{Metric: "read_bw", Unit: "MB/s", Better: HigherIsBetter}},
@@ -122,7 +124,7 @@ func (w stressng) Parse(stdout, stderr []byte) ([]Sample, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: stress-ng %s did not report %s: %s", ErrParse, w.stressor, strings.Join(missing, ", "), excerpt(lastLines(out, 4)))
+		return nil, fmt.Errorf("%w: stress-ng %s did not report %s (%s)", ErrParse, w.stressor, strings.Join(missing, ", "), lastOwnMessage(out, w.stressor))
 	}
 	return samples, nil
 }
@@ -140,10 +142,15 @@ func bogoRate(fields []string) (float64, bool) {
 	return v, err == nil
 }
 
-func lastLines(b []byte, n int) []byte {
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// lastOwnMessage finds the stressor's last log line ("stream: run duration
+// too short to determine memory rate"), the most useful thing to show when
+// figures are missing; failing that, stress-ng's last line.
+func lastOwnMessage(out []byte, stressor string) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if _, msg, ok := strings.Cut(lines[i], "] "+stressor+": "); ok {
+			return stressor + ": " + msg
+		}
 	}
-	return bytes.Join(lines, []byte("\n"))
+	return excerpt([]byte(lines[len(lines)-1]))
 }

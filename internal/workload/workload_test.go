@@ -116,6 +116,14 @@ func TestParseFailuresAreErrParse(t *testing.T) {
 	}
 }
 
+func TestMissingFiguresQuoteTheStressorsOwnReason(t *testing.T) {
+	stdout, stderr := recorded(t, "stress-ng-stream-short")
+	_, err := mustLookup(t, "memory").Parse(stdout, stderr)
+	if err == nil || !strings.Contains(err.Error(), "(stream: run duration too short to determine memory rate)") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestEveryWorkloadHasARecordedOutput(t *testing.T) {
 	covered := map[string]bool{}
 	for _, tc := range parseCases {
@@ -137,7 +145,7 @@ func TestCommands(t *testing.T) {
 	}{
 		{"cpu", nil, 3 * time.Second, []string{"sysbench", "cpu", "--threads=1", "--cpu-max-prime=10000", "--time=3", "run"}},
 		{"cpu", Params{"threads": "2"}, 500 * time.Millisecond, []string{"sysbench", "cpu", "--threads=2", "--cpu-max-prime=10000", "--time=1", "run"}},
-		{"memory", nil, 5 * time.Second, []string{"stress-ng", "--stream", "1", "--timeout", "5s", "--metrics"}},
+		{"memory", nil, 8 * time.Second, []string{"stress-ng", "--stream", "1", "--timeout", "8s", "--metrics"}},
 		{"ctxswitch", Params{"instances": "2"}, 2 * time.Second, []string{"stress-ng", "--switch", "2", "--timeout", "2s", "--metrics"}},
 		{"fio", Params{"rw": "write", "bs": "1M"}, 3 * time.Second, []string{"fio", "--name=vfleet-write", "--filename=vfleet-fio.dat",
 			"--rw=write", "--bs=1M", "--size=128M", "--direct=1", "--ioengine=psync", "--iodepth=1",
@@ -198,10 +206,10 @@ func TestValidateRejectsBadParams(t *testing.T) {
 
 func TestMemoryRefusesTooShortADuration(t *testing.T) {
 	w := mustLookup(t, "memory")
-	if _, err := w.Command(w.Defaults(), 2*time.Second); !errors.Is(err, ErrBadParam) {
+	if _, err := w.Command(w.Defaults(), 5*time.Second); !errors.Is(err, ErrBadParam) {
 		t.Fatalf("err = %v, want ErrBadParam", err)
 	}
-	if md, ok := w.(MinDurationer); !ok || md.MinDuration() != 5*time.Second {
+	if md, ok := w.(MinDurationer); !ok || md.MinDuration() != 8*time.Second {
 		t.Fatal("memory must declare its minimum duration for scenario validation")
 	}
 }
