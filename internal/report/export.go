@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -75,6 +76,7 @@ func WriteCSV(w io.Writer, samples []store.Sample) error {
 type jsonReport struct {
 	Run      jsonRun         `json:"run"`
 	Columns  []Column        `json:"columns"`
+	Index    []jsonEstimate  `json:"overhead_index"` // parallel to columns
 	Rows     []Row           `json:"rows"`
 	Samples  []store.Sample  `json:"samples"`
 	Failures []store.Failure `json:"failures"`
@@ -92,11 +94,25 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 		rows[i] = r
 		rows[i].Cells = sanitizeCells(r.Cells)
 	}
-	out := jsonReport{Run: jsonRun{Run: c.Run, ScenarioText: string(c.Run.ScenarioText)}, Columns: c.Columns, Rows: rows,
+	index := make([]jsonEstimate, len(c.Index))
+	for i, e := range c.Index {
+		if !math.IsNaN(e.Value) {
+			index[i] = jsonEstimate{Value: &e.Value, Low: &e.Low, High: &e.High}
+		}
+	}
+	out := jsonReport{Run: jsonRun{Run: c.Run, ScenarioText: string(c.Run.ScenarioText)}, Columns: c.Columns, Index: index, Rows: rows,
 		Samples: orEmpty(samples), Failures: orEmpty(c.Failures)}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// jsonEstimate is an overhead index; null where nothing was comparable
+// (JSON has no NaN).
+type jsonEstimate struct {
+	Value *float64 `json:"value"`
+	Low   *float64 `json:"low"`
+	High  *float64 `json:"high"`
 }
 
 func orEmpty[T any](s []T) []T {

@@ -113,12 +113,17 @@ type htmlData struct {
 	Duration string
 	Scenario string
 	Columns  []Column
+	Index    []htmlIndex
 	Rows     []htmlRow
 	Charts   []chart
 	Failures []store.Failure
 	Tools    [][2]string
 	CSVHref  template.URL
 	Complete bool
+}
+
+type htmlIndex struct {
+	Label, Value, Class string
 }
 
 type htmlRow struct {
@@ -147,6 +152,15 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	}
 	for _, k := range sortedStrings(c.Run.Host.ToolVersions) {
 		d.Tools = append(d.Tools, [2]string{k, c.Run.Host.ToolVersions[k]})
+	}
+	for j, col := range c.Columns {
+		hi := htmlIndex{Label: col.Label(), Value: formatEstimate(c.Index[j])}
+		if e := c.Index[j]; !col.Baseline && e.Low > 1 {
+			hi.Class = "better"
+		} else if !col.Baseline && e.High < 1 {
+			hi.Class = "worse"
+		}
+		d.Index = append(d.Index, hi)
 	}
 	for _, r := range c.Rows {
 		hr := htmlRow{Workload: r.WorkloadID, Metric: r.Metric, Unit: r.Unit, Arrow: arrow(string(r.Better))}

@@ -12,7 +12,17 @@ type Comparison struct {
 	Columns  []Column // the baseline first
 	Rows     []Row
 	Failures []store.Failure
+	// Index is each column's overhead index against the baseline (parallel
+	// to Columns; NaN where nothing is comparable).
+	Index []stats.Estimate
 }
+
+// indexBootstrapRounds and indexSeed fix the bootstrap, so a run's report
+// is the same every time it is rendered.
+const (
+	indexBootstrapRounds = 2000
+	indexSeed            = 1
+)
 
 // Column is one guest group.
 type Column struct {
@@ -51,6 +61,7 @@ type Cell struct {
 	Normalized stats.Normalized `json:"normalized"`
 	// Comparable is false when the baseline has no value to normalise to.
 	Comparable bool `json:"comparable"`
+	values     []float64
 }
 
 // Build arranges samples into a Comparison. Samples of all guests of a
@@ -107,7 +118,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 			if !ok {
 				continue
 			}
-			cell := Cell{Present: true, Summary: stats.Summarize(vs, stats.DefaultConfidence)}
+			cell := Cell{Present: true, Summary: stats.Summarize(vs, stats.DefaultConfidence), values: vs}
 			switch {
 			case col.Baseline && base.Mean != 0:
 				// The baseline against itself is 1 exactly; its interval shows
@@ -120,5 +131,32 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 			row.Cells[j] = cell
 		}
 	}
+	c.Index = overheadIndex(c)
 	return c
+}
+
+func overheadIndex(c Comparison) []stats.Estimate {
+	base := -1
+	for j, col := range c.Columns {
+		if col.Baseline {
+			base = j
+		}
+	}
+	out := make([]stats.Estimate, len(c.Columns))
+	for j, col := range c.Columns {
+		if col.Baseline {
+			out[j] = stats.Estimate{Value: 1, Low: 1, High: 1}
+			continue
+		}
+		var terms []stats.IndexTerm
+		for _, r := range c.Rows {
+			if base < 0 || !r.Cells[j].Present || !r.Cells[base].Present {
+				continue
+			}
+			terms = append(terms, stats.IndexTerm{Workload: r.WorkloadID, Guest: r.Cells[j].values, Base: r.Cells[base].values,
+				LowerIsBetter: r.Better == workload.LowerIsBetter})
+		}
+		out[j] = stats.OverheadIndex(terms, stats.DefaultConfidence, indexBootstrapRounds, indexSeed)
+	}
+	return out
 }

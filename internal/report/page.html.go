@@ -29,6 +29,13 @@ pre { background: #f5f7f9; padding: .8rem; overflow-x: auto; }
 <p class="muted">Started {{fmtTime .Run.Started}} · finished {{fmtTime .Run.Finished}}{{if .Duration}} · {{.Duration}}{{end}} ·
 baseline <strong>{{.Run.Baseline}}</strong> = 1.00 · scenario {{.Run.ScenarioSource}} (sha256 {{printf "%.12s" .Run.ScenarioHash}})</p>
 
+<h2>Overhead index</h2>
+<p class="muted">Geometric mean over the workloads of each metric's ratio to the baseline (inverted where lower is
+better, so above 1.00 is always better), with a 95% bootstrap interval.</p>
+<table>
+{{range .Index}}<tr><th>{{.Label}}</th><td class="num {{.Class}}">{{.Value}}</td></tr>
+{{end}}</table>
+
 <h2>Normalised to the baseline</h2>
 <p class="muted">Bars: each group's mean relative to the baseline's; whiskers: 95% confidence interval; dashed line: 1.00.
 ↑ higher is better, ↓ lower is better. Green/red: better/worse beyond the interval.</p>

@@ -75,6 +75,12 @@ func TestBuildNormalisesToBaselineFirst(t *testing.T) {
 	if v := verdict(c.Rows[1].Cells[1], "lower"); v != -1 {
 		t.Errorf("a clearly higher latency must be worse, got %d", v)
 	}
+	// Overhead index: cpu 4110/4285 and fio p99 inverted 101/151, one term
+	// per workload (memory has no container value and drops out).
+	want := math.Sqrt((4110.0 / 4285.0) * (101.0 / 151.0))
+	if idx := c.Index[1]; math.Abs(idx.Value-want) > 1e-9 || !(idx.Low <= idx.Value && idx.Value <= idx.High) || c.Index[0].Value != 1 {
+		t.Errorf("index = %+v, want %v (baseline exactly 1)", c.Index, want)
+	}
 	mem := c.Rows[2]
 	if !mem.Cells[0].Present || mem.Cells[1].Present {
 		t.Errorf("memory: the failed container cell must be explicitly missing: %+v", mem.Cells)

@@ -44,6 +44,12 @@ func WriteTable(w io.Writer, c Comparison, opts TableOptions) error {
 		rows = append(rows, line)
 		colours = append(colours, col)
 	}
+	index := []string{"overhead index ↑"}
+	for _, e := range c.Index {
+		index = append(index, formatEstimate(e))
+	}
+	rows = append(rows, index)
+	colours = append(colours, make([]int, len(index)))
 	widths := make([]int, len(header))
 	for _, r := range rows {
 		for i, s := range r {
@@ -70,7 +76,8 @@ func WriteTable(w io.Writer, c Comparison, opts TableOptions) error {
 			return err
 		}
 	}
-	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio"
+	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
+		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% bootstrap interval]"
 	if opts.Color {
 		legend = ansiDim + legend + "; green/red: better/worse than the baseline beyond that interval" + ansiReset
 	}

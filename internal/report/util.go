@@ -1,9 +1,12 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
+
+	"github.com/vfleet/vfleet/internal/stats"
 )
 
 func sortedStrings[V any](m map[string]V) []string {
@@ -56,4 +59,14 @@ func verdict(c Cell, better string) int {
 		return -1
 	}
 	return 0
+}
+
+func formatEstimate(e stats.Estimate) string {
+	if math.IsNaN(e.Value) {
+		return "n/a"
+	}
+	if e.High-e.Low < 0.005 {
+		return formatRatio(e.Value)
+	}
+	return fmt.Sprintf("%s [%s, %s]", formatRatio(e.Value), formatRatio(e.Low), formatRatio(e.High))
 }
