@@ -225,3 +225,63 @@ func TestCleanAfterKillRemovesEverything(t *testing.T) {
 		t.Errorf("second clean: %s", stdout)
 	}
 }
+
+const trustScenario = `name: trust
+repetitions: 5
+warmup: 1
+duration: 1s
+guests:
+  - {name: host, kind: host}
+  - {name: container, kind: container%s}
+workloads:
+  - workload: cpu
+`
+
+// TestCompareTrust is the statistics' own test at a small scale: the same
+// configuration twice must show no significant difference, and a container
+// capped at 90% of a CPU must be found slower.
+func TestCompareTrust(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	for i, extra := range []string{"", "", ", cpu_limit: 0.9"} {
+		if _, stderr, code := c.run("run", c.scenario(strings.Replace(trustScenario, "%s", extra, 1)), "--html", "-"); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i+1, code, stderr)
+		}
+	}
+	verdicts := func(a, b string) map[string]string {
+		stdout, stderr, code := c.run("compare", a, b, "--format", "json")
+		if code != 0 {
+			t.Fatalf("compare %s %s: exit %d: %s", a, b, code, stderr)
+		}
+		var out struct {
+			Rows []struct {
+				Group, Metric, Verdict string
+				P                      float64
+			}
+		}
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range out.Rows {
+			got[r.Group+"/"+r.Metric] = r.Verdict
+			t.Logf("%s vs %s: %s/%s p=%.4f %s", a, b, r.Group, r.Metric, r.P, r.Verdict)
+		}
+		return got
+	}
+	for key, v := range verdicts("1", "2") {
+		if v != "no significant difference" {
+			t.Errorf("A/A: %s judged %q", key, v)
+		}
+	}
+	got := verdicts("1", "3")
+	if got["container/events_per_sec"] != "worse" {
+		t.Errorf("a container capped at 0.9 CPU was not found slower: %v", got)
+	}
+	if got["host/events_per_sec"] != "no significant difference" {
+		t.Errorf("the untouched baseline changed: %v", got)
+	}
+}

@@ -113,7 +113,7 @@ func checkGuest(g scenario.GuestGroup) error {
 	if err != nil {
 		return err
 	}
-	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes}, guest.Env{})
+	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit}, guest.Env{})
 	return err
 }
 

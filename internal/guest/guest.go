@@ -32,6 +32,9 @@ type Spec struct {
 	CPUs string
 	// MemoryBytes limits the guest's memory, 0 for no limit.
 	MemoryBytes int64
+	// CPULimit caps the guest's CPU time in CPUs' worth (0.9 = 90% of one
+	// CPU), 0 for no cap. It is how a known slowdown is injected.
+	CPULimit float64
 }
 
 // Env is what the host provides to every guest of a run.

@@ -50,32 +50,7 @@ func WriteTable(w io.Writer, c Comparison, opts TableOptions) error {
 	}
 	rows = append(rows, index)
 	colours = append(colours, make([]int, len(index)))
-	widths := make([]int, len(header))
-	for _, r := range rows {
-		for i, s := range r {
-			widths[i] = max(widths[i], utf8.RuneCountInString(s))
-		}
-	}
-	for i, r := range rows {
-		var b strings.Builder
-		for j, s := range r {
-			pad := strings.Repeat(" ", widths[j]-utf8.RuneCountInString(s))
-			if opts.Color && colours[i][j] != 0 {
-				code := ansiGreen
-				if colours[i][j] < 0 {
-					code = ansiRed
-				}
-				s = code + s + ansiReset
-			}
-			b.WriteString(s + pad)
-			if j < len(r)-1 {
-				b.WriteString("  ")
-			}
-		}
-		if _, err := fmt.Fprintln(w, strings.TrimRight(b.String(), " ")); err != nil {
-			return err
-		}
-	}
+	writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
 	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
 		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% bootstrap interval]"
 	if opts.Color {
@@ -137,4 +112,33 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// writeAligned prints rows as left-aligned columns; verdict(i, j) > 0
+// colours a cell green, < 0 red, when color is set.
+func writeAligned(w io.Writer, rows [][]string, verdict func(i, j int) int, color bool) {
+	widths := map[int]int{}
+	for _, r := range rows {
+		for i, s := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(s))
+		}
+	}
+	for i, r := range rows {
+		var b strings.Builder
+		for j, s := range r {
+			pad := strings.Repeat(" ", widths[j]-utf8.RuneCountInString(s))
+			if v := verdict(i, j); color && v != 0 {
+				code := ansiGreen
+				if v < 0 {
+					code = ansiRed
+				}
+				s = code + s + ansiReset
+			}
+			b.WriteString(s + pad)
+			if j < len(r)-1 {
+				b.WriteString("  ")
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
 }

@@ -153,7 +153,7 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			g, err := startGuest(ctx, pg.Spec, env)
-			rec := store.GuestRecord{Group: pg.Group, Kind: pg.Spec.Kind, Runtime: pg.Spec.Runtime, CPUs: pg.Spec.CPUs, Memory: pg.Spec.MemoryBytes}
+			rec := store.GuestRecord{Group: pg.Group, Kind: pg.Spec.Kind, Runtime: pg.Spec.Runtime, CPUs: pg.Spec.CPUs, Memory: pg.Spec.MemoryBytes, CPULimit: pg.Spec.CPULimit}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -23,7 +23,7 @@ func (s *Spec) Expand() *Plan {
 				name = fmt.Sprintf("%s-%d", g.Name, i)
 			}
 			plan.Guests = append(plan.Guests, PlannedGuest{Group: g.Name, Spec: guest.Spec{
-				Name: name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes,
+				Name: name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
 			}})
 		}
 	}

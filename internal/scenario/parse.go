@@ -249,6 +249,18 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"cpus":    func(v *yaml.Node, path string) { cpusNode = v; p.str(&cpus)(v, path) },
 			"memory":  func(v *yaml.Node, path string) { memNode = v; p.str(&mem)(v, path) },
 			"count":   p.integer(&g.Count, 1),
+			"cpu_limit": func(v *yaml.Node, path string) {
+				s, ok := p.scalar(v, path)
+				if !ok {
+					return
+				}
+				f, err := strconv.ParseFloat(s, 64)
+				if err != nil || f <= 0 || f > 4096 {
+					p.errorf(v, path, "%q is not allowed: want a positive number of CPUs, like 0.9 or 2", s)
+					return
+				}
+				g.CPULimit = f
+			},
 		})
 		if seen == nil {
 			continue

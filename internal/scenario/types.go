@@ -31,6 +31,7 @@ type GuestGroup struct {
 	Runtime     string
 	CPUs        string
 	MemoryBytes int64
+	CPULimit    float64
 	Count       int
 }
 

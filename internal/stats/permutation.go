@@ -99,3 +99,14 @@ func combinations(n, k int, fn func([]int)) {
 		}
 	}
 }
+
+// MinRepetitions is the fewest repetitions a side with which the exact
+// permutation test can reach p < alpha at all: with n a side the smallest
+// two-sided p is 2 / C(2n, n).
+func MinRepetitions(alpha float64) int {
+	n := 1
+	for 2/binomial(2*n, n) >= alpha {
+		n++
+	}
+	return n
+}

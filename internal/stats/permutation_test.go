@@ -70,3 +70,11 @@ func TestOverheadIndex(t *testing.T) {
 		t.Fatalf("no terms: %+v", e)
 	}
 }
+
+func TestMinRepetitions(t *testing.T) {
+	for alpha, want := range map[float64]int{0.01: 5, 0.05: 4, 0.2: 3} {
+		if got := MinRepetitions(alpha); got != want {
+			t.Errorf("MinRepetitions(%v) = %d, want %d", alpha, got, want)
+		}
+	}
+}

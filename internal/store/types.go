@@ -35,13 +35,14 @@ type Run struct {
 
 // GuestRecord is what the store keeps about one guest of a run.
 type GuestRecord struct {
-	Group   string            `json:"group"`
-	Kind    string            `json:"kind"`
-	Runtime string            `json:"runtime,omitempty"`
-	CPUs    string            `json:"cpus,omitempty"`
-	Memory  int64             `json:"memory_bytes,omitempty"`
-	BootNS  int64             `json:"boot_ns"`
-	Details map[string]string `json:"details,omitempty"`
+	Group    string            `json:"group"`
+	Kind     string            `json:"kind"`
+	Runtime  string            `json:"runtime,omitempty"`
+	CPUs     string            `json:"cpus,omitempty"`
+	Memory   int64             `json:"memory_bytes,omitempty"`
+	CPULimit float64           `json:"cpu_limit,omitempty"`
+	BootNS   int64             `json:"boot_ns"`
+	Details  map[string]string `json:"details,omitempty"`
 }
 
 // Sample is one raw measured value with every dimension it was measured under.

@@ -91,7 +91,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	config := Bundle(BundleOptions{
 		Hostname: g.Spec().Name, RootPath: layer.Merged,
 		Args:        []string{g.env.AgentPath, "--listen", socketDirInGuest + "/agent.sock", "--workdir", scratchDir},
-		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes,
+		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes, CPULimit: g.Spec().CPULimit,
 		Binds: []Bind{{Source: sockDir, Destination: socketDirInGuest}},
 	})
 	b, err := json.MarshalIndent(config, "", "  ")

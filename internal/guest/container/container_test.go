@@ -65,6 +65,10 @@ func TestBundleCarriesLimitsAndIsolation(t *testing.T) {
 	if last.Source != "/host/sock" || last.Destination != "/run/vfleet" || last.Type != "bind" {
 		t.Fatalf("socket bind = %+v", last)
 	}
+	capped := Bundle(BundleOptions{CPULimit: 0.9})
+	if cpu := capped.Linux.Resources.CPU; cpu == nil || *cpu.Quota != 90000 || *cpu.Period != 100000 {
+		t.Fatalf("cpu limit 0.9: %+v", cpu)
+	}
 	none := Bundle(BundleOptions{})
 	if none.Linux.Resources.CPU != nil || none.Linux.Resources.Memory != nil {
 		t.Fatal("no limits asked, some set")

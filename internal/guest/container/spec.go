@@ -4,6 +4,11 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
+// cfsPeriod is the CFS bandwidth period, in microseconds, a CPU limit is
+// expressed against: the kernel's default, short enough that a cap shows as
+// a steady rate rather than long stalls.
+const cfsPeriod = 100000
+
 // ociVersion is the runtime-spec version the bundles declare: the oldest
 // that has everything used here, so runtimes packaged by distributions
 // (runc 1.1 speaks 1.0.2) accept them.
@@ -15,8 +20,9 @@ type BundleOptions struct {
 	RootPath    string // the container's root filesystem on the host
 	Args        []string
 	CgroupsPath string
-	CPUs        string // cpuset list, empty for no restriction
-	MemoryBytes int64  // 0 for no limit
+	CPUs        string  // cpuset list, empty for no restriction
+	MemoryBytes int64   // 0 for no limit
+	CPULimit    float64 // CPUs' worth of CPU time per period, 0 for no cap
 	// Binds are extra bind mounts: host path -> container path.
 	Binds []Bind
 }
@@ -83,8 +89,13 @@ func Bundle(o BundleOptions) *specs.Spec {
 		}
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: b.Destination, Type: "bind", Source: b.Source, Options: opts})
 	}
-	if o.CPUs != "" {
+	if o.CPUs != "" || o.CPULimit > 0 {
 		s.Linux.Resources.CPU = &specs.LinuxCPU{Cpus: o.CPUs}
+	}
+	if o.CPULimit > 0 {
+		period := uint64(cfsPeriod)
+		quota := int64(o.CPULimit * cfsPeriod)
+		s.Linux.Resources.CPU.Period, s.Linux.Resources.CPU.Quota = &period, &quota
 	}
 	if o.MemoryBytes > 0 {
 		limit := o.MemoryBytes

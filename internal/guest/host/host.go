@@ -58,8 +58,8 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.Runtime != "" {
 		return nil, fmt.Errorf("guest %s: kind host takes no runtime (got %q)", spec.Name, spec.Runtime)
 	}
-	if spec.CPUs != "" || spec.MemoryBytes != 0 {
-		return nil, fmt.Errorf("guest %s: the host baseline runs without limits; cpus and memory are not allowed", spec.Name)
+	if spec.CPUs != "" || spec.MemoryBytes != 0 || spec.CPULimit != 0 {
+		return nil, fmt.Errorf("guest %s: the host baseline runs without limits; cpus, cpu_limit and memory are not allowed", spec.Name)
 	}
 	return &Guest{Base: guest.NewBase(spec), env: env, dir: filepath.Join(env.StateDir, spec.Name)}, nil
 }

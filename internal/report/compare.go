@@ -1,0 +1,192 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// CompareOptions set what counts as a real difference between two runs.
+type CompareOptions struct {
+	// Alpha is the significance level of the permutation test.
+	Alpha float64
+	// NoiseFloor is the smallest relative change worth reporting, however
+	// significant: a 0.5% difference can be real and still not matter.
+	NoiseFloor float64
+	// Rounds of the permutation test when the samples are too many to
+	// enumerate every split.
+	Rounds int
+}
+
+// DefaultCompareOptions: p < 0.01 and more than 5% change, the thresholds
+// regression tests of virtual machine monitors commonly use.
+var DefaultCompareOptions = CompareOptions{Alpha: 0.01, NoiseFloor: 0.05, Rounds: 10000}
+
+// Verdicts of an A/B row.
+const (
+	VerdictBetter = "better"
+	VerdictWorse  = "worse"
+	VerdictSame   = "no significant difference"
+	VerdictOnlyA  = "only in A"
+	VerdictOnlyB  = "only in B"
+)
+
+// ABRow compares one metric of one workload in one guest group.
+type ABRow struct {
+	Group      string           `json:"group"`
+	WorkloadID string           `json:"workload_id"`
+	Params     string           `json:"params"`
+	Metric     string           `json:"metric"`
+	Unit       string           `json:"unit"`
+	Better     workload.Better  `json:"better"`
+	A          stats.Summary    `json:"a"`
+	B          stats.Summary    `json:"b"`
+	Change     stats.Normalized `json:"change"` // B relative to A
+	P          float64          `json:"p"`
+	Verdict    string           `json:"verdict"`
+}
+
+// ABComparison is run B measured against run A.
+type ABComparison struct {
+	A, B    store.Run
+	Options CompareOptions
+	Rows    []ABRow
+}
+
+type abKey struct{ group, workload, params, metric string }
+
+// CompareRuns pairs the samples of two runs by guest group, workload,
+// parameters and metric and tests each pair.
+func CompareRuns(a store.Run, as []store.Sample, b store.Run, bs []store.Sample, o CompareOptions) ABComparison {
+	c := ABComparison{A: a, B: b, Options: o}
+	var order []abKey
+	values := map[abKey]*[2][]float64{}
+	meta := map[abKey]store.Sample{}
+	collect := func(side int, samples []store.Sample) {
+		for _, s := range samples {
+			k := abKey{s.Group, s.WorkloadID, paramString(s.Params), s.Metric}
+			if values[k] == nil {
+				values[k] = &[2][]float64{}
+				meta[k] = s
+				order = append(order, k)
+			}
+			values[k][side] = append(values[k][side], s.Value)
+		}
+	}
+	collect(0, as)
+	collect(1, bs)
+	for _, k := range order {
+		v, m := values[k], meta[k]
+		row := ABRow{Group: k.group, WorkloadID: k.workload, Params: k.params, Metric: k.metric, Unit: m.Unit, Better: m.Better,
+			A: stats.Summarize(v[0], stats.DefaultConfidence), B: stats.Summarize(v[1], stats.DefaultConfidence), P: 1}
+		switch {
+		case len(v[1]) == 0:
+			row.Verdict = VerdictOnlyA
+		case len(v[0]) == 0:
+			row.Verdict = VerdictOnlyB
+		default:
+			row.Change = stats.Normalize(row.B, row.A)
+			row.P = stats.PermutationTest(v[0], v[1], o.Rounds, 1)
+			row.Verdict = verdictFor(row, o)
+		}
+		c.Rows = append(c.Rows, row)
+	}
+	return c
+}
+
+func verdictFor(r ABRow, o CompareOptions) string {
+	change := r.Change.Ratio - 1
+	if math.IsNaN(change) || r.P >= o.Alpha || math.Abs(change) <= o.NoiseFloor {
+		return VerdictSame
+	}
+	if (change > 0) == (r.Better != workload.LowerIsBetter) {
+		return VerdictBetter
+	}
+	return VerdictWorse
+}
+
+func paramString(p workload.Params) string {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + p[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+// WriteABTable prints one line per compared metric, changed ones first.
+func WriteABTable(w io.Writer, c ABComparison, opts TableOptions) error {
+	fmt.Fprintf(w, "run %d (%s) → run %d (%s): significant at p < %g and beyond ±%.0f%%\n",
+		c.A.ID, c.A.ScenarioName, c.B.ID, c.B.ScenarioName, c.Options.Alpha, 100*c.Options.NoiseFloor)
+	rows := append([]ABRow(nil), c.Rows...)
+	rank := map[string]int{VerdictWorse: 0, VerdictBetter: 1, VerdictSame: 2, VerdictOnlyA: 3, VerdictOnlyB: 4}
+	sort.SliceStable(rows, func(i, j int) bool { return rank[rows[i].Verdict] < rank[rows[j].Verdict] })
+	table := [][]string{{"group", "workload / metric", "A", "B", "change", "p", "verdict"}}
+	verdicts := []int{0}
+	fewest := math.MaxInt
+	for _, r := range rows {
+		change, p := "—", "—"
+		if r.Verdict != VerdictOnlyA && r.Verdict != VerdictOnlyB {
+			change = fmt.Sprintf("%+.1f%% [%+.1f, %+.1f]", 100*(r.Change.Ratio-1), 100*(r.Change.CILow-1), 100*(r.Change.CIHigh-1))
+			p = fmt.Sprintf("%.3g", r.P)
+			fewest = min(fewest, r.A.N, r.B.N)
+		}
+		table = append(table, []string{r.Group, fmt.Sprintf("%s %s %s", r.WorkloadID, r.Metric, arrow(string(r.Better))),
+			cellValue(r.A, r.Unit), cellValue(r.B, r.Unit), change, p, r.Verdict})
+		v := 0
+		switch r.Verdict {
+		case VerdictBetter:
+			v = 1
+		case VerdictWorse:
+			v = -1
+		}
+		verdicts = append(verdicts, v)
+	}
+	writeAligned(w, table, func(i, j int) int {
+		if j == len(table[i])-1 {
+			return verdicts[i]
+		}
+		return 0
+	}, opts.Color)
+	if need := stats.MinRepetitions(c.Options.Alpha); fewest < need {
+		fmt.Fprintf(w, "note: with %d repetitions a side no difference can reach p < %g; use at least %d.\n", fewest, c.Options.Alpha, need)
+	}
+	return nil
+}
+
+func cellValue(s stats.Summary, unit string) string {
+	if s.N == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s %s (n=%d)", formatValue(s.Mean), unit, s.N)
+}
+
+// WriteABJSON writes the comparison.
+func WriteABJSON(w io.Writer, c ABComparison) error {
+	rows := make([]ABRow, len(c.Rows))
+	for i, r := range c.Rows {
+		if math.IsNaN(r.Change.Ratio) {
+			r.Change = stats.Normalized{}
+		}
+		rows[i] = r
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		A       int64          `json:"run_a"`
+		B       int64          `json:"run_b"`
+		Options CompareOptions `json:"options"`
+		Rows    []ABRow        `json:"rows"`
+	}{c.A.ID, c.B.ID, c.Options, rows})
+}
