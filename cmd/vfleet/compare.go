@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/report"
+	"github.com/vfleet/vfleet/internal/store"
 )
 
 func newCompareCommand(g *globalOptions) *cobra.Command {
@@ -32,30 +34,16 @@ only when p < --alpha and it exceeds --noise-floor.`,
 				return err
 			}
 			defer st.Close()
-			ctx := cmd.Context()
 			var ids [2]int64
 			for i, ref := range args {
-				if ids[i], err = st.ResolveRun(ctx, ref); err != nil {
+				if ids[i], err = st.ResolveRun(cmd.Context(), ref); err != nil {
 					return err
 				}
 			}
-			runA, err := st.GetRun(ctx, ids[0])
+			c, err := compareRuns(cmd.Context(), st, ids[0], ids[1], o)
 			if err != nil {
 				return err
 			}
-			runB, err := st.GetRun(ctx, ids[1])
-			if err != nil {
-				return err
-			}
-			samplesA, err := st.Samples(ctx, ids[0])
-			if err != nil {
-				return err
-			}
-			samplesB, err := st.Samples(ctx, ids[1])
-			if err != nil {
-				return err
-			}
-			c := report.CompareRuns(runA, samplesA, runB, samplesB, o)
 			if format == "json" {
 				return report.WriteABJSON(os.Stdout, c)
 			}
@@ -66,4 +54,29 @@ only when p < --alpha and it exceeds --noise-floor.`,
 	cmd.Flags().Float64Var(&o.NoiseFloor, "noise-floor", o.NoiseFloor, "smallest relative change that counts (0.05 = 5%)")
 	cmd.Flags().StringVar(&format, "format", "table", "table or json")
 	return cmd
+}
+
+func compareRuns(ctx context.Context, st *store.Store, a, b int64, o report.CompareOptions) (report.ABComparison, error) {
+	var runs [2]store.Run
+	var samples [2][]store.Sample
+	for i, id := range []int64{a, b} {
+		var err error
+		if runs[i], err = st.GetRun(ctx, id); err != nil {
+			return report.ABComparison{}, err
+		}
+		if samples[i], err = st.Samples(ctx, id); err != nil {
+			return report.ABComparison{}, err
+		}
+	}
+	return report.CompareRuns(runs[0], samples[0], runs[1], samples[1], o), nil
+}
+
+// printComparison prints B against A after an A/B run.
+func printComparison(ctx context.Context, st *store.Store, a, b int64) error {
+	c, err := compareRuns(ctx, st, a, b, report.DefaultCompareOptions)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stdout)
+	return report.WriteABTable(os.Stdout, c, report.TableOptions{Color: isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""})
 }

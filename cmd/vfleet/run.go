@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,30 +25,43 @@ const defaultScenario = "default"
 
 func newRunCommand(g *globalOptions) *cobra.Command {
 	var htmlPath string
+	var ab bool
 	cmd := &cobra.Command{
-		Use:   "run [SCENARIO]",
+		Use:   "run [SCENARIO] | run --ab SCENARIO_A SCENARIO_B",
 		Short: "Run a scenario (a YAML file or a built-in name; default: " + defaultScenario + ")",
 		Long: `Run a scenario: start its guests, run every workload in each, store every sample
 and print the comparison against the baseline. SCENARIO is a path to a YAML file or
-the name of a built-in scenario. An HTML report is written next to the results.`,
-		Args: cobra.MaximumNArgs(1),
+the name of a built-in scenario. An HTML report is written next to the results.
+
+With --ab, two scenarios run as two runs at once, step by step in alternating order
+(A then B, then B then A, ...), so that drift of the machine cannot pass for a
+difference between them; the A/B comparison is printed at the end.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref := defaultScenario
-			if len(args) == 1 {
-				ref = args[0]
+			switch {
+			case ab && len(args) != 2:
+				return usageError{fmt.Errorf("--ab takes exactly two scenarios, got %d", len(args))}
+			case !ab && len(args) > 1:
+				return usageError{fmt.Errorf("run takes one scenario (or two with --ab), got %d", len(args))}
+			case len(args) == 0:
+				args = []string{defaultScenario}
 			}
-			return runScenario(g, ref, htmlPath)
+			return runScenarios(g, args, htmlPath)
 		},
 	}
 	cmd.Flags().StringVar(&htmlPath, "html", "", "where to write the HTML report (default ./vfleet-run-ID.html; \"-\" for none)")
+	cmd.Flags().BoolVar(&ab, "ab", false, "run two scenarios interleaved and compare them")
 	return cmd
 }
 
-func runScenario(g *globalOptions, ref, htmlPath string) error {
+func runScenarios(g *globalOptions, refs []string, htmlPath string) error {
 	began := time.Now()
-	spec, err := scenario.Load(ref, scenarioOptions())
-	if err != nil {
-		return err
+	var specs []*scenario.Spec
+	for _, ref := range refs {
+		spec, err := scenario.Load(ref, scenarioOptions())
+		if err != nil {
+			return err
+		}
+		specs = append(specs, spec)
 	}
 	if err := requireRoot("vfleet run"); err != nil {
 		return err
@@ -56,14 +70,16 @@ func runScenario(g *globalOptions, ref, htmlPath string) error {
 	ctx, cancel := signalContext(progress)
 	defer cancel()
 
-	if err := probeKinds(ctx, spec); err != nil {
-		return err
+	for _, spec := range specs {
+		if err := probeKinds(ctx, spec); err != nil {
+			return err
+		}
 	}
 	img, err := ensureImage(ctx, g, progress, false)
 	if err != nil {
 		return err
 	}
-	host, err := fingerprint(ctx, img, spec)
+	host, err := fingerprint(ctx, img, specs...)
 	if err != nil {
 		return err
 	}
@@ -73,31 +89,56 @@ func runScenario(g *globalOptions, ref, htmlPath string) error {
 	}
 	defer st.Close()
 
-	plan := spec.Expand()
-	progress.Logf("scenario %s: %d guests, %d steps; results in %s", spec.Name, len(plan.Guests), len(plan.Steps), g.db())
-	runID, runErr := runner.Run(ctx, plan, runner.Options{
+	opts := runner.Options{
 		Store:     st,
 		StateRoot: g.stateDir,
 		RootFS:    img.RootFS,
 		AgentPath: img.AgentPath,
 		Host:      host,
 		Progress:  progress,
-	})
+	}
+	var ids []int64
+	var runErr error
+	if len(specs) == 2 {
+		a, b := specs[0].Expand(), specs[1].Expand()
+		progress.Logf("A/B: %s (%d steps) against %s (%d steps), interleaved; results in %s", specs[0].Name, len(a.Steps), specs[1].Name, len(b.Steps), g.db())
+		var pair [2]int64
+		pair, runErr = runner.RunAB(ctx, a, b, opts)
+		ids = pair[:]
+	} else {
+		plan := specs[0].Expand()
+		progress.Logf("scenario %s: %d guests, %d steps; results in %s", specs[0].Name, len(plan.Guests), len(plan.Steps), g.db())
+		var id int64
+		id, runErr = runner.Run(ctx, plan, opts)
+		ids = []int64{id}
+	}
 	progress.Done()
-	if runID == 0 {
-		return runErr
+	// Reports are printed even for an interrupted run: what was measured is
+	// kept and worth seeing.
+	rctx := context.WithoutCancel(ctx)
+	for i, id := range ids {
+		if id == 0 {
+			continue
+		}
+		path := htmlPath
+		if len(ids) > 1 && path != "" && path != "-" {
+			path = fmt.Sprintf("%s-%c.html", strings.TrimSuffix(path, ".html"), 'A'+i)
+		}
+		if err := printRun(rctx, st, id, path); err != nil {
+			return err
+		}
 	}
-	// The report is printed even for an interrupted run: what was measured
-	// is kept and worth seeing.
-	if err := printRun(context.WithoutCancel(ctx), st, runID, htmlPath); err != nil {
-		return err
+	if len(ids) == 2 && ids[0] != 0 && ids[1] != 0 {
+		if err := printComparison(rctx, st, ids[0], ids[1]); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(os.Stderr, "run %d finished in %s\n", runID, time.Since(began).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "finished in %s\n", time.Since(began).Round(time.Second))
 	if runErr != nil {
 		if interrupted(runErr) {
-			return fmt.Errorf("run %d interrupted; the samples measured so far are kept (status incomplete)", runID)
+			return fmt.Errorf("interrupted; the samples measured so far are kept (status incomplete)")
 		}
-		return fmt.Errorf("run %d: %w", runID, runErr)
+		return runErr
 	}
 	return nil
 }
@@ -155,7 +196,7 @@ func ensureImage(ctx context.Context, g *globalOptions, progress *telemetry.Prog
 // measuringPackages are the image packages whose versions every run records.
 var measuringPackages = []string{"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests"}
 
-func fingerprint(ctx context.Context, img *image.Image, spec *scenario.Spec) (hostinfo.Fingerprint, error) {
+func fingerprint(ctx context.Context, img *image.Image, specs ...*scenario.Spec) (hostinfo.Fingerprint, error) {
 	fp, err := hostinfo.Collect(hostinfo.Options{})
 	if err != nil {
 		return fp, fmt.Errorf("host fingerprint: %w", err)
@@ -170,7 +211,7 @@ func fingerprint(ctx context.Context, img *image.Image, spec *scenario.Spec) (ho
 	fp.ToolVersions["image"] = img.Manifest.Hash
 	// The runtimes' versions matter as much as the tools': runc releases
 	// change how cgroups are set up.
-	for _, g := range spec.Guests {
+	for _, g := range guestGroups(specs) {
 		if g.Kind != container.KindName {
 			continue
 		}
@@ -185,4 +226,12 @@ func fingerprint(ctx context.Context, img *image.Image, spec *scenario.Spec) (ho
 		}
 	}
 	return fp, nil
+}
+
+func guestGroups(specs []*scenario.Spec) []scenario.GuestGroup {
+	var out []scenario.GuestGroup
+	for _, s := range specs {
+		out = append(out, s.Guests...)
+	}
+	return out
 }

@@ -54,14 +54,89 @@ var ErrNoGuests = errors.New("no guest started")
 // Run executes plan and returns the stored run's id. The id is valid even
 // when err is not nil, unless it is 0: an interrupted run keeps its samples.
 func Run(ctx context.Context, plan *scenario.Plan, opts Options) (int64, error) {
+	ids, err := runPlans(ctx, []*scenario.Plan{plan}, opts)
+	return ids[0], err
+}
+
+// RunAB executes two plans as two runs, step by step in alternating order
+// (A then B, then B then A, …), so that drift of the machine during the
+// runs affects both alike instead of masquerading as a difference.
+func RunAB(ctx context.Context, a, b *scenario.Plan, opts Options) ([2]int64, error) {
+	ids, err := runPlans(ctx, []*scenario.Plan{a, b}, opts)
+	return [2]int64{ids[0], ids[1]}, err
+}
+
+func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []int64, err error) {
 	if opts.StartConcurrency <= 0 {
 		opts.StartConcurrency = 4
 	}
 	if opts.TeardownTimeout <= 0 {
 		opts.TeardownTimeout = 60 * time.Second
 	}
+	ids = make([]int64, len(plans))
+	var runs []*run
+	// Final statuses are written even when ctx is cancelled: an interrupted
+	// run must say so in the store.
+	defer func() {
+		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, r := range runs {
+			if ferr := opts.Store.FinishRun(finishCtx, r.id, r.status, time.Now().UTC()); ferr != nil {
+				err = errors.Join(err, fmt.Errorf("record end of run %d: %w", r.id, ferr))
+			}
+		}
+	}()
+	for i, plan := range plans {
+		r, err := newRun(ctx, plan, opts)
+		if err != nil {
+			return ids, err
+		}
+		if len(plans) > 1 {
+			r.label = string(rune('A'+i)) + ": "
+		}
+		ids[i] = r.id
+		runs = append(runs, r)
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.TeardownTimeout)
+		defer cancel()
+		for _, r := range runs {
+			if terr := r.teardown(tctx); terr != nil {
+				err = errors.Join(err, terr)
+			}
+		}
+	}()
+	var errs []error
+	var active []*run
+	for _, r := range runs {
+		if serr := r.setup(ctx); serr != nil {
+			r.status = store.StatusFailed
+			errs = append(errs, serr)
+			continue
+		}
+		active = append(active, r)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		markAll(active, store.StatusIncomplete)
+		return ids, errors.Join(append(errs, fmt.Errorf("interrupted while starting guests: %w", cerr))...)
+	}
+	if serr := runSteps(ctx, active, opts.Progress); serr != nil {
+		markAll(active, store.StatusIncomplete)
+		return ids, errors.Join(append(errs, serr)...)
+	}
+	markAll(active, store.StatusComplete)
+	return ids, errors.Join(errs...)
+}
+
+func markAll(runs []*run, status string) {
+	for _, r := range runs {
+		r.status = status
+	}
+}
+
+func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error) {
 	spec := plan.Spec
-	runID, err := opts.Store.CreateRun(ctx, &store.Run{
+	id, err := opts.Store.CreateRun(ctx, &store.Run{
 		ScenarioName:   spec.Name,
 		ScenarioSource: spec.Source,
 		ScenarioText:   spec.Text,
@@ -72,18 +147,9 @@ func Run(ctx context.Context, plan *scenario.Plan, opts Options) (int64, error) 
 		Host:           opts.Host,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("record run: %w", err)
+		return nil, fmt.Errorf("record run: %w", err)
 	}
-	r := &run{id: runID, key: runKey(runID), plan: plan, opts: opts}
-	status, runErr := r.execute(ctx)
-	// The final status is written even when ctx is cancelled: an
-	// interrupted run must say so in the store.
-	finishCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := opts.Store.FinishRun(finishCtx, runID, status, time.Now().UTC()); err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("record run end: %w", err))
-	}
-	return runID, runErr
+	return &run{id: id, key: runKey(id), plan: plan, opts: opts, status: store.StatusFailed}, nil
 }
 
 // runKey names the run's resources (state directory, ledger, container ids).
@@ -95,52 +161,89 @@ func runKey(id int64) string {
 }
 
 type run struct {
-	id   int64
-	key  string
-	plan *scenario.Plan
-	opts Options
+	id     int64
+	key    string
+	label  string // "A: " and "B: " in an A/B run
+	plan   *scenario.Plan
+	opts   Options
+	status string
 
-	guests map[string]guest.Guest // started guests by name
+	led      *ledger.Ledger
+	dirEntry ledger.Entry
+	guests   map[string]guest.Guest // started guests by name
 }
 
-func (r *run) execute(ctx context.Context) (status string, err error) {
+// setup creates the run's ledger and state directory and starts its guests.
+func (r *run) setup(ctx context.Context) error {
 	led, err := ledger.Create(filepath.Join(r.opts.StateRoot, "ledger"), r.key)
 	if err != nil {
-		return store.StatusFailed, err
+		return err
 	}
 	stateDir := filepath.Join(r.opts.StateRoot, "runs", r.key)
 	dirEntry, err := led.Record(ledger.KindDir, stateDir, nil)
 	if err != nil {
 		led.Close()
-		return store.StatusFailed, err
+		return err
 	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.TeardownTimeout)
-		defer cancel()
-		if terr := r.teardown(tctx, led, dirEntry); terr != nil {
-			err = errors.Join(err, terr)
-		}
-	}()
+	r.led, r.dirEntry = led, dirEntry
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return store.StatusFailed, err
+		return err
 	}
 	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led}
+	return r.startGuests(ctx, env)
+}
 
-	if err := r.startGuests(ctx, env); err != nil {
-		return store.StatusFailed, err
+// runSteps interleaves the runs' steps: step i of each run in turn, the
+// order reversed every other step.
+func runSteps(ctx context.Context, runs []*run, progress Progress) error {
+	total := 0
+	for _, r := range runs {
+		total += len(r.plan.Steps)
+	}
+	progress.Phase("measure", total)
+	for i := 0; ; i++ {
+		order := runs
+		if i%2 == 1 {
+			order = reversed(runs)
+		}
+		more := false
+		for _, r := range order {
+			if i >= len(r.plan.Steps) {
+				continue
+			}
+			more = true
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("interrupted: %w", err)
+			}
+			st := r.plan.Steps[i]
+			g, ok := r.guests[st.Guest]
+			if !ok {
+				progress.Item(r.label+describe(st), errors.New("guest not running"))
+				continue
+			}
+			progress.Item(r.label+describe(st), r.runStep(ctx, g, st))
+		}
+		if !more {
+			break
+		}
 	}
 	if err := ctx.Err(); err != nil {
-		return store.StatusIncomplete, fmt.Errorf("interrupted while starting guests: %w", err)
+		return fmt.Errorf("interrupted: %w", err)
 	}
-	if err := r.runSteps(ctx); err != nil {
-		return store.StatusIncomplete, err
+	return nil
+}
+
+func reversed(runs []*run) []*run {
+	out := make([]*run, len(runs))
+	for i, r := range runs {
+		out[len(runs)-1-i] = r
 	}
-	return store.StatusComplete, nil
+	return out
 }
 
 func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 	planned := r.plan.Guests
-	r.opts.Progress.Phase("start guests", len(planned))
+	r.opts.Progress.Phase(r.label+"start guests", len(planned))
 	r.guests = map[string]guest.Guest{}
 	records := map[string]store.GuestRecord{}
 	var mu sync.Mutex
@@ -193,26 +296,6 @@ func startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (guest.Gues
 		return nil, err
 	}
 	return g, nil
-}
-
-func (r *run) runSteps(ctx context.Context) error {
-	r.opts.Progress.Phase("measure", len(r.plan.Steps))
-	for _, st := range r.plan.Steps {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("interrupted: %w", err)
-		}
-		g, ok := r.guests[st.Guest]
-		if !ok {
-			r.opts.Progress.Item(describe(st), errors.New("guest not running"))
-			continue
-		}
-		err := r.runStep(ctx, g, st)
-		r.opts.Progress.Item(describe(st), err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("interrupted: %w", err)
-	}
-	return nil
 }
 
 func describe(st scenario.Step) string {
@@ -301,12 +384,16 @@ func (r *run) failure(ctx context.Context, guestName, group, workloadID string, 
 	return err
 }
 
-func (r *run) teardown(ctx context.Context, led *ledger.Ledger, dirEntry ledger.Entry) error {
+func (r *run) teardown(ctx context.Context) error {
+	if r.led == nil {
+		return nil
+	}
+	led, dirEntry := r.led, r.dirEntry
 	var errs []error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	if len(r.guests) > 0 {
-		r.opts.Progress.Phase("stop guests", len(r.guests))
+		r.opts.Progress.Phase(r.label+"stop guests", len(r.guests))
 	}
 	for name, g := range r.guests {
 		wg.Add(1)

@@ -225,3 +225,49 @@ func assertNoState(t *testing.T, root string) {
 		}
 	}
 }
+
+type recorder struct {
+	mu    sync.Mutex
+	items []string
+}
+
+func (r *recorder) Phase(string, int) {}
+func (r *recorder) Item(desc string, _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.items = append(r.items, desc)
+}
+func (r *recorder) Logf(string, ...any) {}
+
+func TestRunABAlternatesStepOrder(t *testing.T) {
+	planA, opts := setup(t)
+	planB, _ := setup(t)
+	rec := &recorder{}
+	opts.Progress = rec
+	ids, err := RunAB(context.Background(), planA, planB, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] == ids[1] || ids[0] == 0 {
+		t.Fatalf("ids = %v", ids)
+	}
+	var steps []string
+	for _, it := range rec.items {
+		if strings.Contains(it, " on ") {
+			steps = append(steps, it[:1])
+		}
+	}
+	// Each plan has 9 steps (3 guests x (1 warm-up + 2 reps)); step i of A
+	// and B run back to back, their order flipping every step.
+	if got := strings.Join(steps[:6], ""); got != "ABBAAB" {
+		t.Fatalf("step order = %s, want ABBAAB…", strings.Join(steps, ""))
+	}
+	for _, id := range ids {
+		run, _ := opts.Store.GetRun(context.Background(), id)
+		samples, _ := opts.Store.Samples(context.Background(), id)
+		if run.Status != store.StatusComplete || len(samples) != 6 {
+			t.Errorf("run %d: status %s, %d samples; want complete, 6", id, run.Status, len(samples))
+		}
+	}
+	assertNoState(t, opts.StateRoot)
+}
