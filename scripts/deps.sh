@@ -9,6 +9,10 @@ set -euo pipefail
 # Recommends are otherwise skipped: QEMU's would pull in firmware for
 # machines vfleet never emulates.
 packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils sqlite3 ca-certificates)
+# --test adds what only the tests use: a browser that renders the HTML report.
+if [ "${1:-}" = "--test" ]; then
+  packages+=(chromium)
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "deps: run as root (sudo $0): packages, namespaces and containers need it" >&2

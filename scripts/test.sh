@@ -4,7 +4,7 @@
 # check that nothing is left behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --test
 scripts/build.sh
 
 unformatted=$(gofmt -l cmd internal scenarios)
