@@ -238,6 +238,41 @@ workloads:
   - workload: cpu
 `
 
+// abRow is one row of `vfleet compare --format json`.
+type abRow struct {
+	Group      string  `json:"group"`
+	WorkloadID string  `json:"workload_id"`
+	Metric     string  `json:"metric"`
+	Verdict    string  `json:"verdict"`
+	P          float64 `json:"p"`
+}
+
+func (c *cli) compare(a, b int) []abRow {
+	c.t.Helper()
+	stdout, stderr, code := c.run("compare", strconv.Itoa(a), strconv.Itoa(b), "--format", "json")
+	if code != 0 {
+		c.t.Fatalf("compare %d %d: exit %d: %s", a, b, code, stderr)
+	}
+	var out struct{ Rows []abRow }
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		c.t.Fatal(err)
+	}
+	return out.Rows
+}
+
+// arms writes a scenario twice: as is, and with its container group
+// capped at 0.9 CPU (the template has a %s where the cap goes).
+func (c *cli) arms(template string) (plain, capped string) {
+	c.t.Helper()
+	plain, capped = filepath.Join(c.work, "plain.yaml"), filepath.Join(c.work, "capped.yaml")
+	for path, extra := range map[string]string{plain: "", capped: ", cpu_limit: 0.9"} {
+		if err := os.WriteFile(path, []byte(strings.Replace(template, "%s", extra, 1)), 0o644); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	return plain, capped
+}
+
 // TestCompareTrust is the statistics' own test at a small scale, through
 // interleaved A/B runs: the same configuration twice must show no
 // significant difference, and a container capped at 90% of a CPU must be
@@ -248,29 +283,12 @@ func TestCompareTrust(t *testing.T) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	c := newCLI(t)
-	plain := filepath.Join(c.work, "plain.yaml")
-	capped := filepath.Join(c.work, "capped.yaml")
-	os.WriteFile(plain, []byte(strings.Replace(trustScenario, "%s", "", 1)), 0o644)
-	os.WriteFile(capped, []byte(strings.Replace(trustScenario, "%s", ", cpu_limit: 0.9", 1)), 0o644)
-
-	verdicts := func(a, b string) map[string]string {
-		stdout, stderr, code := c.run("compare", a, b, "--format", "json")
-		if code != 0 {
-			t.Fatalf("compare %s %s: exit %d: %s", a, b, code, stderr)
-		}
-		var out struct {
-			Rows []struct {
-				Group, Metric, Verdict string
-				P                      float64
-			}
-		}
-		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-			t.Fatal(err)
-		}
+	plain, capped := c.arms(trustScenario)
+	verdicts := func(a, b int) map[string]string {
 		got := map[string]string{}
-		for _, r := range out.Rows {
+		for _, r := range c.compare(a, b) {
 			got[r.Group+"/"+r.Metric] = r.Verdict
-			t.Logf("%s vs %s: %s/%s p=%.4f %s", a, b, r.Group, r.Metric, r.P, r.Verdict)
+			t.Logf("%d vs %d: %s/%s p=%.4f %s", a, b, r.Group, r.Metric, r.P, r.Verdict)
 		}
 		return got
 	}
@@ -278,7 +296,7 @@ func TestCompareTrust(t *testing.T) {
 	if _, stderr, code := c.run("run", "--ab", plain, plain, "--html", "-"); code != 0 {
 		t.Fatalf("A/A run: exit %d: %s", code, stderr)
 	}
-	for key, v := range verdicts("1", "2") {
+	for key, v := range verdicts(1, 2) {
 		if v != "no significant difference" {
 			t.Errorf("A/A: %s judged %q", key, v)
 		}
@@ -290,7 +308,7 @@ func TestCompareTrust(t *testing.T) {
 	if !strings.Contains(stdout, "run 3 (trust) → run 4 (trust)") {
 		t.Errorf("an A/B run must print the comparison:\n%s", stdout)
 	}
-	got := verdicts("3", "4")
+	got := verdicts(3, 4)
 	if got["container/events_per_sec"] != "worse" {
 		t.Errorf("a container capped at 0.9 CPU was not found slower: %v", got)
 	}
@@ -328,27 +346,7 @@ workloads:
   - workload: ctxswitch
   - {id: fio-randread, workload: fio, params: {rw: randread, size: 64M}}
 `
-	plain := filepath.Join(c.work, "plain.yaml")
-	capped := filepath.Join(c.work, "capped.yaml")
-	os.WriteFile(plain, []byte(strings.Replace(scenario, "%s", "", 1)), 0o644)
-	os.WriteFile(capped, []byte(strings.Replace(scenario, "%s", ", cpu_limit: 0.9", 1)), 0o644)
-	type row struct {
-		Group      string `json:"group"`
-		WorkloadID string `json:"workload_id"`
-		Metric     string `json:"metric"`
-		Verdict    string `json:"verdict"`
-	}
-	compare := func(a, b int) []row {
-		stdout, stderr, code := c.run("compare", strconv.Itoa(a), strconv.Itoa(b), "--format", "json")
-		if code != 0 {
-			t.Fatalf("compare: %s", stderr)
-		}
-		var out struct{ Rows []row }
-		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.Rows
-	}
+	plain, capped := c.arms(scenario)
 	significant, total, detected := 0, 0, 0
 	id := 0
 	for i := 0; i < n; i++ {
@@ -357,7 +355,7 @@ workloads:
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
 			id += 2
-			for _, r := range compare(id-1, id) {
+			for _, r := range c.compare(id-1, id) {
 				switch {
 				case second == plain:
 					total++

@@ -20,8 +20,11 @@ type FieldError struct {
 
 func (e *FieldError) Error() string {
 	loc := e.Source
-	if e.Line > 0 {
+	switch {
+	case e.Line > 0 && e.Column > 0:
 		loc = fmt.Sprintf("%s:%d:%d", e.Source, e.Line, e.Column)
+	case e.Line > 0: // YAML syntax errors come with a line only
+		loc = fmt.Sprintf("%s:%d", e.Source, e.Line)
 	}
 	if e.Path == "" {
 		return loc + ": " + e.Msg

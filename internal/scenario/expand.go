@@ -18,12 +18,8 @@ func (s *Spec) Expand() *Plan {
 	plan := &Plan{Spec: s}
 	for _, g := range s.Guests {
 		for i := 0; i < g.Count; i++ {
-			name := g.Name
-			if g.Count > 1 {
-				name = fmt.Sprintf("%s-%d", g.Name, i)
-			}
 			plan.Guests = append(plan.Guests, PlannedGuest{Group: g.Name, Spec: guest.Spec{
-				Name: name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
+				Name: guestName(g, i), Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
 			}})
 		}
 	}
@@ -48,6 +44,15 @@ func (s *Spec) Expand() *Plan {
 		}
 	}
 	return plan
+}
+
+// guestName names the i-th guest of a group; Parse relies on it to check
+// that no two guests of a plan share a name.
+func guestName(g GuestGroup, i int) string {
+	if g.Count == 1 {
+		return g.Name
+	}
+	return fmt.Sprintf("%s-%d", g.Name, i)
 }
 
 func copyParams(p workload.Params) workload.Params {

@@ -20,9 +20,12 @@ func Load(ref string, opts Options) (*Spec, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read scenario: %w", err)
 	}
-	data, berr := scenarios.Lookup(ref)
-	if berr != nil {
-		return nil, fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (built-ins: %s)", ref, strings.Join(scenarios.Names(), ", "))
+	data, err = scenarios.Lookup(ref)
+	if err != nil {
+		// Wrapping fs.ErrNotExist lets the CLI tell "nothing there" from a
+		// file it could not read.
+		return nil, fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (built-ins: %s): %w",
+			ref, strings.Join(scenarios.Names(), ", "), fs.ErrNotExist)
 	}
 	return Parse("builtin:"+ref, data, opts)
 }

@@ -1,10 +1,13 @@
 package scenario
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -32,6 +35,10 @@ const (
 	DefaultWarmup      = 1
 	DefaultDuration    = 5 * time.Second
 	DefaultKind        = "host"
+	// MaxCount bounds a group's count: well above the fleets vfleet is
+	// meant for, low enough that a typo (count: 10000000) is caught here
+	// instead of by the machine running out of memory.
+	MaxCount = 4096
 )
 
 // parser accumulates errors while walking the node tree.
@@ -53,12 +60,21 @@ func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
 // "builtin:NAME").
 func Parse(source string, data []byte, opts Options) (*Spec, error) {
 	p := &parser{source: source, opts: opts}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, ErrorList{{Source: source, Line: yamlErrorLine(err), Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, ErrorList{syntaxError(source, err)}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, ErrorList{{Source: source, Msg: "empty scenario: want a mapping with name, guests and workloads"}}
+	}
+	// A second document would be silently ignored by a single Decode, and
+	// whatever it was meant to change would not happen.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		p.errorf(&extra, "", "a scenario is one YAML document; remove the second one or move it to its own file")
+	} else if !errors.Is(err, io.EOF) {
+		p.errs = append(p.errs, syntaxError(source, err))
 	}
 	spec := &Spec{Source: source, Text: data, Repetitions: DefaultRepetitions, Warmup: DefaultWarmup, Duration: DefaultDuration}
 	p.spec(doc.Content[0], spec)
@@ -68,27 +84,33 @@ func Parse(source string, data []byte, opts Options) (*Spec, error) {
 	return spec, nil
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+// yaml.v3 reports syntax errors as text only, "yaml: line N: msg"; the line
+// is lifted out so the error reads like every other one.
+var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 
-func yamlErrorLine(err error) int {
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		return n
+func syntaxError(source string, err error) *FieldError {
+	msg := err.Error()
+	e := &FieldError{Source: source}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
 	}
-	return 0
+	e.Msg = "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")
+	return e
 }
 
 // fields walks a mapping, calling the handler of each known key with its
 // value, and reporting unknown and repeated keys. It returns the value nodes
 // by key, for errors that point at a value after the walk.
 func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(*yaml.Node, string)) map[string]*yaml.Node {
+	n = deref(n)
 	if n.Kind != yaml.MappingNode {
 		p.errorf(n, path, "want a mapping of %s", strings.Join(sortedKeys(handlers), ", "))
 		return nil
 	}
 	seen := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+		k, v := n.Content[i], deref(n.Content[i+1])
 		fieldPath := joinPath(path, k.Value)
 		h, ok := handlers[k.Value]
 		switch {
@@ -124,7 +146,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// deref follows a YAML alias (*name) to the node its anchor (&name) marks,
+// so repeated params can be written once.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
 func (p *parser) scalar(n *yaml.Node, path string) (string, bool) {
+	n = deref(n)
 	if n.Kind != yaml.ScalarNode {
 		p.errorf(n, path, "want a single value, not a %s", nodeKind(n))
 		return "", false
@@ -151,15 +183,21 @@ func (p *parser) str(dst *string) func(*yaml.Node, string) {
 	}
 }
 
-func (p *parser) integer(dst *int, min int) func(*yaml.Node, string) {
+// integer reads a whole number in [min, max]; max is math.MaxInt when only
+// the lower bound matters.
+func (p *parser) integer(dst *int, min, max int) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		v, ok := p.scalar(n, path)
 		if !ok {
 			return
 		}
 		i, err := strconv.Atoi(v)
-		if err != nil || i < min {
-			p.errorf(n, path, "%q is not allowed: want a whole number >= %d", v, min)
+		if err != nil || i < min || i > max {
+			want := fmt.Sprintf(">= %d", min)
+			if max != math.MaxInt {
+				want = fmt.Sprintf("from %d to %d", min, max)
+			}
+			p.errorf(n, path, "%q is not allowed: want a whole number %s", v, want)
 			return
 		}
 		*dst = i
@@ -202,8 +240,8 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	seen := p.fields(n, "", map[string]func(*yaml.Node, string){
 		"name":        p.name(&s.Name),
 		"description": p.str(&s.Description),
-		"repetitions": p.integer(&s.Repetitions, 1),
-		"warmup":      p.integer(&s.Warmup, 0),
+		"repetitions": p.integer(&s.Repetitions, 1, math.MaxInt),
+		"warmup":      p.integer(&s.Warmup, 0, math.MaxInt),
 		"duration":    p.duration(&s.Duration),
 		"baseline":    func(v *yaml.Node, path string) { baselineNode = v; p.str(&s.Baseline)(v, path) },
 		"guests":      func(v *yaml.Node, _ string) { guestsNode = v },
@@ -227,15 +265,21 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 }
 
 func (p *parser) list(n *yaml.Node, path, what string) []*yaml.Node {
+	n = deref(n)
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
 		p.errorf(n, path, "want a non-empty list of %s", what)
 		return nil
 	}
-	return n.Content
+	items := make([]*yaml.Node, len(n.Content))
+	for i, item := range n.Content {
+		items[i] = deref(item)
+	}
+	return items
 }
 
 func (p *parser) guests(n *yaml.Node, s *Spec) {
-	names := map[string]int{} // name -> line
+	names := map[string]int{}   // group name -> line
+	made := map[string]string{} // guest name -> path of the group that makes it
 	kindCount := map[string]int{}
 	for i, item := range p.list(n, "guests", "guest groups") {
 		path := fmt.Sprintf("guests[%d]", i)
@@ -248,7 +292,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"runtime": p.str(&g.Runtime),
 			"cpus":    func(v *yaml.Node, path string) { cpusNode = v; p.str(&cpus)(v, path) },
 			"memory":  func(v *yaml.Node, path string) { memNode = v; p.str(&mem)(v, path) },
-			"count":   p.integer(&g.Count, 1),
+			"count":   p.integer(&g.Count, 1, MaxCount),
 			"cpu_limit": func(v *yaml.Node, path string) {
 				s, ok := p.scalar(v, path)
 				if !ok {
@@ -298,9 +342,25 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		}
 		if line, dup := names[g.Name]; dup {
 			p.errorf(item, path+".name", "guest group name %q is already used at line %d; give each group its own name", g.Name, line)
+		} else {
+			p.uniqueGuests(item, path, g, made)
 		}
 		names[g.Name] = item.Line
 		s.Guests = append(s.Guests, g)
+	}
+}
+
+// uniqueGuests checks the names the group expands to against those of the
+// groups before it: a group "c" of count 2 and a group named "c-0" would
+// otherwise give two guests one name.
+func (p *parser) uniqueGuests(item *yaml.Node, path string, g GuestGroup, made map[string]string) {
+	for i := 0; i < g.Count; i++ {
+		name := guestName(g, i)
+		if other, dup := made[name]; dup {
+			p.errorf(item, path+".name", "guest %q would be made by both %s and %s; rename one of the groups", name, other, path)
+			return
+		}
+		made[name] = path
 	}
 }
 
@@ -314,8 +374,15 @@ func contains(list []string, s string) bool {
 }
 
 func (p *parser) workloads(n *yaml.Node, s *Spec) {
-	ids := map[string]int{}
-	byName := map[string]int{}
+	// An entry without an id is named after its workload, so a workload
+	// listed twice needs an id on every entry that lacks one; that is
+	// checked after the walk, when every entry has been seen.
+	type entry struct {
+		item     *yaml.Node
+		path     string
+		implicit bool
+	}
+	var entries []entry
 	for i, item := range p.list(n, "workloads", "workloads") {
 		path := fmt.Sprintf("workloads[%d]", i)
 		e := WorkloadEntry{}
@@ -343,16 +410,10 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 			continue
 		}
 		e.Params = p.params(paramsNode, path+".params", w)
-		if e.ID == "" {
+		implicit := seen["id"] == nil
+		if implicit {
 			e.ID = e.Workload
-			if line, dup := byName[e.Workload]; dup {
-				p.errorf(item, path+".id", "workload %q appears twice (also at line %d): give each entry a distinct id", e.Workload, line)
-			}
 		}
-		if line, dup := ids[e.ID]; dup {
-			p.errorf(item, path+".id", "id %q is already used at line %d", e.ID, line)
-		}
-		ids[e.ID], byName[e.Workload] = item.Line, item.Line
 		d := e.Duration
 		if d == 0 {
 			d = s.Duration
@@ -361,7 +422,36 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 			p.errorf(item, path+".duration", "%s needs at least %s to measure (the duration in effect is %s)", e.Workload, md.MinDuration(), d)
 		}
 		s.Workloads = append(s.Workloads, e)
+		entries = append(entries, entry{item, path, implicit})
 	}
+	lines := map[string][]int{} // workload -> lines of its entries
+	for i, e := range s.Workloads {
+		lines[e.Workload] = append(lines[e.Workload], entries[i].item.Line)
+	}
+	ids := map[string]int{} // id -> line
+	for i, e := range s.Workloads {
+		en := entries[i]
+		if l := lines[e.Workload]; en.implicit && len(l) > 1 {
+			p.errorf(en.item, en.path+".id", "missing: workload %q appears %d times (lines %s), so each entry needs a distinct id", e.Workload, len(l), joinInts(l))
+			continue
+		}
+		if e.ID == "" { // an id that failed its own check
+			continue
+		}
+		if line, dup := ids[e.ID]; dup {
+			p.errorf(en.item, en.path+".id", "id %q is already used at line %d", e.ID, line)
+			continue
+		}
+		ids[e.ID] = en.item.Line
+	}
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // params merges the entry's parameters over the workload's defaults and
@@ -371,13 +461,20 @@ func (p *parser) params(n *yaml.Node, path string, w workload.Workload) workload
 	if n == nil {
 		return merged
 	}
+	n = deref(n)
 	if n.Kind != yaml.MappingNode {
 		p.errorf(n, path, "want a mapping of parameter names to values")
 		return merged
 	}
 	known := sortedKeys(merged)
+	given := map[string]int{} // key -> line
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if line, dup := given[k.Value]; dup {
+			p.errorf(k, joinPath(path, k.Value), "given twice (first at line %d)", line)
+			continue
+		}
+		given[k.Value] = k.Line
 		if _, ok := merged[k.Value]; !ok {
 			msg := fmt.Sprintf("%s has no parameter %q (allowed: %s)", w.Name(), k.Value, strings.Join(known, ", "))
 			if s := suggest(k.Value, known); s != "" {
@@ -419,6 +516,9 @@ func (p *parser) baseline(root, n *yaml.Node, s *Spec) {
 	p.errorf(n, "baseline", "%q is not a guest group (groups: %s)", s.Baseline, strings.Join(names, ", "))
 }
 
+// maxCPU is the highest cpu number Linux can have (NR_CPUS is at most 8192).
+const maxCPU = 8191
+
 var cpuRangeRE = regexp.MustCompile(`^(\d+)(?:-(\d+))?$`)
 
 // checkCPUSet validates the kernel's cpuset list syntax ("0", "0-3", "0,2-3").
@@ -431,12 +531,16 @@ func checkCPUSet(s string) error {
 		if m == nil {
 			return errors.New(`want a cpu list like "0", "0-3" or "0,2-3"`)
 		}
-		if m[2] != "" {
-			lo, _ := strconv.Atoi(m[1])
-			hi, _ := strconv.Atoi(m[2])
-			if hi < lo {
-				return fmt.Errorf("range %s runs backwards", part)
-			}
+		lo, err := strconv.Atoi(m[1])
+		hi := lo
+		if err == nil && m[2] != "" {
+			hi, err = strconv.Atoi(m[2])
+		}
+		if err != nil || hi > maxCPU {
+			return fmt.Errorf("cpu numbers go up to %d", maxCPU)
+		}
+		if hi < lo {
+			return fmt.Errorf("range %s runs backwards", part)
 		}
 	}
 	return nil
@@ -456,11 +560,14 @@ func ParseSize(s string) (int64, error) {
 	if err != nil || n <= 0 {
 		return 0, errors.New("want a positive size")
 	}
-	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30, 'T': 40}
-	if m[2] != "" && m[2] != "B" {
-		n <<= shift[m[2][0]]
+	if m[2] == "" || m[2] == "B" {
+		return n, nil
 	}
-	return n, nil
+	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30, 'T': 40}[m[2][0]]
+	if n > math.MaxInt64>>shift {
+		return 0, errors.New("too large")
+	}
+	return n << shift, nil
 }
 
 // Hash identifies the scenario text; stored with every run.
