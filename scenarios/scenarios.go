@@ -1,5 +1,3 @@
-// Package scenarios holds the built-in scenario files, embedded into the
-// vfleet binary so `vfleet run NAME` works from anywhere.
 package scenarios
 
 import (

@@ -21,6 +21,20 @@ import (
 	"github.com/vfleet/vfleet/internal/ledger"
 )
 
+// Paths every guest kind uses inside the guest, so workloads and the
+// agent find the same places whatever the isolation.
+const (
+	// ScratchDir is where file-I/O workloads write: inside the guest's own
+	// copy-on-write layer, on the host's disk.
+	ScratchDir = "/var/tmp/vfleet"
+	// AgentSocketDir holds the agent's unix socket.
+	AgentSocketDir = "/run/vfleet"
+	// AgentSocket is the agent's socket path inside the guest.
+	AgentSocket = AgentSocketDir + "/agent.sock"
+	// ReadyTimeout bounds the wait for a started guest's agent.
+	ReadyTimeout = 30 * time.Second
+)
+
 // Spec describes one guest, as the scenario declares it.
 type Spec struct {
 	Name string // unique within a run, e.g. "container-0"

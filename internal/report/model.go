@@ -1,6 +1,8 @@
 package report
 
 import (
+	"math"
+
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -12,6 +14,9 @@ type Comparison struct {
 	Columns  []Column // the baseline first
 	Rows     []Row
 	Failures []store.Failure
+	// NonFinite counts sample values (NaN, ±Inf) left out of the
+	// statistics: they are not measurements, and one would poison a mean.
+	NonFinite int
 	// Index is each column's overhead index against the baseline (parallel
 	// to Columns; NaN where nothing is comparable).
 	Index []stats.Estimate
@@ -69,11 +74,13 @@ type Cell struct {
 func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comparison {
 	c := Comparison{Run: run, Failures: failures}
 	colIndex := map[string]int{}
-	addColumn := func(group string) {
+	// kind and runtime come from the run's guests; a sample's own are the
+	// fallback for runs whose guest records are missing.
+	addColumn := func(group, kind, runtime string) {
 		if _, ok := colIndex[group]; ok {
 			return
 		}
-		col := Column{Group: group, Baseline: group == run.Baseline}
+		col := Column{Group: group, Kind: kind, Runtime: runtime, Baseline: group == run.Baseline}
 		for _, g := range sortedStrings(run.Guests) {
 			if rec := run.Guests[g]; rec.Group == group {
 				col.Kind, col.Runtime = rec.Kind, rec.Runtime
@@ -84,24 +91,28 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 		c.Columns = append(c.Columns, col)
 	}
 	if run.Baseline != "" {
-		addColumn(run.Baseline)
+		addColumn(run.Baseline, "", "")
 	}
 	type rowKey struct{ workload, metric string }
 	rowIndex := map[rowKey]int{}
 	values := map[rowKey]map[string][]float64{}
 	for _, s := range samples {
-		addColumn(s.Group)
+		addColumn(s.Group, s.Kind, s.Runtime)
 		k := rowKey{s.WorkloadID, s.Metric}
 		if _, ok := rowIndex[k]; !ok {
 			rowIndex[k] = len(c.Rows)
 			c.Rows = append(c.Rows, Row{WorkloadID: s.WorkloadID, Metric: s.Metric, Unit: s.Unit, Better: s.Better})
 			values[k] = map[string][]float64{}
 		}
+		if !finite(s.Value) {
+			c.NonFinite++
+			continue
+		}
 		values[k][s.Group] = append(values[k][s.Group], s.Value)
 	}
 	for _, f := range failures {
 		if f.Group != "" {
-			addColumn(f.Group)
+			addColumn(f.Group, "", "")
 		}
 	}
 	for i := range c.Rows {
@@ -120,13 +131,17 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 			}
 			cell := Cell{Present: true, Summary: stats.Summarize(vs, stats.DefaultConfidence), values: vs}
 			switch {
-			case col.Baseline && base.Mean != 0:
+			case !baseOK || base.Mean == 0:
+				// Nothing to normalise to: the cell keeps its raw summary.
+			case col.Baseline:
 				// The baseline against itself is 1 exactly; its interval shows
 				// its own noise, not that noise counted twice.
 				rel := base.RelativeHalfWidth()
 				cell.Normalized, cell.Comparable = stats.Normalized{Ratio: 1, CILow: 1 - rel, CIHigh: 1 + rel}, true
-			case baseOK && base.Mean != 0:
-				cell.Normalized, cell.Comparable = stats.Normalize(cell.Summary, base), true
+			default:
+				n := stats.Normalize(cell.Summary, base)
+				// A ratio can still overflow when the baseline is tiny.
+				cell.Normalized, cell.Comparable = n, finite(n.Ratio) && finite(n.CILow) && finite(n.CIHigh)
 			}
 			row.Cells[j] = cell
 		}
@@ -134,6 +149,8 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 	c.Index = overheadIndex(c)
 	return c
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func overheadIndex(c Comparison) []stats.Estimate {
 	base := -1

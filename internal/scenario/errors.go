@@ -62,7 +62,10 @@ func (l ErrorList) Unwrap() []error {
 // suggest returns the known name closest to s, if it is close enough to be
 // a likely typo.
 func suggest(s string, known []string) string {
-	best, bestDist := "", len(s)/2+2
+	// Two edits (one transposition) are always a plausible typo; longer
+	// names may stray further. Beyond that a suggestion would be a guess
+	// ("nope" is not "cpu").
+	best, bestDist := "", max(2, len(s)/3)+1
 	for _, k := range known {
 		if d := editDistance(s, k); d < bestDist {
 			best, bestDist = k, d

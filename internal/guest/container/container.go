@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
@@ -17,13 +16,6 @@ import (
 
 // KindName is the name scenarios use.
 const KindName = "container"
-
-const (
-	socketDirInGuest = "/run/vfleet"
-	scratchDir       = "/var/tmp/vfleet"
-	// ReadyTimeout bounds the wait for a started container's agent.
-	ReadyTimeout = 30 * time.Second
-)
 
 func init() { guest.Register(kind{}) }
 
@@ -83,16 +75,16 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 	undo.Push(layer.Unmount)
-	if err := os.MkdirAll(filepath.Join(layer.Merged, scratchDir), 0o1777); err != nil {
+	if err := os.MkdirAll(filepath.Join(layer.Merged, guest.ScratchDir), 0o1777); err != nil {
 		return fail(err)
 	}
 
 	cgroupsPath := fmt.Sprintf("%s/%s/%s", cgroupParent, g.env.RunID, g.Spec().Name)
 	config := Bundle(BundleOptions{
 		Hostname: g.Spec().Name, RootPath: layer.Merged,
-		Args:        []string{g.env.AgentPath, "--listen", socketDirInGuest + "/agent.sock", "--workdir", scratchDir},
+		Args:        []string{g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir},
 		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes, CPULimit: g.Spec().CPULimit,
-		Binds: []Bind{{Source: sockDir, Destination: socketDirInGuest}},
+		Binds: []Bind{{Source: sockDir, Destination: guest.AgentSocketDir}},
 	})
 	b, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {
@@ -122,7 +114,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 
-	readyCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	readyCtx, cancel := context.WithTimeout(ctx, guest.ReadyTimeout)
 	defer cancel()
 	client, err := agent.WaitReady(readyCtx, filepath.Join(sockDir, "agent.sock"))
 	if err != nil {
@@ -131,7 +123,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	return client, guest.Info{
 		Kind: KindName, Runtime: g.runtime, PIDs: []int{pid},
-		Cgroup: cgroupsPath, ScratchDir: scratchDir,
+		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir,
 		Details: map[string]string{"container_id": g.id, "runtime_path": bin},
 	}, nil
 }

@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
@@ -28,12 +27,6 @@ import (
 
 // KindName is the name scenarios use for the baseline.
 const KindName = "host"
-
-const (
-	socketInGuest = "/run/vfleet/agent.sock"
-	scratchDir    = "/var/tmp/vfleet"
-	readyTimeout  = 30 * time.Second
-)
 
 func init() { guest.Register(kind{}) }
 
@@ -95,7 +88,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		undo.Push(unbind)
 	}
-	for _, d := range []string{filepath.Dir(socketInGuest), scratchDir} {
+	for _, d := range []string{guest.AgentSocketDir, guest.ScratchDir} {
 		if err := os.MkdirAll(filepath.Join(layer.Merged, d), 0o755); err != nil {
 			return nil, guest.Info{}, err
 		}
@@ -106,7 +99,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return nil, guest.Info{}, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(g.env.AgentPath, "--listen", socketInGuest, "--workdir", scratchDir)
+	cmd := exec.Command(g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir)
 	// The kernel resolves the path after the chroot, so it is the in-image path.
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
@@ -134,7 +127,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return nil, guest.Info{}, recErr
 	}
 
-	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	readyCtx, cancel := context.WithTimeout(ctx, guest.ReadyTimeout)
 	defer cancel()
 	go func() {
 		select {
@@ -143,7 +136,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		case <-readyCtx.Done():
 		}
 	}()
-	client, err := agent.WaitReady(readyCtx, filepath.Join(layer.Merged, socketInGuest))
+	client, err := agent.WaitReady(readyCtx, filepath.Join(layer.Merged, guest.AgentSocket))
 	if err != nil {
 		select {
 		case <-exited:
@@ -156,7 +149,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	return client, guest.Info{
 		Kind:       KindName,
 		PIDs:       []int{cmd.Process.Pid},
-		ScratchDir: scratchDir,
+		ScratchDir: guest.ScratchDir,
 		Details:    map[string]string{"isolation": "none (chroot into the image for identical binaries)"},
 	}, nil
 }
