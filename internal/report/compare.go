@@ -126,7 +126,8 @@ func paramString(p workload.Params) string {
 }
 
 // WriteABTable prints one line per compared metric, changed ones first.
-func WriteABTable(w io.Writer, c ABComparison, opts TableOptions) error {
+func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
+	w := &stickyWriter{w: out}
 	fmt.Fprintf(w, "run %d (%s) → run %d (%s): significant at p < %g and beyond ±%.0f%%\n",
 		c.A.ID, c.A.ScenarioName, c.B.ID, c.B.ScenarioName, c.Options.Alpha, 100*c.Options.NoiseFloor)
 	rows := append([]ABRow(nil), c.Rows...)
@@ -162,7 +163,7 @@ func WriteABTable(w io.Writer, c ABComparison, opts TableOptions) error {
 	if need := stats.MinRepetitions(c.Options.Alpha); fewest < need {
 		fmt.Fprintf(w, "note: with %d repetitions a side no difference can reach p < %g; use at least %d.\n", fewest, c.Options.Alpha, need)
 	}
-	return nil
+	return w.err
 }
 
 func cellValue(s stats.Summary, unit string) string {

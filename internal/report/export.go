@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // Format is an output format of `vfleet report`.
@@ -26,13 +29,20 @@ const (
 // ErrUnknownFormat is returned by ParseFormat.
 var ErrUnknownFormat = errors.New("unknown report format")
 
+// Formats lists every format, in the order help texts show them.
+func Formats() []Format { return []Format{FormatTable, FormatHTML, FormatJSON, FormatCSV} }
+
 // ParseFormat reads a format name.
 func ParseFormat(s string) (Format, error) {
-	switch f := Format(s); f {
-	case FormatTable, FormatHTML, FormatJSON, FormatCSV:
-		return f, nil
+	formats := Formats()
+	allowed := make([]string, len(formats))
+	for i, f := range formats {
+		if Format(s) == f {
+			return f, nil
+		}
+		allowed[i] = string(f)
 	}
-	return "", fmt.Errorf("%w %q (allowed: table, html, json, csv)", ErrUnknownFormat, s)
+	return "", fmt.Errorf("%w %q (allowed: %s)", ErrUnknownFormat, s, strings.Join(allowed, ", "))
 }
 
 // csvFixedColumns are the dimensions every sample has; params follow as
@@ -73,62 +83,114 @@ func WriteCSV(w io.Writer, samples []store.Sample) error {
 }
 
 // jsonReport is the JSON export: the run, its summaries and every sample.
+// Names are snake_case throughout, as in the CSV.
 type jsonReport struct {
-	Run      jsonRun         `json:"run"`
-	Columns  []Column        `json:"columns"`
-	Index    []jsonEstimate  `json:"overhead_index"` // parallel to columns
-	Rows     []Row           `json:"rows"`
-	Samples  []store.Sample  `json:"samples"`
-	Failures []store.Failure `json:"failures"`
+	Run       jsonRun        `json:"run"`
+	Columns   []Column       `json:"columns"`
+	Index     []jsonEstimate `json:"overhead_index"` // parallel to columns
+	Rows      []Row          `json:"rows"`
+	NonFinite int            `json:"non_finite_values"`
+	Samples   []jsonSample   `json:"samples"`
+	Failures  []jsonFailure  `json:"failures"`
 }
 
 type jsonRun struct {
-	store.Run
-	ScenarioText string `json:"ScenarioText"` // as text, not base64
+	ID             int64                        `json:"id"`
+	ScenarioName   string                       `json:"scenario_name"`
+	ScenarioSource string                       `json:"scenario_source"`
+	ScenarioHash   string                       `json:"scenario_hash"`
+	ScenarioText   string                       `json:"scenario_text"` // as text, not base64
+	Baseline       string                       `json:"baseline"`
+	Started        time.Time                    `json:"started"`
+	Finished       *time.Time                   `json:"finished"` // null while running
+	Status         string                       `json:"status"`
+	Host           hostinfo.Fingerprint         `json:"host"`
+	Guests         map[string]store.GuestRecord `json:"guests"`
+}
+
+type jsonSample struct {
+	RunID      int64           `json:"run_id"`
+	Guest      string          `json:"guest"`
+	Group      string          `json:"group"`
+	Kind       string          `json:"kind"`
+	Runtime    string          `json:"runtime"`
+	WorkloadID string          `json:"workload_id"`
+	Workload   string          `json:"workload"`
+	Params     workload.Params `json:"params"`
+	Repetition int             `json:"repetition"`
+	Metric     string          `json:"metric"`
+	Unit       string          `json:"unit"`
+	Value      *float64        `json:"value"` // null for NaN and ±Inf, which JSON cannot carry
+	Better     workload.Better `json:"better"`
+	At         time.Time       `json:"at"`
+	WallNS     int64           `json:"wall_ns"`
+	CPUNS      int64           `json:"cpu_ns"`
+}
+
+type jsonFailure struct {
+	Guest      string    `json:"guest"`
+	Group      string    `json:"group"`
+	WorkloadID string    `json:"workload_id"` // empty: the guest did not start
+	Repetition int       `json:"repetition"`
+	Error      string    `json:"error"`
+	Stderr     string    `json:"stderr"`
+	At         time.Time `json:"at"`
 }
 
 // WriteJSON writes the run, its comparison and every raw sample.
 func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
-	rows := make([]Row, len(c.Rows))
-	for i, r := range c.Rows {
-		rows[i] = r
-		rows[i].Cells = sanitizeCells(r.Cells)
+	run := c.Run
+	out := jsonReport{
+		Run: jsonRun{ID: run.ID, ScenarioName: run.ScenarioName, ScenarioSource: run.ScenarioSource, ScenarioHash: run.ScenarioHash,
+			ScenarioText: string(run.ScenarioText), Baseline: run.Baseline, Started: run.Started.UTC(), Status: run.Status,
+			Host: run.Host, Guests: run.Guests},
+		Columns: c.Columns, Index: make([]jsonEstimate, len(c.Index)), Rows: make([]Row, len(c.Rows)),
+		NonFinite: c.NonFinite, Samples: make([]jsonSample, len(samples)), Failures: make([]jsonFailure, len(c.Failures)),
 	}
-	index := make([]jsonEstimate, len(c.Index))
+	if !run.Finished.IsZero() {
+		finished := run.Finished.UTC()
+		out.Run.Finished = &finished
+	}
 	for i, e := range c.Index {
-		if !math.IsNaN(e.Value) {
-			index[i] = jsonEstimate{Value: &e.Value, Low: &e.Low, High: &e.High}
+		if finite(e.Value) {
+			out.Index[i] = jsonEstimate{Value: &e.Value, Low: &e.Low, High: &e.High}
 		}
 	}
-	out := jsonReport{Run: jsonRun{Run: c.Run, ScenarioText: string(c.Run.ScenarioText)}, Columns: c.Columns, Index: index, Rows: rows,
-		Samples: orEmpty(samples), Failures: orEmpty(c.Failures)}
+	for i, r := range c.Rows {
+		out.Rows[i] = r
+		out.Rows[i].Cells = sanitizeCells(r.Cells)
+	}
+	for i, s := range samples {
+		out.Samples[i] = jsonSample{RunID: s.RunID, Guest: s.Guest, Group: s.Group, Kind: s.Kind, Runtime: s.Runtime,
+			WorkloadID: s.WorkloadID, Workload: s.Workload, Params: s.Params, Repetition: s.Repetition, Metric: s.Metric,
+			Unit: s.Unit, Better: s.Better, At: s.At.UTC(), WallNS: s.WallNS, CPUNS: s.CPUNS}
+		if finite(s.Value) {
+			out.Samples[i].Value = &s.Value
+		}
+	}
+	for i, f := range c.Failures {
+		out.Failures[i] = jsonFailure{Guest: f.Guest, Group: f.Group, WorkloadID: f.WorkloadID, Repetition: f.Repetition,
+			Error: f.Error, Stderr: f.Stderr, At: f.At.UTC()}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
 
-// jsonEstimate is an overhead index; null where nothing was comparable
-// (JSON has no NaN).
+// jsonEstimate is an overhead index; null where nothing was comparable.
 type jsonEstimate struct {
 	Value *float64 `json:"value"`
 	Low   *float64 `json:"low"`
 	High  *float64 `json:"high"`
 }
 
-func orEmpty[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-// sanitizeCells replaces NaN (which JSON cannot carry) by zero in cells
-// marked not comparable, where the value means nothing anyway.
+// sanitizeCells zeroes the ratio of cells marked not comparable, where it
+// means nothing and may be NaN, which JSON cannot carry.
 func sanitizeCells(cells []Cell) []Cell {
 	out := make([]Cell, len(cells))
 	for i, c := range cells {
 		if !c.Comparable {
-			c.Normalized.Ratio, c.Normalized.CILow, c.Normalized.CIHigh = 0, 0, 0
+			c.Normalized = stats.Normalized{}
 		}
 		out[i] = c
 	}

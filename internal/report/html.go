@@ -7,8 +7,11 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -44,6 +47,7 @@ const (
 	barHeight   = 16
 	barGap      = 6
 	chartMargin = 24
+	axisTicks   = 8
 )
 
 func buildCharts(c Comparison) []chart {
@@ -52,7 +56,7 @@ func buildCharts(c Comparison) []chart {
 	maxX := map[string]float64{}
 	for _, r := range c.Rows {
 		for _, cell := range r.Cells {
-			if cell.Comparable && !math.IsNaN(cell.Normalized.CIHigh) {
+			if cell.Comparable {
 				maxX[r.WorkloadID] = math.Max(maxX[r.WorkloadID], cell.Normalized.CIHigh)
 			}
 		}
@@ -65,7 +69,8 @@ func buildCharts(c Comparison) []chart {
 			charts = append(charts, chart{Title: r.WorkloadID, Width: chartWidth})
 		}
 		ch := &charts[i]
-		scale := plotWidth / niceMax(maxX[r.WorkloadID])
+		end, step := axis(maxX[r.WorkloadID])
+		scale := plotWidth / end
 		for j, cell := range r.Cells {
 			if !cell.Comparable {
 				continue
@@ -94,18 +99,26 @@ func buildCharts(c Comparison) []chart {
 		ch.OneX = labelWidth + scale
 		ch.Height = chartMargin*2 + len(ch.Bars)*(barHeight+barGap)
 		ch.Ticks = nil
-		for t := 0.0; t <= niceMax(maxX[r.WorkloadID])+1e-9; t += 0.25 {
+		// Ticks are counted, not summed, so rounding cannot drop the last one.
+		for k := 0; float64(k)*step <= end+1e-9; k++ {
+			t := float64(k) * step
 			ch.Ticks = append(ch.Ticks, tick{X: labelWidth + t*scale, Label: formatRatio(t)})
 		}
 	}
 	return charts
 }
 
-// niceMax is the axis end: at least 1.25 so the reference line never sits
-// at the edge, rounded up to a quarter.
-func niceMax(v float64) float64 {
-	v = math.Max(v*1.05, 1.25)
-	return math.Ceil(v*4) / 4
+// axis picks a chart's end and tick step: the end is at least 1.25 so the
+// reference line never sits at the edge, and the step grows (0.25, 0.5, 1,
+// 2.5, 5, 10, 25...) so that a far outlier still leaves a readable axis of
+// at most axisTicks steps.
+func axis(maxRatio float64) (end, step float64) {
+	end = math.Max(maxRatio*1.05, 1.25)
+	step = 0.25
+	for k := 0; end/step > axisTicks; k++ {
+		step *= [...]float64{2, 2, 2.5}[k%3]
+	}
+	return math.Ceil(end/step) * step, step
 }
 
 type htmlData struct {
@@ -117,9 +130,11 @@ type htmlData struct {
 	Rows     []htmlRow
 	Charts   []chart
 	Failures []store.Failure
-	Tools    [][2]string
+	Env      [][2]string // the host fingerprint and tool versions, as label and value
 	CSVHref  template.URL
 	Complete bool
+	// NonFinite explains sample values left out of the statistics.
+	NonFinite string
 }
 
 type htmlIndex struct {
@@ -144,15 +159,13 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	}
 	d := htmlData{
 		Run: c.Run, Scenario: string(c.Run.ScenarioText), Columns: c.Columns, Charts: buildCharts(c),
-		Failures: c.Failures, Complete: c.Run.Status == store.StatusComplete,
+		Failures: c.Failures, Complete: c.Run.Status == store.StatusComplete, NonFinite: nonFiniteNote(c.NonFinite),
 		CSVHref: template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
 	}
 	if !c.Run.Finished.IsZero() {
 		d.Duration = c.Run.Finished.Sub(c.Run.Started).Round(time.Second).String()
 	}
-	for _, k := range sortedStrings(c.Run.Host.ToolVersions) {
-		d.Tools = append(d.Tools, [2]string{k, c.Run.Host.ToolVersions[k]})
-	}
+	d.Env = environment(c.Run.Host)
 	for j, col := range c.Columns {
 		hi := htmlIndex{Label: col.Label(), Value: formatEstimate(c.Index[j])}
 		if e := c.Index[j]; !col.Baseline && e.Low > 1 {
@@ -187,6 +200,52 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	return pageTemplate.Execute(w, d)
 }
 
+// environment lists what the run was measured on, leaving out what the
+// fingerprint could not tell rather than printing empty fields.
+func environment(h hostinfo.Fingerprint) [][2]string {
+	join := func(parts ...string) string {
+		var kept []string
+		for _, p := range parts {
+			if p != "" {
+				kept = append(kept, p)
+			}
+		}
+		return strings.Join(kept, " · ")
+	}
+	labelled := func(label, v string) string {
+		if v == "" {
+			return ""
+		}
+		return label + " " + v
+	}
+	var mem, cpus string
+	if h.MemTotalKiB > 0 {
+		mem = strconv.FormatFloat(float64(h.MemTotalKiB)/(1<<20), 'f', 1, 64) + " GiB"
+	}
+	if h.OnlineCPUs > 0 {
+		cpus = strconv.Itoa(h.OnlineCPUs) + " online"
+	}
+	rows := [][2]string{
+		{"host", h.Hostname},
+		{"kernel", join(h.Kernel, h.KernelFull, h.Arch)},
+		{"CPU", join(h.CPUModel, cpus, labelled("SMT", h.SMT), labelled("governor", h.Governor), labelled("microcode", h.Microcode))},
+		{"memory", mem},
+		{"cgroups", h.CgroupMode},
+		{"virtualised", h.Virtualized},
+		{"vfleet", h.VfleetVer},
+	}
+	for _, k := range sortedStrings(h.ToolVersions) {
+		rows = append(rows, [2]string{k, h.ToolVersions[k]})
+	}
+	kept := rows[:0]
+	for _, r := range rows {
+		if r[1] != "" {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"fmtTime": func(t time.Time) string {
 		if t.IsZero() {
@@ -194,5 +253,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"px": func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"px":          func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"failureStep": failureStep,
+	"failureRep":  failureRep,
 }).Parse(pageHTML))

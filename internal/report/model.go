@@ -74,13 +74,11 @@ type Cell struct {
 func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comparison {
 	c := Comparison{Run: run, Failures: failures}
 	colIndex := map[string]int{}
-	// kind and runtime come from the run's guests; a sample's own are the
-	// fallback for runs whose guest records are missing.
-	addColumn := func(group, kind, runtime string) {
-		if _, ok := colIndex[group]; ok {
-			return
+	addColumn := func(group string) int {
+		if j, ok := colIndex[group]; ok {
+			return j
 		}
-		col := Column{Group: group, Kind: kind, Runtime: runtime, Baseline: group == run.Baseline}
+		col := Column{Group: group, Baseline: group == run.Baseline}
 		for _, g := range sortedStrings(run.Guests) {
 			if rec := run.Guests[g]; rec.Group == group {
 				col.Kind, col.Runtime = rec.Kind, rec.Runtime
@@ -89,15 +87,19 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 		}
 		colIndex[group] = len(c.Columns)
 		c.Columns = append(c.Columns, col)
+		return colIndex[group]
 	}
 	if run.Baseline != "" {
-		addColumn(run.Baseline, "", "")
+		addColumn(run.Baseline)
 	}
 	type rowKey struct{ workload, metric string }
 	rowIndex := map[rowKey]int{}
 	values := map[rowKey]map[string][]float64{}
 	for _, s := range samples {
-		addColumn(s.Group, s.Kind, s.Runtime)
+		if col := &c.Columns[addColumn(s.Group)]; col.Kind == "" {
+			// A run whose guest records are missing still has its samples'.
+			col.Kind, col.Runtime = s.Kind, s.Runtime
+		}
 		k := rowKey{s.WorkloadID, s.Metric}
 		if _, ok := rowIndex[k]; !ok {
 			rowIndex[k] = len(c.Rows)
@@ -112,7 +114,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 	}
 	for _, f := range failures {
 		if f.Group != "" {
-			addColumn(f.Group, "", "")
+			addColumn(f.Group)
 		}
 	}
 	for i := range c.Rows {

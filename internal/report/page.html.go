@@ -54,25 +54,19 @@ better, so above 1.00 is always better), with a 95% bootstrap interval.</p>
 <h2>Comparison table</h2>
 <table>
 <tr><th>workload</th><th>metric</th>{{range .Columns}}<th>{{.Label}}</th>{{end}}</tr>
-{{range .Rows}}<tr><td>{{.Workload}}</td><td>{{.Metric}} {{.Arrow}}</td>{{range .Cells}}<td class="num {{.Class}}">{{.Ratio}}<br><span class="muted">{{.Raw}}</span>{{if .CI}}<br><span class="muted">{{.CI}}</span>{{end}}</td>{{end}}</tr>
+{{range .Rows}}<tr><td>{{.Workload}}</td><td>{{.Metric}} {{.Arrow}}</td>{{range .Cells}}<td class="num {{.Class}}">{{.Ratio}}{{if .Raw}}<br><span class="muted">{{.Raw}}</span>{{end}}{{if .CI}}<br><span class="muted">{{.CI}}</span>{{end}}</td>{{end}}</tr>
 {{end}}</table>
+{{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}
 <p><a download="vfleet-run-{{.Run.ID}}.csv" href="{{.CSVHref}}">Download every raw sample (CSV)</a></p>
 
 {{if .Failures}}<h2>Failures</h2>
 <table><tr><th>guest</th><th>workload</th><th>repetition</th><th>error</th></tr>
-{{range .Failures}}<tr><td>{{.Guest}}</td><td>{{if .WorkloadID}}{{.WorkloadID}}{{else}}(start){{end}}</td><td>{{if ge .Repetition 0}}{{.Repetition}}{{end}}</td><td>{{.Error}}{{if .Stderr}}<pre>{{.Stderr}}</pre>{{end}}</td></tr>
+{{range .Failures}}<tr><td>{{.Guest}}</td><td>{{failureStep .}}</td><td>{{failureRep .}}</td><td>{{.Error}}{{if .Stderr}}<pre>{{.Stderr}}</pre>{{end}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2>Environment</h2>
 <table>
-<tr><th>host</th><td>{{.Run.Host.Hostname}}</td></tr>
-<tr><th>kernel</th><td>{{.Run.Host.Kernel}} {{.Run.Host.KernelFull}}</td></tr>
-<tr><th>CPU</th><td>{{.Run.Host.CPUModel}} · {{.Run.Host.OnlineCPUs}} online · SMT {{.Run.Host.SMT}} · governor {{.Run.Host.Governor}} · microcode {{.Run.Host.Microcode}}</td></tr>
-<tr><th>memory</th><td>{{.Run.Host.MemTotalKiB}} KiB</td></tr>
-<tr><th>cgroups</th><td>{{.Run.Host.CgroupMode}}</td></tr>
-<tr><th>virtualised</th><td>{{.Run.Host.Virtualized}}</td></tr>
-<tr><th>vfleet</th><td>{{.Run.Host.VfleetVer}}</td></tr>
-{{range .Tools}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
+{{range .Env}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
 {{end}}</table>
 
 <h2>Scenario</h2>

@@ -26,11 +26,13 @@ func fixture() (store.Run, []store.Sample, []store.Failure) {
 	run := store.Run{
 		ID: 7, ScenarioName: "default", ScenarioSource: "builtin:default", ScenarioText: []byte("name: default\n# <script>alert(1)</script>\n"),
 		ScenarioHash: "0123456789abcdef0123", Baseline: "host", Started: t0, Finished: t0.Add(150 * time.Second), Status: store.StatusComplete,
-		Host: hostinfo.Fingerprint{Hostname: "lab1", Kernel: "6.1.0", CPUModel: "Test CPU", OnlineCPUs: 2, CgroupMode: "v2",
+		Host: hostinfo.Fingerprint{Hostname: "lab1", Kernel: "6.1.0", Arch: "x86_64", CPUModel: "Test CPU", Microcode: "0xf0",
+			OnlineCPUs: 2, MemTotalKiB: 8 << 20, CgroupMode: "v2",
 			VfleetVer: "dev", ToolVersions: map[string]string{"sysbench": "1.0.20", "fio": "3.33"}},
 		Guests: map[string]store.GuestRecord{
 			"host":      {Group: "host", Kind: "host"},
 			"container": {Group: "container", Kind: "container", Runtime: "runc"},
+			"vm-1":      {Group: "vm", Kind: "qemu"},
 		},
 	}
 	var samples []store.Sample
@@ -49,13 +51,17 @@ func fixture() (store.Run, []store.Sample, []store.Failure) {
 	add("container", "fio-randread", "read_clat_p99", "us", workload.LowerIsBetter, 150, 152, 151)
 	add("host", "memory", "read_bw", "MB/s", workload.HigherIsBetter, 10000, 10100, 10050)
 	failures := []store.Failure{{RunID: 7, Guest: "container", Group: "container", WorkloadID: "memory", Repetition: 0,
-		Error: "exit status 2: stress-ng: error", Stderr: "stress-ng: error: out of memory\nmore", At: t0}}
+		Error: "exit status 2: stress-ng: error", Stderr: "stress-ng: error: out of memory\nmore", At: t0},
+		// A guest that never came up: no workload, no repetition.
+		{RunID: 7, Guest: "vm-1", Group: "vm", Repetition: -1, Error: "boot timed out", At: t0}}
 	return run, samples, failures
 }
 
 func TestBuildNormalisesToBaselineFirst(t *testing.T) {
 	c := Build(fixture())
-	if len(c.Columns) != 2 || c.Columns[0].Group != "host" || !c.Columns[0].Baseline || c.Columns[1].Runtime != "runc" {
+	// The vm group only failed: it keeps a column, every cell of it missing.
+	if len(c.Columns) != 3 || c.Columns[0].Group != "host" || !c.Columns[0].Baseline || c.Columns[1].Runtime != "runc" ||
+		c.Columns[2].Label() != "vm [qemu]" {
 		t.Fatalf("columns = %+v", c.Columns)
 	}
 	if len(c.Rows) != 3 || c.Rows[0].WorkloadID != "cpu" || c.Rows[1].WorkloadID != "fio-randread" {
@@ -80,6 +86,14 @@ func TestBuildNormalisesToBaselineFirst(t *testing.T) {
 	want := math.Sqrt((4110.0 / 4285.0) * (101.0 / 151.0))
 	if idx := c.Index[1]; math.Abs(idx.Value-want) > 1e-9 || !(idx.Low <= idx.Value && idx.Value <= idx.High) || c.Index[0].Value != 1 {
 		t.Errorf("index = %+v, want %v (baseline exactly 1)", c.Index, want)
+	}
+	if !math.IsNaN(c.Index[2].Value) {
+		t.Errorf("a group without samples has no index: %+v", c.Index[2])
+	}
+	for _, r := range c.Rows {
+		if r.Cells[2].Present {
+			t.Errorf("%s: the vm never started, yet has a value", r.WorkloadID)
+		}
 	}
 	mem := c.Rows[2]
 	if !mem.Cells[0].Present || mem.Cells[1].Present {
@@ -162,15 +176,57 @@ func TestHTMLGoldenAndSelfContained(t *testing.T) {
 	}
 	page := buf.String()
 	golden(t, "report.html.golden", buf.Bytes())
-	if regexp.MustCompile(`(?i)(src|href)\s*=\s*"(https?:)?//`).MatchString(page) {
-		t.Fatal("the report references an external resource")
-	}
+	assertSelfContained(t, page)
 	if strings.Contains(page, "<script>alert") {
 		t.Fatal("scenario text not escaped")
 	}
 	for _, want := range []string{"<svg", "data:text/csv;base64,", "Test CPU", "sysbench", "out of memory", "<rect class=\"worse\""} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// assertSelfContained fails unless every link of the page points into the
+// page itself (an anchor or a data: URI): whatever else a reader's browser
+// would have to fetch, a report opened offline or from an archive would lack.
+func assertSelfContained(t *testing.T, page string) {
+	t.Helper()
+	if !strings.Contains(page, `href="data:text/csv;base64,`) {
+		t.Error("the CSV download is missing")
+	}
+	for _, bad := range externalRefs(page) {
+		t.Errorf("the page depends on something outside it: %s", bad)
+	}
+}
+
+// externalRefs lists what in page points outside it.
+func externalRefs(page string) []string {
+	var bad []string
+	attr := regexp.MustCompile(`(?i)\b(?:src|href|xlink:href|srcset|action|poster)\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)`)
+	for _, m := range attr.FindAllStringSubmatch(page, -1) {
+		v := strings.ToLower(strings.Trim(m[1], `"'`))
+		if !strings.HasPrefix(v, "data:") && !strings.HasPrefix(v, "#") {
+			bad = append(bad, m[0])
+		}
+	}
+	for _, s := range []string{"url(", "@import", "http://", "https://"} {
+		if strings.Contains(strings.ToLower(page), s) {
+			bad = append(bad, s)
+		}
+	}
+	return bad
+}
+
+func TestExternalRefsAreCaught(t *testing.T) {
+	for page, want := range map[string]int{
+		`<a href="data:text/csv;base64,AA">x</a><img src='https://cdn.example/x.png'>`: 2, // the src and its scheme
+		`<a href="#top">x</a><link rel=stylesheet href=//cdn.example/s.css>`:            1,
+		`<style>body{background:url(x.png)}</style>`:                                    1,
+		`<a href="data:,">x</a><svg><rect class="a"/></svg>`:                            0,
+	} {
+		if got := externalRefs(page); len(got) != want {
+			t.Errorf("externalRefs(%s) = %q, want %d", page, got, want)
 		}
 	}
 }
@@ -194,17 +250,28 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	var back struct {
 		Run struct {
-			ID           int64
-			ScenarioText string
+			ID           int64      `json:"id"`
+			ScenarioText string     `json:"scenario_text"`
+			Finished     *time.Time `json:"finished"`
+			Host         hostinfo.Fingerprint
 		} `json:"run"`
-		Rows    []Row          `json:"rows"`
-		Samples []store.Sample `json:"samples"`
+		Rows     []Row         `json:"rows"`
+		Samples  []jsonSample  `json:"samples"`
+		Failures []jsonFailure `json:"failures"`
 	}
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Run.ID != 7 || !strings.HasPrefix(back.Run.ScenarioText, "name: default") || len(back.Samples) != len(samples) || len(back.Rows) != 3 {
-		t.Fatalf("round trip lost data: %+v", back.Run)
+	if back.Run.ID != 7 || !strings.HasPrefix(back.Run.ScenarioText, "name: default") || back.Run.Finished == nil ||
+		back.Run.Host.CPUModel != "Test CPU" || len(back.Samples) != len(samples) || len(back.Rows) != 3 || len(back.Failures) != 2 {
+		t.Fatalf("round trip lost data: %+v", back)
+	}
+	got, want := back.Samples[4], samples[4]
+	if got.Value == nil || *got.Value != want.Value || got.Group != want.Group || got.Params["threads"] != "1" || !got.At.Equal(want.At) {
+		t.Fatalf("sample 4 = %+v, want %+v", got, want)
+	}
+	if r := back.Rows[0]; r.Cells[1].Summary.N != 3 || r.Cells[1].Normalized.Ratio != 4110.0/4285.0 {
+		t.Fatalf("row 0 = %+v", r)
 	}
 }
 
@@ -216,5 +283,136 @@ func TestParseFormat(t *testing.T) {
 	}
 	if _, err := ParseFormat("pdf"); !errors.Is(err, ErrUnknownFormat) || !strings.Contains(err.Error(), "table, html, json, csv") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestZeroAndNonFiniteAreSafe: a zero baseline cannot be normalised to, and
+// NaN or infinite values are not measurements; neither may leak "NaN" into
+// a rendering or break the JSON encoder.
+func TestZeroAndNonFiniteAreSafe(t *testing.T) {
+	run, _, _ := fixture()
+	run.Guests = nil // kinds must then come from the samples
+	mk := func(group, wl string, v float64) store.Sample {
+		return store.Sample{RunID: 7, Guest: group + "-1", Group: group, Kind: group, WorkloadID: wl, Metric: "m", Unit: "u",
+			Value: v, Better: workload.HigherIsBetter, At: t0}
+	}
+	samples := []store.Sample{
+		mk("container", "zero", 5), mk("host", "zero", 0), mk("host", "zero", 0),
+		mk("host", "nan<b>", 10), mk("host", "nan<b>", math.NaN()), mk("container", "nan<b>", math.Inf(1)), mk("container", "nan<b>", 9),
+		mk("container", "allnan", math.NaN()),
+	}
+	c := Build(run, samples, nil)
+	if c.Columns[0].Group != "host" || c.Columns[0].Kind != "host" || c.Columns[1].Kind != "container" {
+		t.Fatalf("columns = %+v", c.Columns)
+	}
+	if c.NonFinite != 3 {
+		t.Errorf("NonFinite = %d, want 3", c.NonFinite)
+	}
+	zero, nan, allNaN := c.Rows[0], c.Rows[1], c.Rows[2]
+	if !zero.Cells[0].Present || zero.Cells[0].Comparable || zero.Cells[1].Comparable {
+		t.Errorf("a zero baseline must leave cells present but not comparable: %+v", zero.Cells)
+	}
+	if n := nan.Cells[1]; !n.Comparable || n.Summary.N != 1 || n.Normalized.Ratio != 0.9 || nan.Cells[0].Normalized.Ratio != 1 {
+		t.Errorf("non-finite values must be left out, the rest compared: %+v", nan.Cells)
+	}
+	if allNaN.Cells[0].Present || allNaN.Cells[1].Present {
+		t.Errorf("a row of only NaN has no value anywhere: %+v", allNaN.Cells)
+	}
+	if !math.IsNaN(c.Index[1].Value) && c.Index[1].Value != 0.9 {
+		t.Errorf("index = %+v", c.Index)
+	}
+	var table, page, js bytes.Buffer
+	if err := WriteTable(&table, c, TableOptions{Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&page, c, samples); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&js, c, samples); err != nil {
+		t.Fatalf("JSON must carry zeros and NaN: %v", err)
+	}
+	note := nonFiniteNote(3)
+	for name, out := range map[string]string{"table": table.String(), "html": page.String()} {
+		if !strings.Contains(out, note) {
+			t.Errorf("%s does not say values were left out", name)
+		}
+		if out = strings.ReplaceAll(out, note, ""); strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
+			t.Errorf("%s shows a non-finite number:\n%s", name, out)
+		}
+	}
+	if strings.Contains(page.String(), "nan<b>") {
+		t.Error("a workload id reached the page unescaped")
+	}
+	if !strings.Contains(table.String(), "n/a (0 u)") {
+		t.Errorf("a zero baseline must show n/a with the raw value:\n%s", table.String())
+	}
+	var back struct{ Samples []jsonSample }
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Samples[4].Value != nil || *back.Samples[3].Value != 10 {
+		t.Fatalf("json: %v %+v", err, back.Samples)
+	}
+}
+
+func TestBetterIsGreenWorseIsRed(t *testing.T) {
+	run, samples, failures := fixture()
+	for i, s := range samples {
+		if s.Group == "container" && s.WorkloadID == "fio-randread" {
+			samples[i].Value -= 80 // latency 71 us against the host's 101: better
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, Build(run, samples, failures), TableOptions{Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "cpu "):
+			if !strings.Contains(l, ansiRed+"0.96") || strings.Contains(l, ansiGreen) {
+				t.Errorf("slower cpu must be red only: %q", l)
+			}
+		case strings.HasPrefix(l, "fio-randread "):
+			if !strings.Contains(l, ansiGreen+"0.70") || strings.Contains(l, ansiRed) {
+				t.Errorf("lower latency must be green only: %q", l)
+			}
+			if strings.Contains(l, ansiGreen+"1.00") {
+				t.Errorf("the baseline is never coloured: %q", l)
+			}
+		}
+	}
+}
+
+func TestAxisStaysReadable(t *testing.T) {
+	for _, tc := range []struct{ max, end, step float64 }{
+		{0.9, 1.25, 0.25}, {1.3, 1.5, 0.25}, {1.9, 2, 0.25}, {2, 2.5, 0.5}, {3, 3.5, 0.5}, {40, 50, 10},
+	} {
+		end, step := axis(tc.max)
+		if end != tc.end || step != tc.step {
+			t.Errorf("axis(%v) = %v, %v; want %v, %v", tc.max, end, step, tc.end, tc.step)
+		}
+		if end < tc.max || end/step > axisTicks {
+			t.Errorf("axis(%v) = %v step %v: must cover the data in at most %d ticks", tc.max, end, step, axisTicks)
+		}
+	}
+}
+
+type failingWriter struct{}
+
+var errDiskFull = errors.New("disk full")
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
+
+func TestWriteErrorsAreReturned(t *testing.T) {
+	run, samples, failures := fixture()
+	c := Build(run, samples, failures)
+	for name, err := range map[string]error{
+		"table": WriteTable(failingWriter{}, c, TableOptions{}),
+		"html":  WriteHTML(failingWriter{}, c, samples),
+		"json":  WriteJSON(failingWriter{}, c, samples),
+		"csv":   WriteCSV(failingWriter{}, samples),
+		"ab":    WriteABTable(failingWriter{}, CompareRuns(run, samples, run, samples, DefaultCompareOptions), TableOptions{}),
+	} {
+		if !errors.Is(err, errDiskFull) {
+			t.Errorf("%s: err = %v, want the writer's error", name, err)
+		}
 	}
 }

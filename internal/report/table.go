@@ -25,7 +25,8 @@ const (
 // WriteTable prints the comparison: one row per workload metric, one column
 // per guest group, each cell the value normalised to the baseline (1.00)
 // with the raw mean and unit beside it.
-func WriteTable(w io.Writer, c Comparison, opts TableOptions) error {
+func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
+	w := &stickyWriter{w: out}
 	run := c.Run
 	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00\n", run.ID, run.ScenarioName, run.Status, run.Baseline)
 	header := []string{"workload / metric"}
@@ -57,11 +58,14 @@ func WriteTable(w io.Writer, c Comparison, opts TableOptions) error {
 		legend = ansiDim + legend + "; green/red: better/worse than the baseline beyond that interval" + ansiReset
 	}
 	fmt.Fprintln(w, legend)
+	if note := nonFiniteNote(c.NonFinite); note != "" {
+		fmt.Fprintln(w, "note: "+note)
+	}
 	writeFailures(w, c.Failures)
 	if run.Status != store.StatusComplete {
 		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", run.Status)
 	}
-	return nil
+	return w.err
 }
 
 func arrow(better string) string {
@@ -92,11 +96,9 @@ func writeFailures(w io.Writer, failures []store.Failure) {
 	}
 	fmt.Fprintf(w, "\n%d failure(s):\n", len(failures))
 	for _, f := range failures {
-		what := f.WorkloadID
-		if what == "" {
-			what = "start"
-		} else {
-			what += fmt.Sprintf(" rep %d", f.Repetition+1)
+		what := failureStep(f)
+		if rep := failureRep(f); rep != "" {
+			what += " rep " + rep
 		}
 		line := fmt.Sprintf("  %s: %s: %s", f.Guest, what, firstLine(f.Error))
 		if first := firstLine(f.Stderr); first != "" && !strings.Contains(f.Error, first) {

@@ -2,11 +2,13 @@ package report
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
 
 	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/store"
 )
 
 func sortedStrings[V any](m map[string]V) []string {
@@ -45,7 +47,7 @@ func formatRatio(r float64) string {
 // verdict says whether a normalised value is better, worse or not
 // distinguishable from the baseline, given the metric's direction.
 func verdict(c Cell, better string) int {
-	if !c.Comparable || math.IsNaN(c.Normalized.CILow) {
+	if !c.Comparable {
 		return 0
 	}
 	above, below := c.Normalized.CILow > 1, c.Normalized.CIHigh < 1
@@ -61,6 +63,32 @@ func verdict(c Cell, better string) int {
 	return 0
 }
 
+// failureStep names what failed: a workload step, or the guest's start
+// (recorded with no workload).
+func failureStep(f store.Failure) string {
+	if f.WorkloadID == "" {
+		return "guest start"
+	}
+	return f.WorkloadID
+}
+
+// failureRep is the failed repetition, counted from 1 as people count
+// (the store counts from 0); empty for a guest start.
+func failureRep(f store.Failure) string {
+	if f.WorkloadID == "" || f.Repetition < 0 {
+		return ""
+	}
+	return strconv.Itoa(f.Repetition + 1)
+}
+
+// nonFiniteNote explains values left out of the statistics; empty when none were.
+func nonFiniteNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d sample value(s) were NaN or infinite and are left out of the statistics (kept in the raw data).", n)
+}
+
 func formatEstimate(e stats.Estimate) string {
 	if math.IsNaN(e.Value) {
 		return "n/a"
@@ -69,4 +97,21 @@ func formatEstimate(e stats.Estimate) string {
 		return formatRatio(e.Value)
 	}
 	return fmt.Sprintf("%s [%s, %s]", formatRatio(e.Value), formatRatio(e.Low), formatRatio(e.High))
+}
+
+// stickyWriter keeps the first write error, so that a renderer issuing
+// many small writes can check once at the end and still report a closed
+// pipe or a full disk.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
 }
