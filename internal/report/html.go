@@ -105,7 +105,14 @@ func buildCharts(c Comparison) []chart {
 			ch.Ticks = append(ch.Ticks, tick{X: labelWidth + t*scale, Label: formatRatio(t)})
 		}
 	}
-	return charts
+	// A workload with no baseline value has nothing to plot.
+	drawn := charts[:0]
+	for _, ch := range charts {
+		if len(ch.Bars) > 0 {
+			drawn = append(drawn, ch)
+		}
+	}
+	return drawn
 }
 
 // axis picks a chart's end and tick step: the end is at least 1.25 so the
@@ -246,12 +253,23 @@ func environment(h hostinfo.Fingerprint) [][2]string {
 	return kept
 }
 
+// maxStderrShown bounds each failure's stderr on the page; the store and
+// the JSON export keep all of it.
+const maxStderrShown = 4096
+
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"fmtTime": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	// A tool's stderr can run to megabytes; its end says why it failed.
+	"stderrTail": func(s string) string {
+		if len(s) <= maxStderrShown {
+			return s
+		}
+		return "… " + s[len(s)-maxStderrShown:]
 	},
 	"px":          func(f float64) string { return fmt.Sprintf("%.1f", f) },
 	"failureStep": failureStep,

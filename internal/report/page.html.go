@@ -29,6 +29,11 @@ pre { background: #f5f7f9; padding: .8rem; overflow-x: auto; }
 <p class="muted">Started {{fmtTime .Run.Started}} · finished {{fmtTime .Run.Finished}}{{if .Duration}} · {{.Duration}}{{end}} ·
 baseline <strong>{{.Run.Baseline}}</strong> = 1.00 · scenario {{.Run.ScenarioSource}} (sha256 {{printf "%.12s" .Run.ScenarioHash}})</p>
 
+<h2>Environment</h2>
+<table>
+{{range .Env}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
+{{end}}</table>
+
 <h2>Overhead index</h2>
 <p class="muted">Geometric mean over the workloads of each metric's ratio to the baseline (inverted where lower is
 better, so above 1.00 is always better), with a 95% bootstrap interval.</p>
@@ -61,13 +66,8 @@ better, so above 1.00 is always better), with a 95% bootstrap interval.</p>
 
 {{if .Failures}}<h2>Failures</h2>
 <table><tr><th>guest</th><th>workload</th><th>repetition</th><th>error</th></tr>
-{{range .Failures}}<tr><td>{{.Guest}}</td><td>{{failureStep .}}</td><td>{{failureRep .}}</td><td>{{.Error}}{{if .Stderr}}<pre>{{.Stderr}}</pre>{{end}}</td></tr>
+{{range .Failures}}<tr><td>{{.Guest}}</td><td>{{failureStep .}}</td><td>{{failureRep .}}</td><td>{{.Error}}{{if .Stderr}}<pre>{{stderrTail .Stderr}}</pre>{{end}}</td></tr>
 {{end}}</table>{{end}}
-
-<h2>Environment</h2>
-<table>
-{{range .Env}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
-{{end}}</table>
 
 <h2>Scenario</h2>
 <pre>{{.Scenario}}</pre>

@@ -221,9 +221,9 @@ func externalRefs(page string) []string {
 func TestExternalRefsAreCaught(t *testing.T) {
 	for page, want := range map[string]int{
 		`<a href="data:text/csv;base64,AA">x</a><img src='https://cdn.example/x.png'>`: 2, // the src and its scheme
-		`<a href="#top">x</a><link rel=stylesheet href=//cdn.example/s.css>`:            1,
-		`<style>body{background:url(x.png)}</style>`:                                    1,
-		`<a href="data:,">x</a><svg><rect class="a"/></svg>`:                            0,
+		`<a href="#top">x</a><link rel=stylesheet href=//cdn.example/s.css>`:           1,
+		`<style>body{background:url(x.png)}</style>`:                                   1,
+		`<a href="data:,">x</a><svg><rect class="a"/></svg>`:                           0,
 	} {
 		if got := externalRefs(page); len(got) != want {
 			t.Errorf("externalRefs(%s) = %q, want %d", page, got, want)
@@ -318,7 +318,8 @@ func TestZeroAndNonFiniteAreSafe(t *testing.T) {
 	if allNaN.Cells[0].Present || allNaN.Cells[1].Present {
 		t.Errorf("a row of only NaN has no value anywhere: %+v", allNaN.Cells)
 	}
-	if !math.IsNaN(c.Index[1].Value) && c.Index[1].Value != 0.9 {
+	// Only the nan<b> row scores: the zero baseline cannot be divided by.
+	if math.Abs(c.Index[1].Value-0.9) > 1e-12 {
 		t.Errorf("index = %+v", c.Index)
 	}
 	var table, page, js bytes.Buffer
@@ -339,6 +340,9 @@ func TestZeroAndNonFiniteAreSafe(t *testing.T) {
 		if out = strings.ReplaceAll(out, note, ""); strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
 			t.Errorf("%s shows a non-finite number:\n%s", name, out)
 		}
+	}
+	if n := strings.Count(page.String(), "<svg"); n != 1 {
+		t.Errorf("%d charts, want 1: only nan<b> has a baseline value to plot", n)
 	}
 	if strings.Contains(page.String(), "nan<b>") {
 		t.Error("a workload id reached the page unescaped")
@@ -363,14 +367,16 @@ func TestBetterIsGreenWorseIsRed(t *testing.T) {
 	if err := WriteTable(&buf, Build(run, samples, failures), TableOptions{Color: true}); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(buf.String(), "\n")
-	for _, l := range lines {
+	seen := 0
+	for _, l := range strings.Split(buf.String(), "\n") {
 		switch {
 		case strings.HasPrefix(l, "cpu "):
+			seen++
 			if !strings.Contains(l, ansiRed+"0.96") || strings.Contains(l, ansiGreen) {
 				t.Errorf("slower cpu must be red only: %q", l)
 			}
 		case strings.HasPrefix(l, "fio-randread "):
+			seen++
 			if !strings.Contains(l, ansiGreen+"0.70") || strings.Contains(l, ansiRed) {
 				t.Errorf("lower latency must be green only: %q", l)
 			}
@@ -378,6 +384,9 @@ func TestBetterIsGreenWorseIsRed(t *testing.T) {
 				t.Errorf("the baseline is never coloured: %q", l)
 			}
 		}
+	}
+	if seen != 2 {
+		t.Fatalf("found %d of the 2 rows checked:\n%s", seen, buf.String())
 	}
 }
 
@@ -414,5 +423,17 @@ func TestWriteErrorsAreReturned(t *testing.T) {
 		if !errors.Is(err, errDiskFull) {
 			t.Errorf("%s: err = %v, want the writer's error", name, err)
 		}
+	}
+}
+
+func TestHTMLShowsOnlyTheEndOfAHugeStderr(t *testing.T) {
+	run, samples, failures := fixture()
+	failures[0].Stderr = strings.Repeat("noise\n", 100000) + "the real reason"
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, Build(run, samples, failures), samples); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "the real reason") || buf.Len() > 200000 {
+		t.Fatalf("page of %d bytes; the end of stderr shown: %v", buf.Len(), strings.Contains(buf.String(), "the real reason"))
 	}
 }
