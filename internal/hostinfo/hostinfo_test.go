@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -51,10 +52,7 @@ func TestCollectFixtures(t *testing.T) {
 			// The uname fields describe the machine running the test, not
 			// the fixture; compare the rest.
 			got.Hostname, got.Kernel, got.KernelFull, got.Arch = "", "", "", ""
-			if got.CPUModel != tc.want.CPUModel || got.Microcode != tc.want.Microcode ||
-				got.OnlineCPUs != tc.want.OnlineCPUs || got.SMT != tc.want.SMT ||
-				got.Governor != tc.want.Governor || got.MemTotalKiB != tc.want.MemTotalKiB ||
-				got.CgroupMode != tc.want.CgroupMode || got.Virtualized != tc.want.Virtualized {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -84,18 +82,21 @@ func TestCgroupModeFixtures(t *testing.T) {
 	}
 }
 
-// TestCgroupModeLive checks the statfs path against the real mount; which
-// mode it finds depends on the host, but it must find one without the
-// fixture shortcut failing it.
-func TestCgroupModeLive(t *testing.T) {
+// TestCollectLive runs against the real /proc and /sys, where the cgroup
+// mode comes from statfs rather than the fixture signal. What it finds
+// depends on the host; that it finds it without error does not.
+func TestCollectLive(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
 		t.Skipf("no /sys/fs/cgroup on this host: %v", err)
 	}
-	mode, err := CgroupMode("/sys")
+	fp, err := Collect(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("live cgroup mode: %s", mode)
+	if fp.OnlineCPUs < 1 || fp.MemTotalKiB <= 0 || fp.CgroupMode == "" {
+		t.Errorf("implausible live fingerprint: %+v", fp)
+	}
+	t.Logf("live fingerprint: %+v", fp)
 }
 
 func TestParseCPUInfoErrors(t *testing.T) {
