@@ -1,18 +1,16 @@
 package doctor
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/tools"
@@ -20,58 +18,77 @@ import (
 
 // Options wire the checks to the rest of vfleet without importing it.
 type Options struct {
-	// Runtimes to check, with the probe that really starts a container.
-	Runtimes     []string
+	// Runtimes are the OCI runtimes to check, by tool name.
+	Runtimes []string
+	// RuntimeProbe really starts a container with the runtime; its error
+	// should carry the runtime's own message. Nil leaves starts unprobed.
 	RuntimeProbe func(ctx context.Context, runtime string) error
 	// KernelPath is the guest image's kernel, empty when there is no image.
 	KernelPath string
-	// ImagePackages are the guest image's package versions; nil when the
-	// image is not built.
+	// ImagePackages are the guest image's Debian package versions, nil
+	// when the image is not built.
 	ImagePackages map[string]string
-	SysRoot       string // default /sys
-	// KVMTimeout and TCGTimeout bound the boot probes.
+	// SysRoot is where sysfs is mounted; empty means /sys.
+	SysRoot string
+	// KVMTimeout and TCGTimeout bound the boot probes; zero means 10 s and
+	// 60 s. A kernel reaches its root mount in about a second under KVM
+	// and well under a minute under emulation.
 	KVMTimeout, TCGTimeout time.Duration
 }
 
-// Checks returns the built-in checks.
+// runtimeProbeTimeout bounds one container start, image-less and tiny.
+const runtimeProbeTimeout = 30 * time.Second
+
+// bootSlack lets a boot probe report its own timeout before the check's.
+const bootSlack = 5 * time.Second
+
+// Checks returns the built-in checks in the order doctor prints them.
 func Checks(o Options) []Check {
 	if o.SysRoot == "" {
 		o.SysRoot = "/sys"
 	}
 	if o.KVMTimeout == 0 {
-		o.KVMTimeout = 15 * time.Second
+		o.KVMTimeout = 10 * time.Second
 	}
 	if o.TCGTimeout == 0 {
-		o.TCGTimeout = 90 * time.Second
+		o.TCGTimeout = 60 * time.Second
 	}
 	checks := []Check{
-		{Name: "root", Run: checkRoot},
+		{Name: "root", Run: func(context.Context) Result { return checkRoot(os.Geteuid()) }},
 		{Name: "cgroups", Run: func(context.Context) Result { return checkCgroups(o.SysRoot) }},
-		{Name: "overlayfs", Run: func(context.Context) Result { return checkOverlay() }},
+		{Name: "overlayfs", Run: func(context.Context) Result { return checkOverlay("/proc/filesystems") }},
 		{Name: "network namespaces", Run: checkNetns},
 		{Name: "BPF", Run: checkBPF},
+		{Name: "XDP native on veth", Run: checkXDPNative},
 		{Name: "image builder", Run: toolCheck("mmdebstrap", "builds the guest image")},
 	}
 	for _, rt := range o.Runtimes {
-		checks = append(checks, Check{Name: "runtime " + rt, Timeout: 30 * time.Second, Run: runtimeCheck(rt, o.RuntimeProbe)})
+		checks = append(checks, Check{Name: "runtime " + rt, Timeout: runtimeProbeTimeout,
+			Run: runtimeCheck(rt, o.RuntimeProbe, func() string { mode, _ := hostinfo.CgroupMode(o.SysRoot); return mode })})
 	}
-	checks = append(checks,
+	return append(checks,
 		Check{Name: "QEMU", Run: toolCheck("qemu-system-x86_64", "runs VM guests")},
 		Check{Name: "qemu-img", Run: toolCheck("qemu-img", "makes copy-on-write VM disks")},
-		Check{Name: "KVM", Timeout: o.KVMTimeout + 5*time.Second, Run: func(ctx context.Context) Result { return checkAccel(ctx, "kvm", o.KernelPath, o.KVMTimeout) }},
-		Check{Name: "TCG", Timeout: o.TCGTimeout + 5*time.Second, Run: func(ctx context.Context) Result { return checkAccel(ctx, "tcg", o.KernelPath, o.TCGTimeout) }},
+		Check{Name: "KVM", Timeout: o.KVMTimeout + bootSlack, Run: func(ctx context.Context) Result {
+			return checkAccel(ctx, accelProbe{accel: "kvm", kernel: o.KernelPath, timeout: o.KVMTimeout, kvmDevice: "/dev/kvm"})
+		}},
+		Check{Name: "TCG", Timeout: o.TCGTimeout + bootSlack, Run: func(ctx context.Context) Result {
+			return checkAccel(ctx, accelProbe{accel: "tcg", kernel: o.KernelPath, timeout: o.TCGTimeout})
+		}},
 		Check{Name: "measuring tools", Run: func(context.Context) Result { return checkImageTools(o.ImagePackages) }},
 	)
-	return checks
 }
 
-func checkRoot(context.Context) Result {
-	if os.Geteuid() == 0 {
+func checkRoot(euid int) Result {
+	if euid == 0 {
 		return Result{Status: OK, Detail: "running as root"}
 	}
-	return Result{Status: Fail, Detail: "not root: guests need namespaces, mounts and cgroups", Fix: "run vfleet with sudo"}
+	return Result{Status: Fail, Detail: fmt.Sprintf("running as uid %d: guests need namespaces, mounts and cgroups", euid),
+		Fix: "run vfleet as root (sudo)"}
 }
 
+// wantedControllers are the cgroup controllers guests are confined with:
+// CPU shares and quotas, CPU pinning, memory limits.
 var wantedControllers = []string{"cpu", "cpuset", "memory"}
 
 func checkCgroups(sysRoot string) Result {
@@ -79,18 +96,9 @@ func checkCgroups(sysRoot string) Result {
 	if err != nil {
 		return Result{Status: Fail, Detail: err.Error()}
 	}
-	have := map[string]bool{}
-	if mode == hostinfo.CgroupV2 {
-		b, _ := os.ReadFile(sysRoot + "/fs/cgroup/cgroup.controllers")
-		for _, c := range strings.Fields(string(b)) {
-			have[c] = true
-		}
-	} else {
-		for _, c := range wantedControllers {
-			if _, err := os.Stat(sysRoot + "/fs/cgroup/" + c); err == nil {
-				have[c] = true
-			}
-		}
+	have, err := cgroupControllers(sysRoot, mode)
+	if err != nil {
+		return Result{Status: Fail, Detail: err.Error()}
 	}
 	var missing []string
 	for _, c := range wantedControllers {
@@ -98,69 +106,76 @@ func checkCgroups(sysRoot string) Result {
 			missing = append(missing, c)
 		}
 	}
-	detail := fmt.Sprintf("%s hierarchy", mode)
+	detail := describeCgroupMode(mode)
 	if len(missing) > 0 {
 		return Result{Status: Warn, Detail: detail + "; controllers missing: " + strings.Join(missing, ", "),
-			Fix: "CPU sets and memory limits need these controllers enabled"}
+			Fix: "enable the " + strings.Join(missing, ", ") + " controllers: guests cannot be pinned or limited without them"}
 	}
-	return Result{Status: OK, Detail: detail + " with cpu, cpuset and memory controllers"}
+	return Result{Status: OK, Detail: detail + "; controllers cpu, cpuset, memory"}
 }
 
-func checkOverlay() Result {
-	b, err := os.ReadFile("/proc/filesystems")
+func describeCgroupMode(mode string) string {
+	switch mode {
+	case hostinfo.CgroupV2:
+		return "v2 (unified hierarchy)"
+	case hostinfo.CgroupHybrid:
+		return "hybrid (v1 controllers plus a v2 hierarchy at unified/)"
+	default:
+		return "v1"
+	}
+}
+
+// cgroupControllers lists the controllers the hierarchy that guests are
+// confined in offers: the v2 root's cgroup.controllers, or, in v1 and
+// hybrid mode, the controllers mounted as v1 hierarchies.
+func cgroupControllers(sysRoot, mode string) (map[string]bool, error) {
+	root := filepath.Join(sysRoot, "fs", "cgroup")
+	have := map[string]bool{}
+	if mode == hostinfo.CgroupV2 {
+		b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+		if err != nil {
+			return nil, fmt.Errorf("cgroup controllers: %w", err)
+		}
+		for _, c := range strings.Fields(string(b)) {
+			have[c] = true
+		}
+		return have, nil
+	}
+	for _, c := range wantedControllers {
+		if st, err := os.Stat(filepath.Join(root, c)); err == nil && st.IsDir() {
+			have[c] = true
+		}
+	}
+	return have, nil
+}
+
+func checkOverlay(procFilesystems string) Result {
+	b, err := os.ReadFile(procFilesystems)
 	if err != nil {
 		return Result{Status: Fail, Detail: err.Error()}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(strings.TrimPrefix(line, "nodev")) == "overlay" {
-			return Result{Status: OK, Detail: "available (copy-on-write guest layers)"}
-		}
+	if listsFilesystem(b, "overlay") {
+		return Result{Status: OK, Detail: "available (copy-on-write guest root filesystems)"}
 	}
-	return Result{Status: Missing, Detail: "the kernel lists no overlay filesystem", Fix: "modprobe overlay"}
+	return Result{Status: Missing, Detail: "the kernel lists no overlay filesystem",
+		Fix: "modprobe overlay (module shipped with the Debian linux-image package)"}
 }
 
-// checkNetns starts a process in a new network namespace.
-func checkNetns(ctx context.Context) Result {
-	cmd := exec.CommandContext(ctx, "true")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
-	if err := cmd.Run(); err != nil {
-		return Result{Status: Fail, Detail: "cannot create a network namespace: " + err.Error()}
-	}
-	return Result{Status: OK, Detail: "a process started in a new network namespace"}
-}
-
-// checkBPF asks the kernel to load minimal programs of the types the data
-// paths use.
-func checkBPF(context.Context) Result {
-	var ok, bad []string
-	for _, pt := range []ebpf.ProgramType{ebpf.XDP, ebpf.SchedCLS} {
-		if err := features.HaveProgramType(pt); err != nil {
-			bad = append(bad, fmt.Sprintf("%s (%v)", pt, err))
-		} else {
-			ok = append(ok, pt.String())
+// listsFilesystem reports whether /proc/filesystems content names fs. Each
+// line is a filesystem name, optionally after "nodev" and a tab.
+func listsFilesystem(procFilesystems []byte, fs string) bool {
+	sc := bufio.NewScanner(bytes.NewReader(procFilesystems))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 && f[len(f)-1] == fs {
+			return true
 		}
 	}
-	if len(bad) > 0 {
-		return Result{Status: Fail, Detail: "cannot load " + strings.Join(bad, "; "), Fix: "eBPF data paths need a kernel with BPF enabled and root"}
-	}
-	return Result{Status: OK, Detail: "loads " + strings.Join(ok, " and ") + " programs"}
+	return false
 }
 
-func toolCheck(name, purpose string) func(context.Context) Result {
-	return func(ctx context.Context) Result {
-		t, err := tools.Find(name)
-		if err != nil {
-			return Result{Status: Missing, Detail: name + " not found (" + purpose + ")", Fix: installHint(name)}
-		}
-		v, err := tools.Version(ctx, t)
-		if err != nil {
-			return Result{Status: Warn, Detail: fmt.Sprintf("%s at %s, version unknown: %v", name, t.Path, err)}
-		}
-		return Result{Status: OK, Detail: fmt.Sprintf("%s %s (%s)", name, v, t.Path)}
-	}
-}
-
-func installHint(name string) string {
+// installFix is the command or step that provides a known tool.
+func installFix(name string) string {
 	s, err := tools.Lookup(name)
 	if err != nil {
 		return ""
@@ -171,29 +186,70 @@ func installHint(name string) string {
 	return s.Install
 }
 
-func runtimeCheck(rt string, probe func(context.Context, string) error) func(context.Context) Result {
+// findTool finds a tool and its version; a Result is returned when the
+// tool is missing.
+func findTool(ctx context.Context, name string) (tools.Tool, string, *Result) {
+	t, err := tools.Find(name)
+	if errors.Is(err, tools.ErrMissing) {
+		// The install step goes to Fix, not repeated in Detail.
+		return t, "", &Result{Status: Missing, Detail: name + " not found in PATH", Fix: installFix(name)}
+	}
+	if err != nil {
+		return t, "", &Result{Status: Fail, Detail: err.Error()}
+	}
+	v, err := tools.Version(ctx, t)
+	if err != nil {
+		v = "(version unknown: " + err.Error() + ")"
+	}
+	return t, v, nil
+}
+
+func toolCheck(name, purpose string) func(context.Context) Result {
 	return func(ctx context.Context) Result {
-		t, err := tools.Find(rt)
-		if err != nil {
-			return Result{Status: Missing, Detail: rt + " not installed", Fix: installHint(rt)}
+		t, v, missing := findTool(ctx, name)
+		if missing != nil {
+			missing.Detail += " (" + purpose + ")"
+			return *missing
 		}
-		v, _ := tools.Version(ctx, t)
-		if probe == nil {
-			return Result{Status: Skip, Detail: fmt.Sprintf("%s %s found; start not probed", rt, v)}
-		}
-		if err := probe(ctx, rt); err != nil {
-			return Result{Status: Fail, Detail: fmt.Sprintf("%s %s: %v", rt, v, err)}
-		}
-		return Result{Status: OK, Detail: fmt.Sprintf("%s %s starts containers", rt, v)}
+		return Result{Status: OK, Detail: fmt.Sprintf("%s %s at %s", name, v, t.Path)}
 	}
 }
 
-// imageTools maps each measuring tool to the image package that ships it.
-var imageTools = map[string]string{"stress-ng": "stress-ng", "sysbench": "sysbench", "fio": "fio", "iperf3": "iperf3", "sockperf": "sockperf", "cyclictest": "rt-tests"}
+// runtimeCheck finds the runtime and has probe start a container with it.
+// cgroupMode is asked only on failure, to explain the layout most often
+// behind one: several runtimes refuse the hybrid layout that runc accepts.
+func runtimeCheck(rt string, probe func(context.Context, string) error, cgroupMode func() string) func(context.Context) Result {
+	return func(ctx context.Context) Result {
+		_, v, missing := findTool(ctx, rt)
+		if missing != nil {
+			return *missing
+		}
+		if probe == nil {
+			return Result{Status: Skip, Detail: fmt.Sprintf("%s %s found; starting a container not probed", rt, v)}
+		}
+		err := probe(ctx, rt)
+		if err == nil {
+			return Result{Status: OK, Detail: fmt.Sprintf("%s %s starts a container", rt, v)}
+		}
+		r := Result{Status: Fail, Detail: fmt.Sprintf("%s %s does not start a container: %v", rt, v, err)}
+		if cgroupMode() == hostinfo.CgroupHybrid {
+			r.Fix = "cgroups here are hybrid, which " + rt + " may reject: use runc on this host, " +
+				"or boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2"
+		}
+		return r
+	}
+}
+
+// imageTools maps each measuring tool to the Debian package that ships it
+// in the guest image.
+var imageTools = map[string]string{
+	"stress-ng": "stress-ng", "sysbench": "sysbench", "fio": "fio",
+	"iperf3": "iperf3", "sockperf": "sockperf", "cyclictest": "rt-tests",
+}
 
 func checkImageTools(packages map[string]string) Result {
 	if packages == nil {
-		return Result{Status: Missing, Detail: "no guest image yet, so no measuring tools", Fix: "vfleet image build"}
+		return Result{Status: Missing, Detail: "no guest image yet, so no measuring tools in it", Fix: "vfleet image build"}
 	}
 	names := make([]string, 0, len(imageTools))
 	for n := range imageTools {
@@ -202,17 +258,15 @@ func checkImageTools(packages map[string]string) Result {
 	sort.Strings(names)
 	var have, missing []string
 	for _, n := range names {
-		if v, ok := packages[imageTools[n]]; ok {
+		pkg := imageTools[n]
+		if v, ok := packages[pkg]; ok {
 			have = append(have, n+" "+v)
 		} else {
-			missing = append(missing, n)
+			missing = append(missing, fmt.Sprintf("%s (Debian package %s)", n, pkg))
 		}
 	}
 	if len(missing) > 0 {
-		return Result{Status: Missing, Detail: "image lacks " + strings.Join(missing, ", "), Fix: "vfleet image build --rebuild"}
+		return Result{Status: Missing, Detail: "the guest image lacks " + strings.Join(missing, ", "), Fix: "vfleet image build --rebuild"}
 	}
 	return Result{Status: OK, Detail: "in the guest image: " + strings.Join(have, ", ")}
 }
-
-// errNoKernel says there is nothing to boot.
-var errNoKernel = errors.New("no guest kernel")

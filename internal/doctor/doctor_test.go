@@ -4,32 +4,45 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
-func TestWriteAlignsAndCounts(t *testing.T) {
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func TestWriteGolden(t *testing.T) {
 	var buf bytes.Buffer
 	err := Write(&buf, []Result{
 		{Name: "root", Status: OK, Detail: "running as root"},
-		{Name: "runtime crun", Status: Fail, Detail: "crun 1.8.1 does not start a container: hybrid"},
-		{Name: "QEMU", Status: Missing, Detail: "qemu-system-x86_64 not found", Fix: "apt-get install qemu-system-x86"},
+		{Name: "runtime crun", Status: Fail, Detail: "crun 1.8.1 does not start a container: cgroup layout",
+			Fix: "cgroups here are hybrid, which crun may reject: use runc on this host"},
+		{Name: "QEMU", Status: Missing, Detail: "qemu-system-x86_64 not found in PATH", Fix: "apt-get install qemu-system-x86"},
+		{Name: "KVM", Status: Skip, Detail: "not probed: no guest kernel"},
+		{Name: "cgroups", Status: Warn, Detail: "v1; controllers missing: memory"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "OK       root          running as root\n" +
-		"FAIL     runtime crun  crun 1.8.1 does not start a container: hybrid\n" +
-		"MISSING  QEMU          qemu-system-x86_64 not found\n" +
-		"                       → apt-get install qemu-system-x86\n" +
-		"\n1 ok, 0 warnings, 1 missing, 1 failing, 0 skipped\n"
-	if buf.String() != want {
+	golden := filepath.Join("testdata", "write.golden")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != string(want) {
 		t.Fatalf("got:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
@@ -38,31 +51,143 @@ func TestRunKeepsOrderAndBoundsEachCheck(t *testing.T) {
 	checks := []Check{
 		{Name: "slow", Timeout: 50 * time.Millisecond, Run: func(ctx context.Context) Result {
 			<-ctx.Done()
-			return Result{Status: Fail, Detail: "timed out"}
+			return Result{Status: Fail, Detail: ctx.Err().Error()}
 		}},
-		{Name: "fast", Run: func(context.Context) Result { return Result{Status: OK} }},
+		{Name: "fast", Run: func(ctx context.Context) Result {
+			if _, ok := ctx.Deadline(); !ok {
+				return Result{Status: Fail, Detail: "no default timeout"}
+			}
+			return Result{Name: "overridden", Status: OK}
+		}},
 	}
 	var seen []string
 	results := Run(context.Background(), checks, func(r Result) { seen = append(seen, r.Name) })
-	if results[0].Name != "slow" || results[1].Name != "fast" || len(seen) != 2 {
-		t.Fatalf("results = %+v, progress = %v", results, seen)
+	want := []Result{
+		{Name: "slow", Status: Fail, Detail: context.DeadlineExceeded.Error()},
+		{Name: "fast", Status: OK},
+	}
+	if !reflect.DeepEqual(results, want) {
+		t.Fatalf("results = %+v, want %+v", results, want)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("progress saw %v, want both checks", seen)
 	}
 }
 
-func TestRuntimeCheckReportsTheProbe(t *testing.T) {
-	testutil.RequiresTool(t, "runc", "runc")
-	fail := runtimeCheck("runc", func(context.Context, string) error { return errors.New("cgroups exploded") })(context.Background())
-	if fail.Status != Fail || !strings.Contains(fail.Detail, "cgroups exploded") {
-		t.Fatalf("failing probe: %+v", fail)
+func TestChecksListEverything(t *testing.T) {
+	var names []string
+	for _, c := range Checks(Options{Runtimes: []string{"runc", "crun"}}) {
+		if c.Run == nil {
+			t.Errorf("%s has no Run", c.Name)
+		}
+		names = append(names, c.Name)
 	}
-	ok := runtimeCheck("runc", func(context.Context, string) error { return nil })(context.Background())
-	if ok.Status != OK {
-		t.Fatalf("working probe: %+v", ok)
+	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "image builder",
+		"runtime runc", "runtime crun", "QEMU", "qemu-img", "KVM", "TCG", "measuring tools"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("checks %q, want %q", names, want)
 	}
-	t.Setenv("PATH", t.TempDir())
-	missing := runtimeCheck("runc", nil)(context.Background())
-	if missing.Status != Missing || missing.Fix != "apt-get install runc" {
-		t.Fatalf("missing runtime: %+v", missing)
+}
+
+func TestRoot(t *testing.T) {
+	if r := checkRoot(0); r.Status != OK {
+		t.Errorf("root: %+v", r)
+	}
+	if r := checkRoot(1000); r.Status != Fail || r.Fix == "" {
+		t.Errorf("uid 1000: %+v", r)
+	}
+}
+
+func TestCgroupsOnRecordedTrees(t *testing.T) {
+	for _, tc := range []struct {
+		tree   string
+		status Status
+		detail string
+	}{
+		{"cgroup-v2", OK, "v2 (unified hierarchy); controllers cpu, cpuset, memory"},
+		{"cgroup-hybrid", OK, "hybrid (v1 controllers plus a v2 hierarchy at unified/); controllers cpu, cpuset, memory"},
+		{"cgroup-v1-nomem", Warn, "v1; controllers missing: cpuset, memory"},
+	} {
+		r := checkCgroups(filepath.Join("testdata", tc.tree))
+		if r.Status != tc.status || r.Detail != tc.detail {
+			t.Errorf("%s: got %s %q, want %s %q", tc.tree, r.Status, r.Detail, tc.status, tc.detail)
+		}
+	}
+	if r := checkCgroups(t.TempDir()); r.Status != Fail {
+		t.Errorf("no cgroup tree: %+v", r)
+	}
+}
+
+func TestOverlayOnRecordedProcFilesystems(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "proc-filesystems"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for fs, want := range map[string]bool{"overlay": true, "ext4": true, "nodev": false, "lay": false, "zfs": false} {
+		if got := listsFilesystem(b, fs); got != want {
+			t.Errorf("%s: listed = %v, want %v", fs, got, want)
+		}
+	}
+	if r := checkOverlay(filepath.Join("testdata", "proc-filesystems")); r.Status != OK {
+		t.Errorf("recorded host: %+v", r)
+	}
+	if r := checkOverlay(filepath.Join(t.TempDir(), "missing")); r.Status != Fail {
+		t.Errorf("unreadable file: %+v", r)
+	}
+}
+
+// fakeRuntime puts an executable named name on a fresh PATH that prints
+// banner for --version.
+func fakeRuntime(t *testing.T, name, banner string) {
+	dir := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nprintf '%%s\\n' '%s'\n", banner)
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+}
+
+func TestRuntimeCheckWithFakeProbes(t *testing.T) {
+	fakeRuntime(t, "crun", "crun version 9.9.9")
+	hybrid := func() string { return hostinfo.CgroupHybrid }
+	v2 := func() string { return hostinfo.CgroupV2 }
+	ctx := context.Background()
+
+	probeErr := errors.New("crun: cannot set up cgroup: unified hierarchy expected")
+	failing := func(context.Context, string) error { return probeErr }
+	r := runtimeCheck("crun", failing, hybrid)(ctx)
+	if r.Status != Fail || !strings.Contains(r.Detail, "crun 9.9.9") || !strings.Contains(r.Detail, probeErr.Error()) ||
+		!strings.Contains(r.Fix, "hybrid") {
+		t.Errorf("failing probe on a hybrid host: %+v", r)
+	}
+	if r := runtimeCheck("crun", failing, v2)(ctx); r.Status != Fail || r.Fix != "" {
+		t.Errorf("failing probe on a v2 host must not blame the cgroup layout: %+v", r)
+	}
+
+	var probed string
+	working := func(_ context.Context, rt string) error { probed = rt; return nil }
+	if r := runtimeCheck("crun", working, hybrid)(ctx); r.Status != OK || probed != "crun" {
+		t.Errorf("working probe: %+v (probed %q)", r, probed)
+	}
+	if r := runtimeCheck("crun", nil, hybrid)(ctx); r.Status != Skip {
+		t.Errorf("no probe wired: %+v", r)
+	}
+	for rt, fix := range map[string]string{"runc": "apt-get install runc", "runsc": "gVisor (runsc) is not packaged in Debian"} {
+		r := runtimeCheck(rt, working, hybrid)(ctx)
+		if r.Status != Missing || !strings.Contains(r.Fix, fix) || !strings.Contains(r.Detail, "not found in PATH") {
+			t.Errorf("missing %s: %+v", rt, r)
+		}
+	}
+}
+
+func TestToolCheck(t *testing.T) {
+	fakeRuntime(t, "qemu-img", "qemu-img version 1.2.3 (Debian)")
+	if r := toolCheck("qemu-img", "makes disks")(context.Background()); r.Status != OK || !strings.HasPrefix(r.Detail, "qemu-img 1.2.3 at ") {
+		t.Errorf("present: %+v", r)
+	}
+	r := toolCheck("qemu-system-x86_64", "runs VM guests")(context.Background())
+	if r.Status != Missing || r.Fix != "apt-get install qemu-system-x86" || !strings.HasSuffix(r.Detail, "(runs VM guests)") {
+		t.Errorf("missing: %+v", r)
 	}
 }
 
@@ -70,74 +195,152 @@ func TestImageTools(t *testing.T) {
 	if r := checkImageTools(nil); r.Status != Missing || r.Fix != "vfleet image build" {
 		t.Fatalf("no image: %+v", r)
 	}
-	all := map[string]string{"stress-ng": "1", "sysbench": "1", "fio": "1", "iperf3": "1", "sockperf": "1", "rt-tests": "2.4"}
-	if r := checkImageTools(all); r.Status != OK || !strings.Contains(r.Detail, "cyclictest 2.4") {
+	all := map[string]string{"stress-ng": "0.15", "sysbench": "1.0", "fio": "3.33", "iperf3": "3.12", "sockperf": "3.10", "rt-tests": "2.4"}
+	r := checkImageTools(all)
+	want := "in the guest image: cyclictest 2.4, fio 3.33, iperf3 3.12, sockperf 3.10, stress-ng 0.15, sysbench 1.0"
+	if r.Status != OK || r.Detail != want {
 		t.Fatalf("full image: %+v", r)
 	}
-	delete(all, "fio")
-	if r := checkImageTools(all); r.Status != Missing || !strings.Contains(r.Detail, "fio") {
-		t.Fatalf("image without fio: %+v", r)
+	delete(all, "rt-tests")
+	if r := checkImageTools(all); r.Status != Missing || !strings.Contains(r.Detail, "cyclictest (Debian package rt-tests)") {
+		t.Fatalf("image without rt-tests: %+v", r)
 	}
 }
 
-func TestProbeArgv(t *testing.T) {
-	got := ProbeArgv("kvm", "/k")
-	want := []string{"-accel", "kvm", "-cpu", "host", "-m", "256M", "-smp", "1", "-nodefaults", "-no-reboot", "-display", "none",
-		"-serial", "stdio", "-kernel", "/k", "-append", "console=ttyS0 panic=-1 loglevel=4"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("argv:\n got %q\nwant %q", got, want)
+func TestBootArgv(t *testing.T) {
+	want := []string{"-accel", "kvm", "-cpu", "host", "-m", "256M", "-smp", "1", "-nodefaults", "-no-reboot",
+		"-display", "none", "-serial", "stdio", "-kernel", "/boot/vmlinuz", "-append", "console=ttyS0 panic=-1 loglevel=4"}
+	if got := bootArgv("kvm", "/boot/vmlinuz"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("kvm argv:\n got %q\nwant %q", got, want)
 	}
-	if ProbeArgv("tcg", "/k")[3] != "max" {
-		t.Fatal("TCG must emulate the richest CPU model")
-	}
-}
-
-func TestNoKernelIsSkippedNotFailed(t *testing.T) {
-	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
-	if r := checkAccel(context.Background(), "tcg", "", time.Second); r.Status != Skip || r.Fix != "vfleet image build" {
-		t.Fatalf("%+v", r)
+	want[1], want[3] = "tcg", "max"
+	if got := bootArgv("tcg", "/boot/vmlinuz"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("tcg argv:\n got %q\nwant %q", got, want)
 	}
 }
 
-// TestBootProbes boots the guest image's kernel for real: TCG must boot it;
-// KVM must give an honest answer within its timeout either way.
-func TestBootProbes(t *testing.T) {
-	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
-	img := testutil.Image(t)
-	if img.KernelPath == "" {
-		t.Fatal("the default image must carry a guest kernel")
-	}
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	r := checkAccel(context.Background(), "tcg", img.KernelPath, 90*time.Second)
-	if r.Status != OK {
-		t.Fatalf("TCG did not boot the guest kernel: %+v", r)
-	}
-	t.Logf("TCG: %s", r.Detail)
-	began := time.Now()
-	r = checkAccel(context.Background(), "kvm", img.KernelPath, 10*time.Second)
-	if time.Since(began) > 20*time.Second {
-		t.Fatalf("KVM probe overran its timeout: %s", time.Since(began))
-	}
-	if r.Status == Fail && !strings.Contains(r.Detail, "TCG") {
-		t.Errorf("a failing KVM probe must say VMs fall back to TCG: %+v", r)
-	}
-	t.Logf("KVM: %s %s", r.Status, r.Detail)
-	if out, _ := exec.Command("pgrep", "-f", "qemu-system-x86_64 -accel").Output(); len(out) > 0 {
-		t.Fatalf("QEMU left running: %s", out)
+func TestAccelResult(t *testing.T) {
+	kvm := accelProbe{accel: "kvm", timeout: 10 * time.Second, kvmDevice: "/dev/kvm"}
+	tcg := accelProbe{accel: "tcg", timeout: 60 * time.Second}
+	timedOut := fmt.Errorf("%w: no boot within 10 s", errBootTimeout)
+	exited := fmt.Errorf("%w (exit status 1): qemu-system-x86_64: failed to initialize kvm: Permission denied", errQEMUExited)
+	for _, tc := range []struct {
+		p    accelProbe
+		took time.Duration
+		err  error
+		want Result
+	}{
+		{kvm, 1800 * time.Millisecond, nil, Result{Status: OK, Detail: "works (booted in 1.8 s)"}},
+		{tcg, 21 * time.Second, nil, Result{Status: OK, Detail: "works (booted in 21 s)"}},
+		{kvm, 0, timedOut, Result{Status: Fail, Detail: "/dev/kvm present but a guest kernel did not boot within 10 s " +
+			"(e.g. nested virtualisation without support); VMs will run under TCG emulation"}},
+		{kvm, 0, exited, Result{Status: Fail, Detail: "/dev/kvm present but " + exited.Error() + "; VMs will run under TCG emulation"}},
+		{tcg, 0, timedOut, Result{Status: Fail, Detail: "a guest kernel did not boot within 60 s under emulation; VM guests cannot run on this host"}},
+	} {
+		if got := accelResult(tc.p, tc.took, tc.err); got != tc.want {
+			t.Errorf("%s, %v:\n got %+v\nwant %+v", tc.p.accel, tc.err, got, tc.want)
+		}
 	}
 }
 
-func TestBPFAndNetnsOnThisHost(t *testing.T) {
-	testutil.RequiresRoot(t)
-	if r := checkNetns(context.Background()); r.Status != OK {
-		t.Fatalf("netns: %+v", r)
+func TestAccelNotProbed(t *testing.T) {
+	ctx := context.Background()
+	r := checkAccel(ctx, accelProbe{accel: "kvm", kernel: "/boot/vmlinuz", timeout: time.Second, kvmDevice: filepath.Join(t.TempDir(), "kvm")})
+	if r.Status != Missing || !strings.Contains(r.Detail, "TCG") {
+		t.Errorf("no KVM device: %+v", r)
 	}
-	if r := checkBPF(context.Background()); r.Status != OK {
-		t.Fatalf("BPF: %+v", r)
+	fakeRuntime(t, "qemu-system-x86_64", "QEMU emulator version 9.9.9")
+	r = checkAccel(ctx, accelProbe{accel: "tcg", timeout: time.Second})
+	if r.Status != Skip || r.Detail != "not probed: no guest kernel (run `vfleet image build`)" || r.Fix != "vfleet image build" {
+		t.Errorf("no kernel: %+v", r)
 	}
-	if r := checkRoot(context.Background()); r.Status != OK || os.Geteuid() != 0 {
-		t.Fatalf("root: %+v", r)
+	t.Setenv("PATH", t.TempDir())
+	r = checkAccel(ctx, accelProbe{accel: "tcg", kernel: "/boot/vmlinuz", timeout: time.Second})
+	if r.Status != Skip || r.Fix != "apt-get install qemu-system-x86" {
+		t.Errorf("no QEMU: %+v", r)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{10 * time.Second: "10 s", 2345 * time.Millisecond: "2.3 s", 60 * time.Second: "60 s"} {
+		if got := seconds(d); got != want {
+			t.Errorf("%s: %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestQEMUReasonOnRecordedAbort(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "qemu-kvm-abort.stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := qemuReason(string(b)), "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := qemuReason("warning: a\nqemu-system-x86_64: -kernel /x: No such file\n"); got != "qemu-system-x86_64: -kernel /x: No such file" {
+		t.Errorf("no error line: got %q", got)
+	}
+}
+
+// fakeQEMU writes an executable that stands in for QEMU and returns its
+// path and the file where it records the pid of a child it leaves in its
+// process group, as a real QEMU's children would: only killing the whole
+// group kills that child.
+func fakeQEMU(t *testing.T, body string) (path, childPidFile string) {
+	dir := t.TempDir()
+	path, childPidFile = filepath.Join(dir, "qemu-system-x86_64"), filepath.Join(dir, "child.pid")
+	script := "#!/bin/sh\nsleep 300 &\necho $! > " + childPidFile + "\n" + body + "\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, childPidFile
+}
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z")
+}
+
+func TestBootKernelAlwaysKillsQEMU(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       error // nil: booted
+	}{
+		{"boots and lingers", "echo 'Kernel panic - not syncing: VFS: Unable to mount root fs'; exec sleep 300", nil},
+		{"hangs", "exec sleep 300", errBootTimeout},
+		{"fails at once", "echo 'qemu-system-x86_64: error: no KVM' >&2; exit 1", errQEMUExited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			qemu, childPidFile := fakeQEMU(t, tc.body)
+			returned := make(chan error, 1)
+			go func() {
+				_, err := bootKernel(context.Background(), qemu, "kvm", "/boot/vmlinuz", 500*time.Millisecond)
+				returned <- err
+			}()
+			var err error
+			select {
+			case err = <-returned:
+			case <-time.After(time.Minute):
+				// A hang, not a slow run: the fake only ends when killed.
+				t.Fatal("bootKernel never returned: QEMU's process group was not killed")
+			}
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+			testutil.CheckLeaks(t, before)
+			child, rerr := os.ReadFile(childPidFile)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if pid := strings.TrimSpace(string(child)); alive(pid) {
+				t.Errorf("QEMU's process group survived: pid %s still runs", pid)
+			}
+		})
 	}
 }

@@ -1,5 +1,9 @@
 // Package tools is the one place vfleet finds the external programs it
-// drives on the host, learns their versions, and knows which Debian package
-// (or which upstream release, for what Debian does not ship) provides each,
-// so every "missing" error can tell the user what to install.
+// drives on the host (OCI runtimes, QEMU, the image builder, the BPF
+// compiler), learns their versions, and knows which Debian package, or
+// which upstream release for what Debian does not ship, provides each, so
+// that every "missing" error tells the user what to install.
+//
+// It owns the table of known tools and the pure parsers of their version
+// banners; it starts no long-lived process.
 package tools

@@ -11,44 +11,62 @@ import (
 	"time"
 )
 
-// ErrMissing is wrapped when a tool is not installed.
+// ErrMissing classifies a tool that is known but not installed.
 var ErrMissing = errors.New("tool not installed")
 
-// Spec is what vfleet knows about one tool.
+// ErrUnknown classifies a lookup of a name this package has no entry for: a
+// caller's mistake, not a property of the host.
+var ErrUnknown = errors.New("unknown tool")
+
+// versionTimeout bounds a version probe: a banner is printed at once, so a
+// tool still running after this is wedged, and doctor must not wait on it.
+const versionTimeout = 5 * time.Second
+
+// Spec is what vfleet knows about one tool before looking for it.
 type Spec struct {
 	Name string
-	// Install tells how to get it, e.g. "install the Debian package runc".
-	Install string
-	// Package is the Debian package, empty when Debian does not ship it.
-	Package     string
+	// Package is the Debian package that ships the tool, empty when Debian
+	// does not ship it.
+	Package string
+	// Install tells a user how to get the tool, e.g. "install the Debian
+	// package runc".
+	Install     string
 	VersionArgs []string
 	versionRE   *regexp.Regexp
 }
 
-func debian(pkg string) string { return "install the Debian package " + pkg }
-
-var known = map[string]Spec{}
-
-func init() {
-	for _, s := range []Spec{
-		{Name: "runc", Package: "runc", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`runc version (\S+)`)},
-		{Name: "crun", Package: "crun", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`crun version (\S+)`)},
-		{Name: "runsc", Install: "gVisor's runsc is not packaged in Debian; install it from the gVisor releases", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`runsc version (\S+)`)},
-		{Name: "kata-runtime", Install: "Kata Containers is not packaged in Debian; install it from the Kata releases", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`kata-runtime\s*:\s*(\S+)`)},
-		{Name: "mmdebstrap", Package: "mmdebstrap", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`mmdebstrap (\S+)`)},
-		{Name: "qemu-system-x86_64", Package: "qemu-system-x86", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`QEMU emulator version (\S+)`)},
-		{Name: "qemu-img", Package: "qemu-utils", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`qemu-img version (\S+)`)},
-		{Name: "firecracker", Install: "Firecracker is not packaged in Debian; install it from the Firecracker releases", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`Firecracker v(\S+)`)},
-		{Name: "cloud-hypervisor", Install: "Cloud Hypervisor is not packaged in Debian; install it from its releases", VersionArgs: []string{"--version"}, versionRE: regexp.MustCompile(`cloud-hypervisor v?(\S+)`)},
-	} {
-		if s.Install == "" {
-			s.Install = debian(s.Package)
-		}
-		known[s.Name] = s
-	}
+// upstream is the install hint of a tool Debian does not ship.
+func upstream(project, where string) string {
+	return project + " is not packaged in Debian: install it from " + where
 }
 
-// Known lists the tools this package knows, sorted.
+// known is the table of tools. Each version pattern captures the version
+// from the banner the tool prints (see testdata/).
+var known = func() map[string]Spec {
+	m := map[string]Spec{}
+	for _, s := range []Spec{
+		{Name: "runc", Package: "runc", versionRE: regexp.MustCompile(`(?m)^runc version (\S+)`)},
+		{Name: "crun", Package: "crun", versionRE: regexp.MustCompile(`(?m)^crun version (\S+)`)},
+		{Name: "runsc", Install: upstream("gVisor (runsc)", "the gVisor release builds"), versionRE: regexp.MustCompile(`(?m)^runsc version (\S+)`)},
+		{Name: "kata-runtime", Install: upstream("Kata Containers", "the Kata Containers releases"), versionRE: regexp.MustCompile(`(?m)^kata-runtime\s*:\s*(\S+)`)},
+		{Name: "mmdebstrap", Package: "mmdebstrap", versionRE: regexp.MustCompile(`(?m)^mmdebstrap (\S+)`)},
+		{Name: "qemu-system-x86_64", Package: "qemu-system-x86", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
+		{Name: "qemu-img", Package: "qemu-utils", versionRE: regexp.MustCompile(`(?m)^qemu-img version (\S+)`)},
+		{Name: "clang", Package: "clang", versionRE: regexp.MustCompile(`(?m)^(?:\S+ )?clang version (\S+)`)},
+		{Name: "firecracker", Install: upstream("Firecracker", "the Firecracker releases"), versionRE: regexp.MustCompile(`(?m)^Firecracker v(\S+)`)},
+		{Name: "cloud-hypervisor", Install: upstream("Cloud Hypervisor", "the Cloud Hypervisor releases"), versionRE: regexp.MustCompile(`(?m)^cloud-hypervisor v(\S+)`)},
+	} {
+		if s.Package != "" {
+			s.Install = "install the Debian package " + s.Package
+		}
+		// Every tool in the table prints its banner for --version.
+		s.VersionArgs = []string{"--version"}
+		m[s.Name] = s
+	}
+	return m
+}()
+
+// Known lists the names of the tools this package knows, sorted.
 func Known() []string {
 	names := make([]string, 0, len(known))
 	for n := range known {
@@ -58,22 +76,35 @@ func Known() []string {
 	return names
 }
 
-// Lookup returns what is known about a tool.
+// Lookup returns what is known about a tool without looking for it.
 func Lookup(name string) (Spec, error) {
 	s, ok := known[name]
 	if !ok {
-		return Spec{}, fmt.Errorf("no tool %q is known (known: %s)", name, strings.Join(Known(), ", "))
+		return Spec{}, fmt.Errorf("%w %q (known: %s)", ErrUnknown, name, strings.Join(Known(), ", "))
 	}
 	return s, nil
 }
 
-// Tool is an installed tool.
+// Tool is a tool found on this host.
 type Tool struct {
 	Spec
 	Path string
 }
 
-// Find locates a tool in PATH.
+// MissingError says which tool is absent and how to install it. It is
+// ErrMissing to errors.Is.
+type MissingError struct {
+	Name    string
+	Install string
+}
+
+func (e *MissingError) Error() string { return e.Name + " not found in PATH: " + e.Install }
+
+// Is makes errors.Is(err, ErrMissing) true while the message stays the
+// user-facing sentence alone.
+func (e *MissingError) Is(target error) bool { return target == ErrMissing }
+
+// Find locates a known tool in PATH.
 func Find(name string) (Tool, error) {
 	s, err := Lookup(name)
 	if err != nil {
@@ -81,39 +112,37 @@ func Find(name string) (Tool, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return Tool{Spec: s}, fmt.Errorf("%w: %s not found in PATH: %s", ErrMissing, name, s.Install)
+		return Tool{}, &MissingError{Name: name, Install: s.Install}
 	}
 	return Tool{Spec: s, Path: p}, nil
 }
 
-// Version runs the tool's version command, bounded in time.
+// Version runs the tool's version command, bounded in time, and extracts
+// the version from what it prints.
 func Version(ctx context.Context, t Tool) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, t.Path, t.VersionArgs...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", t.Name, strings.Join(t.VersionArgs, " "), err)
+		return "", fmt.Errorf("%s %s: %w", t.Path, strings.Join(t.VersionArgs, " "), err)
 	}
 	return ParseVersion(t.Name, out)
 }
 
-// ParseVersion extracts the version from a tool's version output.
-func ParseVersion(name string, output []byte) (string, error) {
+// ParseVersion extracts the version from the banner a known tool prints.
+func ParseVersion(name string, banner []byte) (string, error) {
 	s, err := Lookup(name)
 	if err != nil {
 		return "", err
 	}
-	m := s.versionRE.FindSubmatch(output)
+	m := s.versionRE.FindSubmatch(banner)
 	if m == nil {
-		return "", fmt.Errorf("%s: no version in %q", name, firstLine(output))
+		return "", fmt.Errorf("%s: no version in %q", name, firstLine(banner))
 	}
 	return string(m[1]), nil
 }
 
 func firstLine(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
+	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return s
 }

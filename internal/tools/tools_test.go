@@ -1,39 +1,103 @@
 package tools
 
 import (
+	"context"
 	"errors"
 	"os"
-	"strings"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
-func TestParseRecordedVersions(t *testing.T) {
-	for name, want := range map[string]string{
-		"runc": "1.1.5+ds1", "crun": "1.8.1", "mmdebstrap": "1.3.5",
-		"qemu-system-x86_64": "7.2.22", "qemu-img": "7.2.22",
-	} {
-		out, err := os.ReadFile("testdata/" + name + ".version")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, err := ParseVersion(name, out); err != nil || got != want {
-			t.Errorf("%s: got %q, %v; want %q", name, got, err, want)
-		}
+func TestParseVersionOfEveryKnownTool(t *testing.T) {
+	want := map[string]string{
+		"runc": "1.1.5+ds1", "crun": "1.8.1", "runsc": "release-20240807.0", "kata-runtime": "3.7.0",
+		"mmdebstrap": "1.3.5", "qemu-system-x86_64": "7.2.22", "qemu-img": "7.2.22", "clang": "14.0.6",
+		"firecracker": "1.8.0", "cloud-hypervisor": "40.0.0",
 	}
-	if _, err := ParseVersion("runc", []byte("garbage")); err == nil {
-		t.Error("garbage accepted as a version")
+	for _, name := range Known() {
+		banner, err := os.ReadFile(filepath.Join("testdata", name+".version"))
+		if err != nil {
+			t.Errorf("every known tool needs a banner under testdata: %v", err)
+			continue
+		}
+		got, err := ParseVersion(name, banner)
+		if err != nil || got != want[name] {
+			t.Errorf("%s: got %q, %v; want %q", name, got, err, want[name])
+		}
 	}
 }
 
-func TestMissingToolNamesWhatToInstall(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	for name, hint := range map[string]string{"runc": "Debian package runc", "qemu-img": "Debian package qemu-utils", "runsc": "not packaged in Debian"} {
-		_, err := Find(name)
-		if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), hint) {
-			t.Errorf("%s: err = %v, want ErrMissing naming %q", name, err, hint)
+func TestParseVersionRejectsAnotherToolsBanner(t *testing.T) {
+	// crun's banner must not pass for runc's, nor QEMU's for qemu-img's.
+	for name, other := range map[string]string{"runc": "crun", "qemu-img": "qemu-system-x86_64", "clang": "runc"} {
+		banner, err := os.ReadFile(filepath.Join("testdata", other+".version"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := ParseVersion(name, banner); err == nil {
+			t.Errorf("%s accepted %s's banner as version %q", name, other, v)
 		}
 	}
-	if _, err := Find("no-such-tool"); err == nil || errors.Is(err, ErrMissing) {
-		t.Errorf("an unknown tool is a programming error, not a missing one: %v", err)
+}
+
+func TestEveryToolSaysHowToInstallIt(t *testing.T) {
+	notInDebian := map[string]bool{"runsc": true, "kata-runtime": true, "firecracker": true, "cloud-hypervisor": true}
+	for _, name := range Known() {
+		s, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if notInDebian[name] != (s.Package == "") {
+			t.Errorf("%s: Debian package %q", name, s.Package)
+		}
+		if s.Install == "" || len(s.VersionArgs) == 0 {
+			t.Errorf("%s: incomplete entry %+v", name, s)
+		}
+	}
+}
+
+func TestFindMissingNamesThePackage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	for name, msg := range map[string]string{
+		"runc":     "runc not found in PATH: install the Debian package runc",
+		"qemu-img": "qemu-img not found in PATH: install the Debian package qemu-utils",
+		"runsc":    "runsc not found in PATH: gVisor (runsc) is not packaged in Debian: install it from the gVisor release builds",
+	} {
+		_, err := Find(name)
+		if !errors.Is(err, ErrMissing) || err.Error() != msg {
+			t.Errorf("%s: err = %v, want ErrMissing saying %q", name, err, msg)
+		}
+	}
+}
+
+func TestFindUnknownIsAnError(t *testing.T) {
+	_, err := Find("no-such-tool")
+	if !errors.Is(err, ErrUnknown) || errors.Is(err, ErrMissing) {
+		t.Fatalf("err = %v, want ErrUnknown and not ErrMissing", err)
+	}
+	if _, err := ParseVersion("no-such-tool", nil); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("ParseVersion: err = %v, want ErrUnknown", err)
+	}
+}
+
+// TestFindAndVersionOnThisHost runs the real tools the project needs on a
+// development host; a tool that is absent is skipped by name.
+func TestFindAndVersionOnThisHost(t *testing.T) {
+	for _, name := range Known() {
+		t.Run(name, func(t *testing.T) {
+			if _, err := exec.LookPath(name); err != nil {
+				t.Skipf("%s is not installed here", name)
+			}
+			tool, err := Find(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := Version(context.Background(), tool)
+			if err != nil || v == "" {
+				t.Fatalf("version of %s: %q, %v", tool.Path, v, err)
+			}
+			t.Logf("%s %s", tool.Path, v)
+		})
 	}
 }
