@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,24 @@ func TestWaitReadyWaitsForSocket(t *testing.T) {
 	defer cancel()
 	if _, err := WaitReady(ctx, sock); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+}
+
+func TestExecOutputLimitPerRequest(t *testing.T) {
+	c := dial(t, startServer(t))
+	const size = MaxOutput + 1<<20
+	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
+	r, err := c.Do(context.Background(), Request{Argv: argv})
+	if err != nil || len(r.Stdout) != MaxOutput || !r.Truncated {
+		t.Fatalf("default limit: err %v, %d bytes kept, truncated %v", err, len(r.Stdout), r.Truncated)
+	}
+	r, err = c.Do(context.Background(), Request{Argv: argv, MaxOutput: 2 * MaxOutput})
+	if err != nil || len(r.Stdout) != size || r.Truncated {
+		t.Fatalf("raised limit: err %v, %d bytes kept, truncated %v", err, len(r.Stdout), r.Truncated)
+	}
+	for _, bad := range []int64{-1, MaxOutputLimit + 1} {
+		if _, err := c.Do(context.Background(), Request{Argv: argv, MaxOutput: bad}); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "max_output") {
+			t.Errorf("max_output %d: err = %v", bad, err)
+		}
 	}
 }

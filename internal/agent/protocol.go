@@ -13,6 +13,11 @@ const Version = 1
 // tool cannot exhaust the host's memory through the agent.
 const MaxOutput = 8 << 20
 
+// MaxOutputLimit is the most a Request may raise MaxOutput to. Tools that
+// print every observation (sockperf's full log) need more than the default;
+// the ceiling still bounds what one reply can cost.
+const MaxOutputLimit = 256 << 20
+
 // Operations a Request can ask for.
 const (
 	OpExec = "exec"
@@ -37,6 +42,9 @@ type Request struct {
 	Env       []string `json:"env,omitempty"`
 	Dir       string   `json:"dir,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	// MaxOutput is how many bytes of stdout and of stderr to keep; 0 means
+	// MaxOutput, more than MaxOutputLimit is refused.
+	MaxOutput int64 `json:"max_output,omitempty"`
 }
 
 // Rusage is the resource usage of the executed process and the children it
@@ -59,7 +67,7 @@ type Reply struct {
 	TimedOut bool   `json:"timed_out,omitempty"`
 	Stdout   []byte `json:"stdout,omitempty"`
 	Stderr   []byte `json:"stderr,omitempty"`
-	// Truncated is set when stdout or stderr exceeded MaxOutput.
+	// Truncated is set when stdout or stderr exceeded the request's MaxOutput.
 	Truncated bool   `json:"truncated,omitempty"`
 	WallNS    int64  `json:"wall_ns"`
 	Rusage    Rusage `json:"rusage"`

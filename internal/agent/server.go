@@ -158,14 +158,15 @@ func (s *Server) handle(ctx context.Context, line []byte) Reply {
 	}
 }
 
-// limitedBuffer keeps the first MaxOutput bytes and notes that more came.
+// limitedBuffer keeps the first limit bytes and notes that more came.
 type limitedBuffer struct {
 	buf       bytes.Buffer
+	limit     int
 	truncated bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	room := MaxOutput - b.buf.Len()
+	room := b.limit - b.buf.Len()
 	if room < len(p) {
 		b.truncated = true
 		if room > 0 {
@@ -186,6 +187,14 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 		reply.Error = "exec: negative timeout"
 		return reply
 	}
+	if req.MaxOutput < 0 || req.MaxOutput > MaxOutputLimit {
+		reply.Error = fmt.Sprintf("exec: max_output %d: want 0 (default %d) to %d bytes", req.MaxOutput, MaxOutput, MaxOutputLimit)
+		return reply
+	}
+	limit := int(req.MaxOutput)
+	if limit == 0 {
+		limit = MaxOutput
+	}
 	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
 	cmd.Env = req.Env
 	if cmd.Env == nil {
@@ -195,9 +204,11 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 	if cmd.Dir == "" {
 		cmd.Dir = s.DefaultDir
 	}
-	// Its own process group, so a timeout kills the tool's children too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stdout, stderr limitedBuffer
+	// Its own process group, so a timeout kills the tool's children too;
+	// and killed with the agent, so a long-running server (the network
+	// peer's) never outlives the guest that started it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, stderr := limitedBuffer{limit: limit}, limitedBuffer{limit: limit}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 
 	start := time.Now()
