@@ -1,4 +1,8 @@
 // Package stats owns the arithmetic that turns raw samples into statements:
 // summaries with confidence intervals and values normalised to a baseline.
 // Every function is pure and deterministic.
+//
+// Histogram keeps a whole latency distribution in mergeable form: the
+// percentiles of several executions come from merging their histograms,
+// never from averaging their percentiles.
 package stats
