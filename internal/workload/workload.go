@@ -14,6 +14,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/stats"
 )
 
 // Better says which direction of a metric is an improvement. Reports use it
@@ -32,6 +34,7 @@ type Sample struct {
 	Unit   string  // e.g. "events/s", "MiB/s", "us"
 	Value  float64 // in Unit
 	Better Better
+	Hist   *stats.Histogram // the full distribution behind a latency sample, nil for scalars
 }
 
 // Params are the resolved parameters of one workload execution. Every value
@@ -47,6 +50,9 @@ type Exec struct {
 	// WorkDir is where the tool runs; file-I/O workloads write there. Empty
 	// means the guest's default scratch directory.
 	WorkDir string
+	// MaxOutput is how many bytes of stdout the parser needs kept; 0 means
+	// the agent's default (agent.MaxOutput). Passed as agent.Request.MaxOutput.
+	MaxOutput int64
 }
 
 // Workload is one adapter. Implementations are stateless.

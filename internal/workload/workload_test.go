@@ -13,7 +13,7 @@ import (
 func recorded(t *testing.T, name string) (stdout, stderr []byte) {
 	t.Helper()
 	var err error
-	if stdout, err = os.ReadFile(filepath.Join("testdata", name+".stdout")); err != nil {
+	if stdout, err = readRecording(filepath.Join("testdata", name+".stdout")); err != nil {
 		t.Fatal(err)
 	}
 	if stderr, err = os.ReadFile(filepath.Join("testdata", name+".stderr")); err != nil {
@@ -41,6 +41,10 @@ var parseCases = []struct {
 	{"ctxswitch", "stress-ng-switch", nil},
 	{"fio", "fio-randread", nil},
 	{"fio", "fio-write", nil},
+	{"net-throughput", "iperf3-tcp-up", map[string]float64{"net.throughput_bps": 7087678706.83996, "net.retransmits": 9487}},
+	{"net-throughput", "iperf3-udp-down", nil},
+	{"net-latency", "sockperf-udp", nil},
+	{"net-latency", "sockperf-tcp-bg", nil},
 }
 
 func TestParseRecordedOutputs(t *testing.T) {

@@ -1,0 +1,73 @@
+package workload
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+)
+
+// A network workload has two sides. The server side runs in the run's peer
+// namespace for the whole run, one set of servers per guest so that guests
+// never share a listening socket; the client side is the measured
+// execution inside the guest. The runner owns both processes: the adapter
+// only says which servers it needs and builds the client's argv for the
+// peer address the guest sees.
+
+// Peer is where a network workload's client sends traffic: the peer's address as this guest sees
+// it and the first of PortsPerGuest ports reserved for this guest's servers.
+type Peer struct {
+	Addr netip.Addr
+	Port int
+}
+
+// PortsPerGuest is the size of each guest's port range on the peer. An
+// adapter's Servers must fit in it; ports are fixed offsets from the base
+// so that Servers and NetCommand agree without sharing state.
+const PortsPerGuest = 8
+
+// Server is a long-running process the peer runs for the whole run; the runner starts it once per
+// (guest, server Name), waits until Proto/Port is listening, and kills it at teardown.
+type Server struct {
+	// Name identifies the server among the guest's servers; two workloads
+	// (or two parameter sets) asking for the same Name share one process,
+	// so a Name must determine Argv.
+	Name  string
+	Argv  []string
+	Proto string // "tcp" or "udp"
+	Port  int
+}
+
+// NetExec is the measured client plus background load started just before it; every Background
+// execution ends by itself shortly after the measured one (bounded durations).
+type NetExec struct {
+	Exec
+	Background []Exec
+}
+
+// Networked is implemented by workloads whose client needs a server on the
+// peer. The runner calls Servers once per guest before the first step (with
+// the guest's base port) and NetCommand for every step, with the Peer
+// carrying the same base port.
+type Networked interface {
+	Workload
+	// Servers lists the servers the parameters need; every Port lies in
+	// [base, base+PortsPerGuest).
+	Servers(p Params, base int) []Server
+	// NetCommand builds the client executions for one measurement of the
+	// given nominal duration against peer.
+	NetCommand(p Params, duration time.Duration, peer Peer) (NetExec, error)
+}
+
+// ErrNeedsNetwork is wrapped by the plain Command of a Networked workload:
+// without a peer there is nothing to connect to.
+var ErrNeedsNetwork = errors.New("workload needs a network: add a network section to the scenario")
+
+// Fixed offsets of each server in a guest's port range. Every network
+// workload's servers get their own offset, so one guest can run both
+// workloads against one peer.
+const (
+	portIperf3           = 0 // net-throughput's server, TCP and UDP on one port
+	portSockperfUDP      = 1
+	portSockperfTCP      = 2
+	portIperf3Background = 3 // net-latency's background load, kept off the measured server
+)
