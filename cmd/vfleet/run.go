@@ -154,7 +154,8 @@ func checkGuest(g scenario.GuestGroup) error {
 	if err != nil {
 		return err
 	}
-	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit}, guest.Env{})
+	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
+		VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority}, guest.Env{})
 	return err
 }
 

@@ -38,7 +38,7 @@ const (
 // Spec describes one guest, as the scenario declares it.
 type Spec struct {
 	Name string // unique within a run, e.g. "container-0"
-	Kind string // registry key: "host", "container"
+	Kind string // registry key: "host", "container", "vm"
 	// Runtime selects the implementation within a kind, e.g. "runc" or
 	// "crun" for containers. Empty means the kind's default.
 	Runtime string
@@ -49,6 +49,51 @@ type Spec struct {
 	// CPULimit caps the guest's CPU time in CPUs' worth (0.9 = 90% of one
 	// CPU), 0 for no cap. It is how a known slowdown is injected.
 	CPULimit float64
+	// NetNS is the path of a network namespace the guest joins, prepared
+	// with its interface by the run's network; empty means the kind's
+	// default (the host's network for the baseline, a namespace with only
+	// loopback for a container).
+	NetNS string
+
+	// VM-only fields (kind "vm"); every other kind refuses them, see
+	// VMFieldsSet. For a VM, Runtime names the machine ("q35", "microvm")
+	// and MemoryBytes is the guest's RAM rather than a limit.
+
+	// VCPUs is the number of virtual CPUs, 0 for one.
+	VCPUs int
+	// Accel is "auto" (or empty), "kvm" or "tcg".
+	Accel string
+	// Disk is "overlay" (or empty): a copy-on-write layer over the image's
+	// shared base disk; or "copy": a full private copy of it.
+	Disk string
+	// PinVCPUs pins vCPU i to the i-th host CPU of this cpuset list; empty
+	// leaves the vCPU threads to the host scheduler.
+	PinVCPUs string
+	// RTPriority, when above 0, runs the vCPU threads under SCHED_FIFO
+	// at this priority (1-99).
+	RTPriority int
+}
+
+// VMFieldsSet names the VM-only fields a spec sets, for kinds that must
+// refuse them.
+func (s Spec) VMFieldsSet() []string {
+	var set []string
+	if s.VCPUs != 0 {
+		set = append(set, "vcpus")
+	}
+	if s.Accel != "" {
+		set = append(set, "accel")
+	}
+	if s.Disk != "" {
+		set = append(set, "disk")
+	}
+	if s.PinVCPUs != "" {
+		set = append(set, "pin_vcpus")
+	}
+	if s.RTPriority != 0 {
+		set = append(set, "rt_priority")
+	}
+	return set
 }
 
 // Env is what the host provides to every guest of a run.
@@ -67,13 +112,17 @@ type Env struct {
 
 // Info describes a running guest; it is stored with the run.
 type Info struct {
-	Kind       string            `json:"kind"`
-	Runtime    string            `json:"runtime,omitempty"`
-	BootTime   time.Duration     `json:"boot_ns"` // Start call to agent ready
-	PIDs       []int             `json:"pids,omitempty"`
-	Cgroup     string            `json:"cgroup,omitempty"`
-	ScratchDir string            `json:"scratch_dir,omitempty"` // where file I/O workloads write, as the guest sees it
-	Details    map[string]string `json:"details,omitempty"`
+	Kind       string        `json:"kind"`
+	Runtime    string        `json:"runtime,omitempty"`
+	BootTime   time.Duration `json:"boot_ns"` // Start call to agent ready
+	PIDs       []int         `json:"pids,omitempty"`
+	Cgroup     string        `json:"cgroup,omitempty"`
+	ScratchDir string        `json:"scratch_dir,omitempty"` // where file I/O workloads write, as the guest sees it
+	// AgentAddr is the host-side unix socket of the guest's agent, where
+	// more clients may connect to run work concurrently (a server and its
+	// background load); empty when the kind's channel carries one client.
+	AgentAddr string            `json:"-"`
+	Details   map[string]string `json:"details,omitempty"`
 }
 
 // Guest is one live isolated environment with an agent inside.

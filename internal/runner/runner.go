@@ -46,6 +46,90 @@ type Options struct {
 	StartConcurrency int
 	// TeardownTimeout bounds stopping all guests, even after cancellation.
 	TeardownTimeout time.Duration
+	// Observer is told what the run does (metrics, traces); nil for none.
+	Observer Observer
+}
+
+// Observer is told what a run does, for metrics and traces. Its methods are
+// called from several goroutines at once (guests start in parallel) and
+// inside the measuring loop, so they must be quick and must not block.
+// The returned done functions are called exactly once.
+type Observer interface {
+	// RunStarted: the run is recorded and about to build its guests.
+	RunStarted(RunEvent)
+	// GuestStarting: a guest is about to start; done gets what started
+	// (Info fields are zero when err is not nil).
+	GuestStarting(GuestEvent) (done func(GuestEvent, error))
+	// StepStarted: a step is about to run; done gets its outcome.
+	StepStarted(StepEvent) (done func(error))
+	// SamplesStored: a step's samples were committed to the store.
+	SamplesStored(runID int64, samples []store.Sample)
+	// TeardownStarted: the run's guests are about to be stopped.
+	TeardownStarted(runID int64) (done func(error))
+	// GuestStopped: a guest was stopped, err telling how that went.
+	GuestStopped(g GuestEvent, err error)
+	// RunFinished: the run's final status is recorded.
+	RunFinished(runID int64, status string)
+}
+
+// RunEvent describes a run that started.
+type RunEvent struct {
+	ID       int64
+	Key      string // names the run's resources, see runKey
+	Scenario string
+	Label    string // "A" or "B" in an A/B run, else empty
+	Steps    int
+	Guests   int
+}
+
+// GuestEvent describes one guest of a run.
+type GuestEvent struct {
+	RunID   int64
+	Name    string
+	Group   string
+	Kind    string
+	Runtime string
+	// Set once the guest started.
+	BootTime time.Duration
+	PIDs     []int
+	Cgroup   string
+}
+
+// StepEvent describes one step of a run.
+type StepEvent struct {
+	RunID      int64
+	Guest      string
+	Group      string
+	Kind       string
+	WorkloadID string
+	Workload   string
+	Params     map[string]string
+	Repetition int
+	Warmup     bool
+}
+
+type nopObserver struct{}
+
+func (nopObserver) RunStarted(RunEvent) {}
+func (nopObserver) GuestStarting(GuestEvent) func(GuestEvent, error) {
+	return func(GuestEvent, error) {}
+}
+func (nopObserver) StepStarted(StepEvent) func(error)   { return func(error) {} }
+func (nopObserver) SamplesStored(int64, []store.Sample) {}
+func (nopObserver) TeardownStarted(int64) func(error)   { return func(error) {} }
+func (nopObserver) GuestStopped(GuestEvent, error)      {}
+func (nopObserver) RunFinished(int64, string)           {}
+
+func guestEvent(runID int64, group string, spec guest.Spec, g guest.Guest) GuestEvent {
+	e := GuestEvent{RunID: runID, Name: spec.Name, Group: group, Kind: spec.Kind, Runtime: spec.Runtime}
+	if g != nil {
+		info := g.Info()
+		if info.Runtime != "" {
+			e.Runtime = info.Runtime
+		}
+		e.BootTime, e.PIDs, e.Cgroup = info.BootTime, info.PIDs, info.Cgroup
+	}
+	return e
 }
 
 // ErrNoGuests is returned when not a single guest could be started.
@@ -73,6 +157,9 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 	if opts.TeardownTimeout <= 0 {
 		opts.TeardownTimeout = 60 * time.Second
 	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
 	ids = make([]int64, len(plans))
 	var runs []*run
 	// Final statuses are written even when ctx is cancelled: an interrupted
@@ -84,6 +171,7 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 			if ferr := opts.Store.FinishRun(finishCtx, r.id, r.status, time.Now().UTC()); ferr != nil {
 				err = errors.Join(err, fmt.Errorf("record end of run %d: %w", r.id, ferr))
 			}
+			opts.Observer.RunFinished(r.id, r.status)
 		}
 	}()
 	for i, plan := range plans {
@@ -91,11 +179,14 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 		if err != nil {
 			return ids, err
 		}
+		ev := RunEvent{ID: r.id, Key: r.key, Scenario: plan.Spec.Name, Steps: len(plan.Steps), Guests: len(plan.Guests)}
 		if len(plans) > 1 {
 			r.label = string(rune('A'+i)) + ": "
+			ev.Label = string(rune('A' + i))
 		}
 		ids[i] = r.id
 		runs = append(runs, r)
+		opts.Observer.RunStarted(ev)
 	}
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.TeardownTimeout)
@@ -171,6 +262,8 @@ type run struct {
 	led      *ledger.Ledger
 	dirEntry ledger.Entry
 	guests   map[string]guest.Guest // started guests by name
+	net      *netRun                // nil when the scenario has no network
+	records  map[string]store.GuestRecord
 }
 
 // setup creates the run's ledger and state directory and starts its guests.
@@ -190,6 +283,14 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led}
+	if r.plan.Spec.Network != nil {
+		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
+		nr, err := newNetRun(ctx, r.plan, env, r.key)
+		r.net = nr
+		if err != nil {
+			return fmt.Errorf("network: %w", err)
+		}
+	}
 	return r.startGuests(ctx, env)
 }
 
@@ -217,11 +318,21 @@ func runSteps(ctx context.Context, runs []*run, progress Progress) error {
 			}
 			st := r.plan.Steps[i]
 			g, ok := r.guests[st.Guest]
+			kind := ""
+			if ok {
+				kind = g.Spec().Kind
+			}
+			done := r.opts.Observer.StepStarted(StepEvent{RunID: r.id, Guest: st.Guest, Group: st.Group, Kind: kind,
+				WorkloadID: st.WorkloadID, Workload: st.Workload, Params: st.Params, Repetition: st.Repetition, Warmup: st.Warmup})
 			if !ok {
-				progress.Item(r.label+describe(st), errors.New("guest not running"))
+				err := errors.New("guest not running")
+				done(err)
+				progress.Item(r.label+describe(st), err)
 				continue
 			}
-			progress.Item(r.label+describe(st), r.runStep(ctx, g, st))
+			err := r.runStep(ctx, g, st)
+			done(err)
+			progress.Item(r.label+describe(st), err)
 		}
 		if !more {
 			break
@@ -246,6 +357,7 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 	r.opts.Progress.Phase(r.label+"start guests", len(planned))
 	r.guests = map[string]guest.Guest{}
 	records := map[string]store.GuestRecord{}
+	r.records = records
 	var mu sync.Mutex
 	sem := make(chan struct{}, r.opts.StartConcurrency)
 	var wg sync.WaitGroup
@@ -255,7 +367,9 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			observed := r.opts.Observer.GuestStarting(guestEvent(r.id, pg.Group, pg.Spec, nil))
 			g, err := startGuest(ctx, pg.Spec, env)
+			observed(guestEvent(r.id, pg.Group, pg.Spec, g), err)
 			rec := store.GuestRecord{Group: pg.Group, Kind: pg.Spec.Kind, Runtime: pg.Spec.Runtime, CPUs: pg.Spec.CPUs, Memory: pg.Spec.MemoryBytes, CPULimit: pg.Spec.CPULimit}
 			mu.Lock()
 			defer mu.Unlock()
@@ -264,6 +378,9 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 			} else {
 				info := g.Info()
 				rec.BootNS, rec.Details = info.BootTime.Nanoseconds(), info.Details
+				if r.net != nil {
+					rec.Details = mergeDetails(rec.Details, r.net.guestDetails(pg.Spec.Name))
+				}
 				if info.Runtime != "" {
 					rec.Runtime = info.Runtime
 				}
@@ -274,6 +391,9 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 		}()
 	}
 	wg.Wait()
+	if r.net != nil {
+		records[scenario.PeerName] = r.net.record()
+	}
 	if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, records); err != nil {
 		return fmt.Errorf("record guests: %w", err)
 	}
@@ -313,14 +433,7 @@ func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) erro
 	if err != nil {
 		return err
 	}
-	ex, err := w.Command(st.Params, st.Duration)
-	if err != nil {
-		return r.failure(ctx, st.Guest, st.Group, st.WorkloadID, st.Repetition, err, nil)
-	}
-	if ex.WorkDir == "" {
-		ex.WorkDir = g.Info().ScratchDir
-	}
-	reply, err := g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: ex.Timeout.Milliseconds()})
+	reply, use, err := r.exec(ctx, g, w, st)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -337,13 +450,18 @@ func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) erro
 	if st.Warmup {
 		return nil
 	}
+	params := st.Params
+	if use != nil {
+		parsed = append(parsed, costSamples(parsed, *use)...)
+		params = mergeParams(st.Params, r.net.placement(st.Guest))
+	}
 	spec := g.Spec()
 	now := time.Now().UTC()
 	samples := make([]store.Sample, 0, len(parsed))
 	for _, p := range parsed {
 		samples = append(samples, store.Sample{
 			RunID: r.id, Guest: st.Guest, Group: st.Group, Kind: spec.Kind, Runtime: g.Info().Runtime,
-			WorkloadID: st.WorkloadID, Workload: st.Workload, Params: st.Params, Repetition: st.Repetition,
+			WorkloadID: st.WorkloadID, Workload: st.Workload, Params: params, Repetition: st.Repetition,
 			Metric: p.Metric, Unit: p.Unit, Value: p.Value, Better: p.Better, At: now,
 			WallNS: reply.WallNS, CPUNS: reply.Rusage.UserNS + reply.Rusage.SysNS,
 		})
@@ -351,7 +469,45 @@ func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) erro
 	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
 		return fmt.Errorf("store samples: %w", err)
 	}
+	r.opts.Observer.SamplesStored(r.id, samples)
 	return nil
+}
+
+// exec runs a step's tool in the guest: a network workload through the
+// run's network (servers on the peer, CPU use measured around it), any
+// other directly. use is nil for a workload that is not a network one.
+func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st scenario.Step) (reply agent.Reply, use *cpuUse, err error) {
+	if nw, ok := w.(workload.Networked); ok {
+		if r.net == nil {
+			return agent.Reply{}, nil, workload.ErrNeedsNetwork
+		}
+		reply, u, err := r.net.exec(ctx, g, nw, st)
+		return reply, &u, err
+	}
+	ex, err := w.Command(st.Params, st.Duration)
+	if err != nil {
+		return agent.Reply{}, nil, err
+	}
+	if ex.WorkDir == "" {
+		ex.WorkDir = g.Info().ScratchDir
+	}
+	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: ex.Timeout.Milliseconds(), MaxOutput: ex.MaxOutput})
+	return reply, nil, err
+}
+
+func mergeDetails(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func mergeParams(p workload.Params, extra map[string]string) workload.Params {
+	return workload.Params(mergeDetails(p, extra))
 }
 
 func execError(r agent.Reply) error {
@@ -384,10 +540,12 @@ func (r *run) failure(ctx context.Context, guestName, group, workloadID string, 
 	return err
 }
 
-func (r *run) teardown(ctx context.Context) error {
+func (r *run) teardown(ctx context.Context) (err error) {
 	if r.led == nil {
 		return nil
 	}
+	observed := r.opts.Observer.TeardownStarted(r.id)
+	defer func() { observed(err) }()
 	led, dirEntry := r.led, r.dirEntry
 	var errs []error
 	var mu sync.Mutex
@@ -400,6 +558,7 @@ func (r *run) teardown(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			err := g.Stop(ctx)
+			r.opts.Observer.GuestStopped(guestEvent(r.id, r.records[name].Group, g.Spec(), g), err)
 			r.opts.Progress.Item(name, err)
 			if err != nil {
 				mu.Lock()
@@ -409,6 +568,18 @@ func (r *run) teardown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if r.net != nil {
+		// The peer's record gets the final counters of the data paths.
+		if r.records != nil {
+			r.records[scenario.PeerName] = r.net.record()
+			if err := r.opts.Store.SetRunGuests(ctx, r.id, r.records); err != nil {
+				errs = append(errs, fmt.Errorf("record network: %w", err))
+			}
+		}
+		if err := r.net.close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := led.Release(ctx, dirEntry); err != nil {
 		errs = append(errs, err)
 	}

@@ -18,8 +18,9 @@ func (s *Spec) Expand() *Plan {
 	plan := &Plan{Spec: s}
 	for _, g := range s.Guests {
 		for i := 0; i < g.Count; i++ {
-			plan.Guests = append(plan.Guests, PlannedGuest{Group: g.Name, Spec: guest.Spec{
+			plan.Guests = append(plan.Guests, PlannedGuest{Group: g.Name, Network: g.Network, Spec: guest.Spec{
 				Name: guestName(g, i), Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
+				VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
 			}})
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -183,6 +184,24 @@ func (p *parser) str(dst *string) func(*yaml.Node, string) {
 	}
 }
 
+// MaxVCPUs bounds a VM guest's vcpus, as QEMU's q35 machine does.
+const MaxVCPUs = 288
+
+// oneOf reads a string that must be one of allowed.
+func (p *parser) oneOf(dst *string, allowed ...string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v, ok := p.scalar(n, path)
+		if !ok {
+			return
+		}
+		if !contains(allowed, v) {
+			p.errorf(n, path, "%q is not allowed: want one of %s", v, strings.Join(allowed, ", "))
+			return
+		}
+		*dst = v
+	}
+}
+
 // integer reads a whole number in [min, max]; max is math.MaxInt when only
 // the lower bound matters.
 func (p *parser) integer(dst *int, min, max int) func(*yaml.Node, string) {
@@ -236,8 +255,9 @@ func (p *parser) name(dst *string) func(*yaml.Node, string) {
 }
 
 func (p *parser) spec(n *yaml.Node, s *Spec) {
-	var guestsNode, workloadsNode, baselineNode *yaml.Node
+	var guestsNode, workloadsNode, baselineNode, networkNode *yaml.Node
 	seen := p.fields(n, "", map[string]func(*yaml.Node, string){
+		"network":     func(v *yaml.Node, _ string) { networkNode = v },
 		"name":        p.name(&s.Name),
 		"description": p.str(&s.Description),
 		"repetitions": p.integer(&s.Repetitions, 1, math.MaxInt),
@@ -255,6 +275,9 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 			p.errorf(n, required, "missing (required)")
 		}
 	}
+	if networkNode != nil {
+		s.Network = p.network(networkNode)
+	}
 	if guestsNode != nil {
 		p.guests(guestsNode, s)
 	}
@@ -262,6 +285,49 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 		p.workloads(workloadsNode, s)
 	}
 	p.baseline(n, baselineNode, s)
+}
+
+// PeerName names the run's network peer among its guests; no group may
+// take it.
+const PeerName = "peer"
+
+// network reads the `network:` section.
+func (p *parser) network(n *yaml.Node) *Network {
+	nw := &Network{Path: string(netpath.Bridge), ClientCPU: NoPin, ServerCPU: NoPin}
+	p.fields(n, "network", map[string]func(*yaml.Node, string){
+		"path": func(v *yaml.Node, path string) {
+			if name, ok := p.scalar(v, path); ok {
+				if _, err := netpath.ParsePath(name); err != nil {
+					p.errorf(v, path, "%v", err)
+				}
+				nw.Path = name
+			}
+		},
+		"pin": func(v *yaml.Node, path string) {
+			p.fields(v, path, map[string]func(*yaml.Node, string){
+				"client": p.integer(&nw.ClientCPU, 0, maxCPU),
+				"server": p.integer(&nw.ServerCPU, 0, maxCPU),
+			})
+		},
+	})
+	return nw
+}
+
+// guestNetwork reads a group's data path; it needs the network section.
+func (p *parser) guestNetwork(v *yaml.Node, path string, s *Spec, g *GuestGroup) {
+	name, ok := p.scalar(v, path)
+	if !ok {
+		return
+	}
+	if _, err := netpath.ParsePath(name); err != nil {
+		p.errorf(v, path, "%v", err)
+		return
+	}
+	if s.Network == nil {
+		p.errorf(v, path, "a data path needs a network section at the top of the scenario (network: {path: %s})", name)
+		return
+	}
+	g.Network = name
 }
 
 func (p *parser) list(n *yaml.Node, path, what string) []*yaml.Node {
@@ -281,6 +347,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 	names := map[string]int{}   // group name -> line
 	made := map[string]string{} // guest name -> path of the group that makes it
 	kindCount := map[string]int{}
+	pathCount := map[string]int{} // data path -> guests on it
 	for i, item := range p.list(n, "guests", "guest groups") {
 		path := fmt.Sprintf("guests[%d]", i)
 		g := GuestGroup{Count: 1}
@@ -293,6 +360,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"cpus":    func(v *yaml.Node, path string) { cpusNode = v; p.str(&cpus)(v, path) },
 			"memory":  func(v *yaml.Node, path string) { memNode = v; p.str(&mem)(v, path) },
 			"count":   p.integer(&g.Count, 1, MaxCount),
+			"network": func(v *yaml.Node, path string) { p.guestNetwork(v, path, s, &g) },
 			"cpu_limit": func(v *yaml.Node, path string) {
 				s, ok := p.scalar(v, path)
 				if !ok {
@@ -304,6 +372,18 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 					return
 				}
 				g.CPULimit = f
+			},
+			"vcpus":       p.integer(&g.VCPUs, 1, MaxVCPUs),
+			"accel":       p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
+			"disk":        p.oneOf(&g.Disk, "overlay", "copy"),
+			"rt_priority": p.integer(&g.RTPriority, 1, 99),
+			"pin_vcpus": func(v *yaml.Node, path string) {
+				if s, ok := p.scalar(v, path); ok {
+					if err := checkCPUSet(s); err != nil {
+						p.errorf(v, path, "%q is not allowed: %v", s, err)
+					}
+					g.PinVCPUs = s
+				}
 			},
 		})
 		if seen == nil {
@@ -339,6 +419,21 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			if err := p.opts.CheckGuest(g); err != nil {
 				p.errorf(item, path, "%v", err)
 			}
+		}
+		if g.Network == "" && s.Network != nil && g.Kind != DefaultKind {
+			g.Network = s.Network.Path
+		}
+		if seen["network"] != nil && g.Kind == DefaultKind {
+			p.errorf(seen["network"], path+".network", "the %s baseline always reaches the peer over the host side's own direct link; remove network here", DefaultKind)
+		}
+		if g.Network != "" {
+			pathCount[g.Network] += g.Count
+			if pathCount[g.Network] > netpath.MaxGuestsPerPath {
+				p.errorf(item, path+".count", "network path %s holds at most %d guests in one run", g.Network, netpath.MaxGuestsPerPath)
+			}
+		}
+		if g.Name == PeerName {
+			p.errorf(item, path+".name", "%q is reserved for the run's network peer; choose another name", PeerName)
 		}
 		if line, dup := names[g.Name]; dup {
 			p.errorf(item, path+".name", "guest group name %q is already used at line %d; give each group its own name", g.Name, line)
@@ -410,6 +505,9 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 			continue
 		}
 		e.Params = p.params(paramsNode, path+".params", w)
+		if _, net := w.(workload.Networked); net && s.Network == nil {
+			p.errorf(seen["workload"], path+".workload", "%s measures the network: add a network section (network: {path: bridge}) so the run has a peer to measure against", e.Workload)
+		}
 		implicit := seen["id"] == nil
 		if implicit {
 			e.ID = e.Workload

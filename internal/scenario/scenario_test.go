@@ -271,7 +271,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"unknown top-level key with suggestion", "name: t\nrepetition: 3\n" + guests + work,
 			[]string{`t.yaml:2:1: repetition: unknown field "repetition"; did you mean "repetitions"?`}},
 		{"unknown key lists what is allowed", "name: t\nguests:\n  - kind: host\n    zzz: 1\n" + work,
-			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: count, cpu_limit, cpus, kind, memory, name, runtime)`}},
+			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, count, cpu_limit, cpus, disk, kind, memory, name, network, pin_vcpus, rt_priority, runtime, vcpus)`}},
 		{"key given twice", "name: t\nname: u\n" + guests + work,
 			[]string{"t.yaml:2:1: name: given twice (first at line 1)"}},
 		{"unknown param", "name: t\n" + guests + "workloads:\n  - workload: scenario-test\n    params: {mdoe: b}\n",
@@ -318,8 +318,18 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"two documents", "name: t\n" + guests + work + "---\nname: u\n",
 			[]string{"t.yaml:6:1: a scenario is one YAML document"}},
 		{"not a mapping", "- name: t\n",
-			[]string{"t.yaml:1:1: want a mapping of baseline, description, duration, guests, name, repetitions, warmup, workloads"}},
+			[]string{"t.yaml:1:1: want a mapping of baseline, description, duration, guests, name, network, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
+		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
+			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, routed, macvlan, xdp, tc)`}},
+		{"group path without a network section", "name: t\nguests:\n  - {kind: host}\n  - {kind: container, network: xdp}\n" + work,
+			[]string{`t.yaml:4:32: guests[1].network: a data path needs a network section`}},
+		{"baseline on a path", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host, network: xdp}\n" + work,
+			[]string{`guests[0].network: the host baseline always reaches the peer over the host side's own direct link`}},
+		{"pin not a cpu", "name: t\nnetwork:\n  pin: {client: -1, server: x}\n" + guests + work,
+			[]string{"network.pin.client", "network.pin.server"}},
+		{"peer name reserved", "name: t\nguests:\n  - {name: peer, kind: container}\n  - {kind: host}\n" + work,
+			[]string{`guests[0].name: "peer" is reserved for the run's network peer`}},
 		{"guests not a list", "name: t\nguests: host\n" + work,
 			[]string{"t.yaml:2:9: guests: want a non-empty list of guest groups"}},
 		{"empty workloads", "name: t\n" + guests + "workloads: []\n",
@@ -444,5 +454,42 @@ func TestDocumentedExampleParses(t *testing.T) {
 	}
 	if plan := spec.Expand(); len(plan.Guests) != 3 || spec.Baseline != "bare" {
 		t.Fatalf("example: %d guests, baseline %q", len(plan.Guests), spec.Baseline)
+	}
+}
+
+func TestNetworkSectionGivesGuestsTheirPaths(t *testing.T) {
+	src := `name: t
+network:
+  path: routed
+  pin: {client: 0, server: 1}
+guests:
+  - {kind: host}
+  - {name: plain, kind: container, count: 2}
+  - {name: fast, kind: container, network: xdp}
+workloads:
+  - workload: scenario-test
+`
+	s, err := Parse("t.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Network == nil || s.Network.Path != "routed" || s.Network.ClientCPU != 0 || s.Network.ServerCPU != 1 {
+		t.Fatalf("network = %+v", s.Network)
+	}
+	got := map[string]string{}
+	for _, g := range s.Expand().Guests {
+		got[g.Spec.Name] = g.Network
+	}
+	want := map[string]string{"host": "", "plain-0": "routed", "plain-1": "routed", "fast": "xdp"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("paths = %v, want %v", got, want)
+	}
+
+	bare, err := Parse("t.yaml", []byte("name: t\nnetwork: {}\nguests:\n  - {kind: host}\n  - {kind: container}\nworkloads:\n  - workload: scenario-test\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bare.Network; n.Path != "bridge" || n.ClientCPU != NoPin || n.ServerCPU != NoPin {
+		t.Fatalf("defaults = %+v, want bridge and no pinning", n)
 	}
 }

@@ -22,7 +22,24 @@ type Spec struct {
 	Baseline    string // name of the guest group every value is normalised to
 	Guests      []GuestGroup
 	Workloads   []WorkloadEntry
+	// Network is the `network:` section; nil when the run needs no peer.
+	Network *Network
 }
+
+// Network is the `network:` section: the peer the run measures against
+// and where network clients and servers run.
+type Network struct {
+	// Path is the data path of guests whose group names none.
+	Path string
+	// ClientCPU and ServerCPU pin the measuring client (in the guest) and
+	// server (on the peer) to a host CPU; NoPin leaves them to the
+	// scheduler. On a VM, cross-CPU wake-ups dominate round trips, so the
+	// placement is stored with every sample.
+	ClientCPU, ServerCPU int
+}
+
+// NoPin is the CPU of an unpinned network client or server.
+const NoPin = -1
 
 // GuestGroup is one `guests:` entry; Count guests are made from it.
 type GuestGroup struct {
@@ -33,6 +50,15 @@ type GuestGroup struct {
 	MemoryBytes int64
 	CPULimit    float64
 	Count       int
+	// Network is the data path of the group's guests; empty for the
+	// baseline (it uses the host side's direct link).
+	Network string
+	// VM-only fields; see guest.Spec.
+	VCPUs      int
+	Accel      string
+	Disk       string
+	PinVCPUs   string
+	RTPriority int
 }
 
 // WorkloadEntry is one `workloads:` entry.
@@ -54,6 +80,9 @@ type Plan struct {
 type PlannedGuest struct {
 	Group string
 	Spec  guest.Spec
+	// Network is the guest's data path, empty when the run has no network
+	// or the guest is a baseline on the direct link.
+	Network string
 }
 
 // Step is one execution of one workload in one guest.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
@@ -30,6 +31,9 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	}
 	if _, ok := runtimeInfo[rt]; !ok {
 		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: runc, crun, runsc, kata-runtime)", spec.Name, rt)
+	}
+	if vm := spec.VMFieldsSet(); len(vm) > 0 {
+		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
 	}
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, runtime: rt,
@@ -84,6 +88,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		Hostname: g.Spec().Name, RootPath: layer.Merged,
 		Args:        []string{g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir},
 		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes, CPULimit: g.Spec().CPULimit,
+		NetNS: g.Spec().NetNS,
 		Binds: []Bind{{Source: sockDir, Destination: guest.AgentSocketDir}},
 	})
 	b, err := json.MarshalIndent(config, "", "  ")
@@ -116,14 +121,15 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 
 	readyCtx, cancel := context.WithTimeout(ctx, guest.ReadyTimeout)
 	defer cancel()
-	client, err := agent.WaitReady(readyCtx, filepath.Join(sockDir, "agent.sock"))
+	agentAddr := filepath.Join(sockDir, filepath.Base(guest.AgentSocket))
+	client, err := agent.WaitReady(readyCtx, agentAddr)
 	if err != nil {
 		log, _ := os.ReadFile(logPath)
 		return fail(fmt.Errorf("%w; container log: %s", err, guest.Tail(log, 500)))
 	}
 	return client, guest.Info{
 		Kind: KindName, Runtime: g.runtime, PIDs: []int{pid},
-		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir,
+		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir, AgentAddr: agentAddr,
 		Details: map[string]string{"container_id": g.id, "runtime_path": bin},
 	}, nil
 }

@@ -23,6 +23,7 @@ type BundleOptions struct {
 	CPUs        string  // cpuset list, empty for no restriction
 	MemoryBytes int64   // 0 for no limit
 	CPULimit    float64 // CPUs' worth of CPU time per period, 0 for no cap
+	NetNS       string  // network namespace to join, empty for a new one
 	// Binds are extra bind mounts: host path -> container path.
 	Binds []Bind
 }
@@ -72,7 +73,7 @@ func Bundle(o BundleOptions) *specs.Spec {
 			CgroupsPath: o.CgroupsPath,
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
+				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: o.NetNS},
 			},
 			Resources: &specs.LinuxResources{
 				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},

@@ -1,6 +1,7 @@
 // Package host implements the bare baseline guest kind: the agent and the
 // measuring tools run as ordinary host processes — no namespaces, no cgroup
-// limits, the host's network and scheduler — but chrooted into a
+// limits, the host's scheduler, and the host's network or, in a run with a
+// network, the run's host-side namespace — but chrooted into a
 // copy-on-write view of the guest image, so the baseline runs the very same
 // binaries and libraries as every other guest kind and writes to the same
 // kind of filesystem.
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/vfleet/vfleet/internal/agent"
@@ -53,6 +55,9 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	}
 	if spec.CPUs != "" || spec.MemoryBytes != 0 || spec.CPULimit != 0 {
 		return nil, fmt.Errorf("guest %s: the host baseline runs without limits; cpus, cpu_limit and memory are not allowed", spec.Name)
+	}
+	if vm := spec.VMFieldsSet(); len(vm) > 0 {
+		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
 	}
 	return &Guest{Base: guest.NewBase(spec), env: env, dir: filepath.Join(env.StateDir, spec.Name)}, nil
 }
@@ -109,7 +114,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // a killed vfleet takes its baseline agent along
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startIn(g.Spec().NetNS, cmd); err != nil {
 		return nil, guest.Info{}, fmt.Errorf("start agent: %w", err)
 	}
 	exited := make(chan struct{})
@@ -136,7 +141,8 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		case <-readyCtx.Done():
 		}
 	}()
-	client, err := agent.WaitReady(readyCtx, filepath.Join(layer.Merged, guest.AgentSocket))
+	agentAddr := filepath.Join(layer.Merged, guest.AgentSocket)
+	client, err := agent.WaitReady(readyCtx, agentAddr)
 	if err != nil {
 		select {
 		case <-exited:
@@ -146,10 +152,15 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		return nil, guest.Info{}, err
 	}
+	details := map[string]string{"isolation": "none (chroot into the image for identical binaries)"}
+	if g.Spec().NetNS != "" {
+		details["netns"] = g.Spec().NetNS
+	}
 	return client, guest.Info{
 		Kind:       KindName,
 		PIDs:       []int{cmd.Process.Pid},
 		ScratchDir: guest.ScratchDir,
-		Details:    map[string]string{"isolation": "none (chroot into the image for identical binaries)"},
+		AgentAddr:  agentAddr,
+		Details:    details,
 	}, nil
 }

@@ -1,0 +1,25 @@
+// Package netpath builds the network a run measures across: a peer host in
+// its own namespace, a host side (another namespace the run owns, so the
+// root namespace's network configuration never changes) where guest
+// interfaces end, and between them the data paths users compare:
+//
+//   - direct:  the bare baseline's own veth from the host side to the peer,
+//     the floor every other path is measured against;
+//   - bridge:  guest veths and an uplink on a Linux bridge;
+//   - routed:  the host side forwards IP between guest and peer subnets;
+//   - macvlan: guests on macvlan (bridge mode) children of an uplink veth;
+//   - xdp, tc: our own eBPF fast paths (package fastpath) on the routed
+//     layout, bypassing the host side's IP forwarding.
+//
+// Every path has its own uplink veth to the peer and its own subnet, so one
+// run can hold guests on several paths at once and each path's packets
+// cross only its own devices. Addresses come from 198.18.0.0/15, the range
+// set aside for benchmarking, and are derived from the path and the guest's
+// index, as are MAC addresses, so a run is reproducible and readable.
+//
+// Lifecycle: Create records each namespace in the run's ledger before it
+// exists and builds the host side, the peer and every path's uplink;
+// Attach gives one guest its namespace and interface; Close deletes the
+// namespaces, which takes every link, bridge and attached program with
+// them. Nothing is created in the root namespace.
+package netpath

@@ -1,0 +1,411 @@
+package netpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/netpath/fastpath"
+)
+
+var errClosed = errors.New("network already closed")
+
+// Options configure Create.
+type Options struct {
+	// RunKey names the run's namespaces ("vfleet-KEY-hs", …).
+	RunKey string
+	Ledger *ledger.Ledger
+	// Paths are the data paths the run's guests use; the baseline's direct
+	// link is always built.
+	Paths []Path
+}
+
+// Network is the live topology of one run. It is safe for concurrent use.
+type Network struct {
+	key  string
+	led  *ledger.Ledger
+	host *namespace // the host side
+	peer *namespace
+
+	mu     sync.Mutex
+	guests map[string]*namespace
+	links  map[string]Link
+	counts map[Path]int
+	paths  []Path
+	fast   map[Path]*fastpath.Set
+	all    []*namespace // every namespace, oldest first
+	closed bool
+}
+
+// Create builds the host side, the peer and the uplink of every path. On
+// error it removes what it made.
+func Create(ctx context.Context, o Options) (n *Network, err error) {
+	n = &Network{key: o.RunKey, led: o.Ledger, guests: map[string]*namespace{}, links: map[string]Link{},
+		counts: map[Path]int{}, fast: map[Path]*fastpath.Set{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, n.Close())
+			n = nil
+		}
+	}()
+	if n.host, err = n.namespace("hs"); err != nil {
+		return n, err
+	}
+	if n.peer, err = n.namespace("peer"); err != nil {
+		return n, err
+	}
+	// Routed guests need it, and the fast paths hand the stack whatever
+	// they cannot forward themselves.
+	if err := n.host.sysctl("net/ipv4/ip_forward", "1"); err != nil {
+		return n, err
+	}
+	seen := map[Path]bool{}
+	for _, p := range append([]Path{Direct}, o.Paths...) {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if err := n.uplink(p); err != nil {
+			return n, fmt.Errorf("network path %s: %w", p, err)
+		}
+		n.paths = append(n.paths, p)
+	}
+	return n, nil
+}
+
+func (n *Network) namespace(role string) (*namespace, error) {
+	name := "vfleet-" + n.key + "-" + role
+	ns, err := createNamed(n.led, name)
+	if err != nil {
+		return nil, err
+	}
+	n.all = append(n.all, ns)
+	if err := setUp(ns.nl, "lo"); err != nil {
+		return ns, err
+	}
+	return ns, nil
+}
+
+func setUp(h *netlink.Handle, name string) error {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", name, err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %s up: %w", name, err)
+	}
+	return nil
+}
+
+func addAddr(h *netlink.Handle, ifName string, p netip.Prefix) error {
+	l, err := h.LinkByName(ifName)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", ifName, err)
+	}
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)}); err != nil {
+		return fmt.Errorf("address %s on %s: %w", p, ifName, err)
+	}
+	return nil
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), 32)}
+}
+
+// vethPair creates a veth whose ends are born in their namespaces, so no
+// name ever appears in another namespace where it could collide.
+func vethPair(from *namespace, name string, mac net.HardwareAddr, to *namespace, peerName string, peerMAC net.HardwareAddr, master netlink.Link) error {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.HardwareAddr = name, mac
+	if master != nil {
+		attrs.MasterIndex = master.Attrs().Index
+	}
+	v := &netlink.Veth{LinkAttrs: attrs, PeerName: peerName, PeerHardwareAddr: peerMAC, PeerNamespace: netlink.NsFd(int(to.handle))}
+	if err := from.nl.LinkAdd(v); err != nil {
+		return fmt.Errorf("veth %s/%s <-> %s/%s: %w", from.name, name, to.name, peerName, err)
+	}
+	if err := setUp(from.nl, name); err != nil {
+		return err
+	}
+	return setUp(to.nl, peerName)
+}
+
+// uplinkMAC marks an uplink end: guests use indexes below MaxGuestsPerPath.
+const uplinkIndex = 0xffff
+
+const bridgeName = "br0"
+
+func (n *Network) uplink(p Path) error {
+	u := UplinkOf(p)
+	var master netlink.Link
+	if p == Bridge {
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name = bridgeName
+		br := &netlink.Bridge{LinkAttrs: attrs}
+		if err := n.host.nl.LinkAdd(br); err != nil {
+			return fmt.Errorf("bridge %s: %w", bridgeName, err)
+		}
+		if err := setUp(n.host.nl, bridgeName); err != nil {
+			return err
+		}
+		master = br
+	}
+	if err := vethPair(n.host, u.HostIf, mac(p, uplinkIndex, 2), n.peer, u.PeerIf, mac(p, uplinkIndex, 1), master); err != nil {
+		return err
+	}
+	hostIf := u.HostIf
+	if p == Bridge {
+		hostIf = bridgeName // a bridge port carries no address; the bridge does
+	}
+	if err := addAddr(n.host.nl, hostIf, u.Host); err != nil {
+		return err
+	}
+	if err := addAddr(n.peer.nl, u.PeerIf, u.Peer); err != nil {
+		return err
+	}
+	for _, r := range u.Routes {
+		gw := u.Host.Addr()
+		if err := n.peer.nl.RouteAdd(&netlink.Route{Dst: ipNet(r), Gw: net.IP(gw.AsSlice())}); err != nil {
+			return fmt.Errorf("peer route %s via %s: %w", r, gw, err)
+		}
+	}
+	if p.fast() {
+		set, err := fastpath.Load(fastpath.Mode(p))
+		if err != nil {
+			return err
+		}
+		n.fast[p] = set
+		if err := set.Attach(n.host.handle, u.HostIf, n.peer.handle, u.PeerIf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HostSide is the path of the host side's namespace, where the baseline
+// runs; its own link to the peer is the direct path.
+func (n *Network) HostSide() string { return NSPath(n.host.name) }
+
+// PeerNS is the path of the peer's namespace.
+func (n *Network) PeerNS() string { return NSPath(n.peer.name) }
+
+// DirectPeer is the peer's address as the host side reaches it directly.
+func (n *Network) DirectPeer() netip.Addr { return UplinkOf(Direct).Peer.Addr() }
+
+// Attach gives a guest its own namespace with eth0 on path p and returns
+// the link's addressing and the namespace's path for the guest to join.
+func (n *Network) Attach(guestName string, p Path) (Link, string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return Link{}, "", errClosed
+	}
+	if !n.hasPath(p) {
+		return Link{}, "", fmt.Errorf("guest %s: path %s was not set up for this run", guestName, p)
+	}
+	if _, dup := n.guests[guestName]; dup {
+		return Link{}, "", fmt.Errorf("guest %s is already attached", guestName)
+	}
+	link, err := LinkOf(p, n.counts[p])
+	if err != nil {
+		return Link{}, "", fmt.Errorf("guest %s: %w", guestName, err)
+	}
+	n.counts[p]++
+	gns, err := n.namespace(guestName)
+	if err != nil {
+		return Link{}, "", err
+	}
+	n.guests[guestName] = gns
+	if err := n.wire(gns, link); err != nil {
+		return Link{}, "", fmt.Errorf("guest %s on path %s: %w", guestName, p, err)
+	}
+	n.links[guestName] = link
+	return link, NSPath(gns.name), nil
+}
+
+func (n *Network) hasPath(p Path) bool {
+	for _, q := range n.paths {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Network) wire(gns *namespace, link Link) error {
+	switch link.Path {
+	case Macvlan:
+		parent, err := n.host.nl.LinkByName(UplinkOf(Macvlan).HostIf)
+		if err != nil {
+			return err
+		}
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name, attrs.HardwareAddr, attrs.ParentIndex = GuestIfName, link.MAC, parent.Attrs().Index
+		attrs.Namespace = netlink.NsFd(int(gns.handle))
+		if err := n.host.nl.LinkAdd(&netlink.Macvlan{LinkAttrs: attrs, Mode: netlink.MACVLAN_MODE_BRIDGE}); err != nil {
+			return fmt.Errorf("macvlan on %s: %w", parent.Attrs().Name, err)
+		}
+		if err := setUp(gns.nl, GuestIfName); err != nil {
+			return err
+		}
+	case Bridge:
+		br, err := n.host.nl.LinkByName(bridgeName)
+		if err != nil {
+			return err
+		}
+		if err := vethPair(n.host, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, br); err != nil {
+			return err
+		}
+	default:
+		if err := vethPair(n.host, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, nil); err != nil {
+			return err
+		}
+		if err := addAddr(n.host.nl, link.HostIf, link.HostIP); err != nil {
+			return err
+		}
+	}
+	if err := addAddr(gns.nl, GuestIfName, link.Addr); err != nil {
+		return err
+	}
+	if link.Gateway.IsValid() {
+		if err := gns.nl.RouteAdd(&netlink.Route{Gw: net.IP(link.Gateway.AsSlice())}); err != nil {
+			return fmt.Errorf("default route via %s: %w", link.Gateway, err)
+		}
+	}
+	if set := n.fast[link.Path]; set != nil {
+		if err := set.Attach(n.host.handle, link.HostIf, gns.handle, GuestIfName); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snmpPath is the namespace's IP counters as the reading thread sees them:
+// /proc/net follows the process's main thread, not the thread moved into
+// the namespace.
+const snmpPath = "/proc/thread-self/net/snmp"
+
+// ForwardedPackets is the host side's IP forwarding counter (ForwDatagrams
+// of /proc/net/snmp): packets the kernel's forwarding stack handled, which
+// a working fast path keeps still.
+func (n *Network) ForwardedPackets() (uint64, error) {
+	b, err := n.host.readFile(snmpPath)
+	if err != nil {
+		return 0, err
+	}
+	return ParseForwarded(b)
+}
+
+// FastPathCounters returns the counters of a path's eBPF programs, false
+// when the path has none.
+func (n *Network) FastPathCounters(p Path) (fastpath.Counters, bool, error) {
+	n.mu.Lock()
+	set := n.fast[p]
+	n.mu.Unlock()
+	if set == nil {
+		return fastpath.Counters{}, false, nil
+	}
+	c, err := set.Counters()
+	return c, true, err
+}
+
+// Describe is the network as stored with the run: paths, devices,
+// addresses and the eBPF programs with their counters.
+func (n *Network) Describe() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := map[string]string{"host_side": n.host.name, "peer": n.peer.name}
+	var paths []string
+	for _, p := range n.paths {
+		paths = append(paths, string(p))
+		u := UplinkOf(p)
+		d["path."+string(p)+".uplink"] = fmt.Sprintf("%s %s <-> peer %s %s", u.HostIf, u.Host, u.PeerIf, u.Peer)
+		if set := n.fast[p]; set != nil {
+			for k, v := range set.Describe() {
+				d["path."+string(p)+"."+k] = v
+			}
+			if c, err := set.Counters(); err == nil {
+				d["path."+string(p)+".counters"] = formatCounters(c)
+			}
+		}
+	}
+	d["paths"] = strings.Join(paths, ",")
+	if f, err := n.forwardedLocked(); err == nil {
+		d["host_side.forwarded_packets"] = strconv.FormatUint(f, 10)
+	}
+	return d
+}
+
+func (n *Network) forwardedLocked() (uint64, error) {
+	if n.closed {
+		return 0, errClosed
+	}
+	b, err := n.host.readFile(snmpPath)
+	if err != nil {
+		return 0, err
+	}
+	return ParseForwarded(b)
+}
+
+func formatCounters(c fastpath.Counters) string {
+	parts := []string{fmt.Sprintf("redirected=%d passed=%d dropped=%d", c.Redirected, c.Passed, c.Dropped)}
+	reasons := make([]string, 0, len(c.PassedByReason))
+	for r := range c.PassedByReason {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		parts = append(parts, fmt.Sprintf("passed.%s=%d", r, c.PassedByReason[r]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// LinkDetails describes one guest's link for its stored record.
+func LinkDetails(l Link) map[string]string {
+	d := map[string]string{"net.path": string(l.Path), "net.addr": l.Addr.String(), "net.mac": l.MAC.String(), "net.peer": l.Peer.String()}
+	if l.HostIf != "" {
+		d["net.host_if"] = l.HostIf
+	}
+	return d
+}
+
+// Close unloads the fast paths and deletes every namespace, newest first;
+// the links, bridges and programs inside go with them. Safe to call twice.
+func (n *Network) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	var errs []error
+	for _, set := range n.fast {
+		if err := set.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := len(n.all) - 1; i >= 0; i-- {
+		ns := n.all[i]
+		ns.close()
+		if err := deleteNamed(ns.name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := n.led.Done(ns.entry); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

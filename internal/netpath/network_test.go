@@ -1,0 +1,257 @@
+package netpath
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// inNS runs fn on a thread inside the namespace at path; sockets fn
+// creates stay there when the thread leaves.
+func inNS(t *testing.T, path string, fn func() error) error {
+	t.Helper()
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(target); err != nil {
+			done <- err
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			done <- err // the thread stays locked and is retired
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- ferr
+	}()
+	return <-done
+}
+
+// echoServer listens in the peer and echoes one line per connection.
+func echoServer(t *testing.T, nsPath string) int {
+	t.Helper()
+	var l net.Listener
+	if err := inNS(t, nsPath, func() (err error) { l, err = net.Listen("tcp4", "0.0.0.0:0"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// roundTrips connects from the namespace to addr and echoes n messages.
+func roundTrips(t *testing.T, nsPath string, addr netip.AddrPort, n int) error {
+	t.Helper()
+	var c net.Conn
+	err := inNS(t, nsPath, func() (err error) {
+		c, err = net.DialTimeout("tcp4", addr.String(), 5*time.Second)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1400)
+	for i := 0; i < n; i++ {
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newLedger(t *testing.T) *ledger.Ledger {
+	t.Helper()
+	led, err := ledger.Create(t.TempDir(), "netpath-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	return led
+}
+
+func runKey() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// TestEveryPathCarriesTraffic builds a network with every path, attaches
+// two guests to each and checks that each guest reaches the peer; the
+// eBPF paths must carry the traffic themselves, leaving the host side's
+// IP forwarding counter still once neighbours are resolved.
+func TestEveryPathCarriesTraffic(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	led := newLedger(t)
+	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: GuestPaths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
+		if p := led.Pending(); len(p) > 0 {
+			t.Errorf("ledger still lists %v", p)
+		}
+	}()
+	port := echoServer(t, n.PeerNS())
+	if err := roundTrips(t, n.HostSide(), netip.AddrPortFrom(n.DirectPeer(), uint16(port)), 3); err != nil {
+		t.Fatalf("host side to peer over the direct link: %v", err)
+	}
+	for _, p := range GuestPaths {
+		for i := 0; i < 2; i++ {
+			name := string(p) + "-" + strconv.Itoa(i)
+			link, nsPath, err := n.Attach(name, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The first exchange resolves neighbours through the stack.
+			if err := roundTrips(t, nsPath, netip.AddrPortFrom(link.Peer, uint16(port)), 2); err != nil {
+				t.Fatalf("%s: guest %s to peer %s: %v", p, link.Addr, link.Peer, err)
+			}
+			fwdBefore, err := n.ForwardedPackets()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c0 uint64
+			if c, ok, _ := n.FastPathCounters(p); ok {
+				c0 = c.Redirected
+			}
+			if err := roundTrips(t, nsPath, netip.AddrPortFrom(link.Peer, uint16(port)), 200); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			fwd, _ := n.ForwardedPackets()
+			c, fast, err := n.FastPathCounters(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case fast:
+				if c.Redirected-c0 < 200 {
+					t.Errorf("%s: only %d packets redirected for 200 round trips (%+v)", p, c.Redirected-c0, c)
+				}
+				// A new connection's handshake may still meet an unresolved
+				// neighbour; a few packets through the stack are allowed.
+				if fwd-fwdBefore > 10 {
+					t.Errorf("%s: host side forwarded %d packets the fast path should have carried", p, fwd-fwdBefore)
+				}
+			case p == Routed:
+				if fwd-fwdBefore < 400 {
+					t.Errorf("routed: host side forwarded only %d packets for 200 round trips", fwd-fwdBefore)
+				}
+			default: // switched paths never route
+				if fwd != fwdBefore {
+					t.Errorf("%s: host side forwarded %d packets on a switched path", p, fwd-fwdBefore)
+				}
+			}
+		}
+	}
+	d := n.Describe()
+	for _, k := range []string{"paths", "path.xdp.counters", "path.tc.counters", "path.bridge.uplink"} {
+		if d[k] == "" {
+			t.Errorf("description lacks %s: %v", k, d)
+		}
+	}
+}
+
+// TestCleanRemovesAnAbandonedNetwork leaves a network without closing it,
+// as a killed vfleet would, and checks that undoing its ledger entries
+// removes the namespaces.
+func TestCleanRemovesAnAbandonedNetwork(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	led := newLedger(t)
+	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: []Path{Routed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Attach("g", Routed); err != nil {
+		t.Fatal(err)
+	}
+	pending := led.Pending()
+	if len(pending) != 3 {
+		t.Fatalf("ledger lists %d entries, want host side, peer and guest: %v", len(pending), pending)
+	}
+	for _, e := range pending {
+		if _, err := os.Stat(filepath.Join(nsDir, e.ID)); err != nil {
+			t.Fatalf("namespace %s not there before clean: %v", e.ID, err)
+		}
+		if err := undoNetns(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+		if err := undoNetns(context.Background(), e); err != nil {
+			t.Fatalf("undo is not idempotent: %v", err)
+		}
+		_ = led.Done(e)
+	}
+	n.Close() // releases handles; the namespaces are already gone
+}
+
+func TestAttachRejectsPathsNotBuilt(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: newLedger(t), Paths: []Path{Bridge}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, _, err := n.Attach("g", XDP); err == nil {
+		t.Fatal("attached to a path the run did not build")
+	}
+	if _, _, err := n.Attach("g", Bridge); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Attach("g", Bridge); err == nil {
+		t.Fatal("attached one guest twice")
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Attach("h", Bridge); !errors.Is(err, errClosed) {
+		t.Fatalf("attach after close: %v", err)
+	}
+}

@@ -1,0 +1,149 @@
+package netpath
+
+import (
+	"net/netip"
+	"os"
+	"testing"
+)
+
+func TestEveryPathHasDistinctSubnets(t *testing.T) {
+	seen := map[netip.Prefix]Path{}
+	for _, p := range append([]Path{Direct}, GuestPaths...) {
+		u := UplinkOf(p)
+		for _, pre := range []netip.Prefix{u.Host.Masked(), p.pathBlock()} {
+			if p.switched() && pre == u.Host.Masked() {
+				continue // a switched path's uplink lives in its own block
+			}
+			if q, dup := seen[pre]; dup && p != Direct {
+				t.Fatalf("%s and %s share %s", p, q, pre)
+			}
+			seen[pre] = p
+		}
+		if !netip.MustParsePrefix("198.18.0.0/15").Contains(u.Host.Addr()) || !netip.MustParsePrefix("198.18.0.0/15").Contains(u.Peer.Addr()) {
+			t.Fatalf("%s uplink %v/%v outside the benchmarking range", p, u.Host, u.Peer)
+		}
+	}
+}
+
+func TestRoutedLinksArePointToPointAndUnique(t *testing.T) {
+	for _, p := range []Path{Routed, XDP, TC} {
+		addrs := map[netip.Addr]bool{}
+		macs := map[string]bool{}
+		for n := 0; n < MaxGuestsPerPath; n++ {
+			l, err := LinkOf(p, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Addr.Bits() != 30 || l.HostIP.Masked() != l.Addr.Masked() || l.Gateway != l.HostIP.Addr() {
+				t.Fatalf("%s guest %d: %+v is not a /30 with the host side as gateway", p, n, l)
+			}
+			if !p.pathBlock().Contains(l.Addr.Addr()) {
+				t.Fatalf("%s guest %d: %s outside the path's block %s", p, n, l.Addr, p.pathBlock())
+			}
+			for _, a := range []netip.Addr{l.Addr.Addr(), l.HostIP.Addr()} {
+				if addrs[a] {
+					t.Fatalf("%s guest %d: address %s used twice", p, n, a)
+				}
+				addrs[a] = true
+			}
+			for _, m := range []string{l.MAC.String(), l.HostMAC.String()} {
+				if macs[m] {
+					t.Fatalf("%s guest %d: MAC %s used twice", p, n, m)
+				}
+				macs[m] = true
+			}
+			if len(l.HostIf) > 15 {
+				t.Fatalf("interface name %q longer than the kernel allows", l.HostIf)
+			}
+			if l.Peer != UplinkOf(p).Peer.Addr() {
+				t.Fatalf("%s guest %d reaches the peer at %s", p, n, l.Peer)
+			}
+		}
+	}
+}
+
+func TestSwitchedGuestsShareThePeersSubnet(t *testing.T) {
+	for _, p := range []Path{Bridge, Macvlan} {
+		up := UplinkOf(p)
+		last, err := LinkOf(p, MaxGuestsPerPath-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _ := LinkOf(p, 0)
+		for _, l := range []Link{first, last} {
+			if l.Addr.Masked() != up.Peer.Masked() || l.Gateway.IsValid() {
+				t.Fatalf("%s: guest %s not on the peer's segment %s", p, l.Addr, up.Peer)
+			}
+			if l.Addr.Addr() == up.Host.Addr() || l.Addr.Addr() == up.Peer.Addr() {
+				t.Fatalf("%s: guest takes the host side's or the peer's address", p)
+			}
+		}
+		if p == Macvlan && first.HostIf != "" {
+			t.Fatalf("macvlan guests have no host-side device, got %q", first.HostIf)
+		}
+	}
+}
+
+func TestLinkOfRejectsOutOfRange(t *testing.T) {
+	if _, err := LinkOf(Routed, MaxGuestsPerPath); err == nil {
+		t.Fatal("guest beyond the path's block accepted")
+	}
+	if _, err := LinkOf(Direct, 0); err == nil {
+		t.Fatal("a guest on the baseline's direct link accepted")
+	}
+	if _, err := ParsePath("vxlan"); err == nil {
+		t.Fatal("unknown path accepted")
+	}
+	if p, err := ParsePath("xdp"); err != nil || p != XDP {
+		t.Fatalf("ParsePath(xdp) = %v, %v", p, err)
+	}
+}
+
+func TestParseForwardedOnRecordedSNMP(t *testing.T) {
+	b, err := os.ReadFile("testdata/snmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseForwarded(b)
+	if err != nil || got != 1240 {
+		t.Fatalf("ForwDatagrams = %d, %v; want 1240", got, err)
+	}
+	if _, err := ParseForwarded([]byte("Tcp: a b\nTcp: 1 2\n")); err == nil {
+		t.Fatal("a table without Ip lines parsed")
+	}
+}
+
+func TestListeningOnRecordedTables(t *testing.T) {
+	read := func(names ...string) []byte {
+		var all []byte
+		for _, n := range names {
+			b, err := os.ReadFile("testdata/" + n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+		}
+		return all
+	}
+	tcp, udp := read("tcp", "tcp6"), read("udp")
+	for _, c := range []struct {
+		table []byte
+		proto string
+		port  int
+		want  bool
+	}{
+		{tcp, "tcp", 5201, true},  // iperf3 -s listens on the IPv6 wildcard
+		{tcp, "tcp", 11111, true}, // sockperf server --tcp
+		{tcp, "tcp", 11112, false},
+		{udp, "udp", 11112, true},
+		{udp, "udp", 5201, false},
+	} {
+		got, err := Listening(c.table, c.proto, c.port)
+		if err != nil || got != c.want {
+			t.Errorf("Listening(%s, %d) = %v, %v; want %v", c.proto, c.port, got, err, c.want)
+		}
+	}
+	if _, err := Listening([]byte("header\ngarbage\n"), "tcp", 1); err == nil {
+		t.Fatal("a malformed table parsed")
+	}
+}

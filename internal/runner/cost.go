@@ -1,0 +1,77 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// userHZ is the unit of /proc/stat: clock ticks of 1/100 s on every Linux
+// architecture, whatever the kernel's internal HZ.
+const userHZ = 100
+
+// parseCPUStat sums the aggregate "cpu" line of /proc/stat: busy is every
+// column but idle and iowait (steal included: on a VM, time the hypervisor
+// took is time the measurement did not get).
+func parseCPUStat(b []byte) (cpuTimes, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	var t cpuTimes
+	found := false
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") {
+			continue
+		}
+		if f[0] != "cpu" {
+			t.cpus++
+			continue
+		}
+		// user nice system idle iowait irq softirq steal [guest guest_nice]:
+		// guest time is already inside user, so only the first eight count.
+		if len(f) < 9 {
+			return cpuTimes{}, errors.New("/proc/stat: short cpu line")
+		}
+		for i := 1; i <= 8; i++ {
+			v, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return cpuTimes{}, errors.New("/proc/stat: malformed cpu line")
+			}
+			t.total += v
+			if i != 4 && i != 5 {
+				t.busy += v
+			}
+		}
+		found = true
+	}
+	if !found || t.cpus == 0 {
+		return cpuTimes{}, errors.New("/proc/stat: no cpu lines")
+	}
+	return t, nil
+}
+
+// costSamples derives what a network measurement cost the host from its
+// CPU use over the measurement: busy cores, throughput per busy core, and
+// CPU time per round trip. The host's whole CPU is counted (guest, host
+// side and peer are all on it), so the figures mean most on an otherwise
+// idle host.
+func costSamples(parsed []workload.Sample, use cpuUse) []workload.Sample {
+	if use.TotalTicks == 0 || use.BusyTicks == 0 || use.CPUs == 0 {
+		return nil
+	}
+	cores := float64(use.BusyTicks) / float64(use.TotalTicks) * float64(use.CPUs)
+	out := []workload.Sample{{Metric: "net.host_busy_cores", Unit: "cores", Value: cores, Better: workload.LowerIsBetter}}
+	for _, s := range parsed {
+		switch {
+		case s.Unit == "bit/s" && s.Better == workload.HigherIsBetter:
+			out = append(out, workload.Sample{Metric: s.Metric + "_per_core", Unit: "bit/s per core", Value: s.Value / cores, Better: workload.HigherIsBetter})
+		case s.Hist != nil && s.Hist.Count() > 0:
+			busyUS := float64(use.BusyTicks) / userHZ * 1e6
+			out = append(out, workload.Sample{Metric: "net.cpu_us_per_transaction", Unit: "us", Value: busyUS / float64(s.Hist.Count()), Better: workload.LowerIsBetter})
+		}
+	}
+	return out
+}

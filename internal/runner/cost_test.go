@@ -1,0 +1,60 @@
+package runner
+
+import (
+	"math"
+	"os"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+func TestParseCPUStatOnRecordedFile(t *testing.T) {
+	b, err := os.ReadFile("testdata/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseCPUStat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The recorded machine had two CPUs; busy excludes idle and iowait.
+	if got.cpus != 2 || got.busy == 0 || got.busy >= got.total {
+		t.Fatalf("parsed %+v", got)
+	}
+	for _, bad := range []string{"", "intr 1 2\n", "cpu  1 2 3\ncpu0 1 2 3 4 5 6 7 8\n", "cpu  a b c d e f g h\ncpu0 1\n"} {
+		if _, err := parseCPUStat([]byte(bad)); err == nil {
+			t.Errorf("parsed %q", bad)
+		}
+	}
+}
+
+func TestCostSamples(t *testing.T) {
+	h := stats.NewHistogram("us")
+	for i := 0; i < 1000; i++ {
+		h.Add(15)
+	}
+	parsed := []workload.Sample{
+		{Metric: "net.throughput_bps", Unit: "bit/s", Value: 8e9, Better: workload.HigherIsBetter},
+		{Metric: "net.rtt_us", Unit: "us", Value: 15, Better: workload.LowerIsBetter, Hist: h},
+		{Metric: "net.rtt_p99_us", Unit: "us", Value: 20, Better: workload.LowerIsBetter},
+	}
+	// Two CPUs for 3 s (600 ticks), 150 of them busy: 0.5 cores.
+	got := costSamples(parsed, cpuUse{BusyTicks: 150, TotalTicks: 600, CPUs: 2})
+	want := map[string]float64{
+		"net.host_busy_cores":         0.5,
+		"net.throughput_bps_per_core": 16e9,
+		"net.cpu_us_per_transaction":  1.5e6 / 1000, // 1.5 s of CPU over 1000 round trips
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d samples %+v, want %d", len(got), got, len(want))
+	}
+	for _, s := range got {
+		if w, ok := want[s.Metric]; !ok || math.Abs(s.Value-w) > 1e-9*w {
+			t.Errorf("%s = %v, want %v", s.Metric, s.Value, w)
+		}
+	}
+	if costSamples(parsed, cpuUse{}) != nil {
+		t.Fatal("an empty interval produced costs")
+	}
+}

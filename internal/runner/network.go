@@ -1,0 +1,322 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/netpath"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// serverReadyTimeout bounds the wait for a peer server to listen.
+const serverReadyTimeout = 15 * time.Second
+
+// firstServerPort is where the guests' port ranges on the peer begin:
+// above the well-known and registered ports a tool might assume.
+const firstServerPort = 20000
+
+// netRun is the network side of a run: the topology, the peer that runs
+// the servers, and each guest's view of the peer.
+type netRun struct {
+	cfg   *scenario.Network
+	net   *netpath.Network
+	peer  guest.Guest
+	views map[string]netView // by guest name
+	// serverLife bounds every server process: servers idle between steps,
+	// yet no process vfleet starts may run unbounded.
+	serverLife time.Duration
+
+	mu      sync.Mutex
+	servers map[string]*server // by guest name + "/" + server name
+	wg      sync.WaitGroup
+}
+
+// netView is how one guest reaches the peer.
+type netView struct {
+	path netpath.Path
+	peer workload.Peer
+}
+
+type server struct {
+	done   chan struct{}
+	reply  agent.Reply
+	err    error
+	cancel context.CancelFunc
+}
+
+// newNetRun builds the network, attaches every planned guest (setting the
+// namespace it joins in its spec) and starts the peer. On error, what was
+// made is left for close.
+func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key string) (*netRun, error) {
+	var paths []netpath.Path
+	seen := map[string]bool{}
+	for _, pg := range plan.Guests {
+		if pg.Network != "" && !seen[pg.Network] {
+			seen[pg.Network] = true
+			paths = append(paths, netpath.Path(pg.Network))
+		}
+	}
+	n := &netRun{cfg: plan.Spec.Network, views: map[string]netView{}, servers: map[string]*server{},
+		serverLife: serverLifetime(plan)}
+	var err error
+	if n.net, err = netpath.Create(ctx, netpath.Options{RunKey: key, Ledger: env.Ledger, Paths: paths}); err != nil {
+		return n, err
+	}
+	for i := range plan.Guests {
+		pg := &plan.Guests[i]
+		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: n.net.DirectPeer(), Port: firstServerPort + i*workload.PortsPerGuest}}
+		if pg.Network == "" {
+			pg.Spec.NetNS = n.net.HostSide()
+		} else {
+			link, nsPath, err := n.net.Attach(pg.Spec.Name, netpath.Path(pg.Network))
+			if err != nil {
+				return n, err
+			}
+			pg.Spec.NetNS = nsPath
+			view.path, view.peer.Addr = link.Path, link.Peer
+		}
+		n.views[pg.Spec.Name] = view
+	}
+	n.peer, err = startGuest(ctx, guest.Spec{Name: scenario.PeerName, Kind: scenario.DefaultKind, NetNS: n.net.PeerNS()}, env)
+	if err != nil {
+		return n, fmt.Errorf("start the network peer: %w", err)
+	}
+	return n, nil
+}
+
+// serverLifetime is an upper bound on how long the run's steps can take.
+func serverLifetime(plan *scenario.Plan) time.Duration {
+	total := 10 * time.Minute
+	for _, st := range plan.Steps {
+		total += 2*st.Duration + 30*time.Second
+	}
+	return total
+}
+
+// record is the peer's stored record: the network's whole description.
+func (n *netRun) record() store.GuestRecord {
+	rec := store.GuestRecord{Group: scenario.PeerName, Kind: scenario.DefaultKind}
+	if n.net != nil {
+		rec.Details = n.net.Describe()
+	}
+	if n.peer != nil {
+		rec.BootNS = n.peer.Info().BootTime.Nanoseconds()
+	}
+	return rec
+}
+
+// guestDetails describes a guest's link for its stored record.
+func (n *netRun) guestDetails(name string) map[string]string {
+	v, ok := n.views[name]
+	if !ok {
+		return nil
+	}
+	return map[string]string{"net.path": string(v.path), "net.peer": v.peer.Addr.String(), "net.ports": fmt.Sprintf("%d-%d", v.peer.Port, v.peer.Port+workload.PortsPerGuest-1)}
+}
+
+// placement is stored with every sample of a network workload.
+func (n *netRun) placement(guestName string) map[string]string {
+	return map[string]string{"path": string(n.views[guestName].path), "client_cpu": cpuLabel(n.cfg.ClientCPU), "server_cpu": cpuLabel(n.cfg.ServerCPU)}
+}
+
+func cpuLabel(cpu int) string {
+	if cpu == scenario.NoPin {
+		return "any"
+	}
+	return strconv.Itoa(cpu)
+}
+
+// pinned prefixes argv with taskset when the scenario pins that side.
+func pinned(cpu int, argv []string) []string {
+	if cpu == scenario.NoPin {
+		return argv
+	}
+	return append([]string{"taskset", "--cpu-list", strconv.Itoa(cpu)}, argv...)
+}
+
+// ensureServers starts the servers a step needs on the peer, once per
+// guest and server, and waits until each listens.
+func (n *netRun) ensureServers(ctx context.Context, guestName string, w workload.Networked, p workload.Params) error {
+	for _, s := range w.Servers(p, n.views[guestName].peer.Port) {
+		key := guestName + "/" + s.Name
+		n.mu.Lock()
+		srv, running := n.servers[key]
+		n.mu.Unlock()
+		if running {
+			select {
+			case <-srv.done:
+				return fmt.Errorf("peer server %s for %s stopped earlier: %w", s.Name, guestName, serverError(srv))
+			default:
+				continue
+			}
+		}
+		srv, err := n.startServer(s)
+		if err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.servers[key] = srv
+		n.mu.Unlock()
+		if err := n.waitListening(ctx, s, srv); err != nil {
+			return fmt.Errorf("peer server %s for %s: %w", s.Name, guestName, err)
+		}
+	}
+	return nil
+}
+
+// startServer runs a server through its own connection to the peer's
+// agent: the request lasts as long as the server does.
+func (n *netRun) startServer(s workload.Server) (*server, error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	client, err := agent.Dial(sctx, n.peer.Info().AgentAddr)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("connect to the peer's agent: %w", err)
+	}
+	srv := &server{done: make(chan struct{}), cancel: cancel}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer close(srv.done)
+		defer client.Close()
+		srv.reply, srv.err = client.Do(sctx, agent.Request{Argv: pinned(n.cfg.ServerCPU, s.Argv), TimeoutMS: n.serverLife.Milliseconds()})
+	}()
+	return srv, nil
+}
+
+func serverError(s *server) error {
+	if s.err != nil {
+		return s.err
+	}
+	return execError(s.reply)
+}
+
+func (n *netRun) waitListening(ctx context.Context, s workload.Server, srv *server) error {
+	tables := []string{"/proc/net/tcp", "/proc/net/tcp6"}
+	if s.Proto == "udp" {
+		tables = []string{"/proc/net/udp", "/proc/net/udp6"}
+	}
+	wctx, cancel := context.WithTimeout(ctx, serverReadyTimeout)
+	defer cancel()
+	for {
+		reply, err := n.peer.Exec(wctx, agent.Request{Argv: append([]string{"cat"}, tables...), TimeoutMS: 5000})
+		if err == nil && reply.Succeeded() {
+			up, perr := netpath.Listening(reply.Stdout, s.Proto, s.Port)
+			if perr != nil {
+				return perr
+			}
+			if up {
+				return nil
+			}
+		}
+		select {
+		case <-srv.done:
+			return fmt.Errorf("exited before listening: %w", serverError(srv))
+		case <-wctx.Done():
+			return fmt.Errorf("not listening on %s port %d after %s", s.Proto, s.Port, serverReadyTimeout)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// exec runs one measured network step: background load first, then the
+// measured client, pinned as the scenario says, with the host's CPU time
+// sampled around it.
+func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, st scenario.Step) (agent.Reply, cpuUse, error) {
+	if err := n.ensureServers(ctx, st.Guest, w, st.Params); err != nil {
+		return agent.Reply{}, cpuUse{}, err
+	}
+	ne, err := w.NetCommand(st.Params, st.Duration, n.views[st.Guest].peer)
+	if err != nil {
+		return agent.Reply{}, cpuUse{}, err
+	}
+	bgErrs := make(chan error, len(ne.Background))
+	var bg sync.WaitGroup
+	for _, b := range ne.Background {
+		client, err := agent.Dial(ctx, g.Info().AgentAddr)
+		if err != nil {
+			return agent.Reply{}, cpuUse{}, fmt.Errorf("background load needs a second agent connection: %w", err)
+		}
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			defer client.Close()
+			reply, err := client.Do(ctx, agent.Request{Argv: b.Argv, TimeoutMS: b.Timeout.Milliseconds(), Dir: g.Info().ScratchDir})
+			if err == nil && !reply.Succeeded() {
+				err = execError(reply)
+			}
+			if err != nil {
+				bgErrs <- fmt.Errorf("background load %v: %w", b.Argv[0], err)
+			}
+		}()
+	}
+	before, cerr := readCPU()
+	reply, err := g.Exec(ctx, agent.Request{Argv: pinned(n.cfg.ClientCPU, ne.Argv), Dir: g.Info().ScratchDir,
+		TimeoutMS: ne.Timeout.Milliseconds(), MaxOutput: ne.MaxOutput})
+	after, cerr2 := readCPU()
+	bg.Wait()
+	close(bgErrs)
+	for e := range bgErrs {
+		err = errors.Join(err, e)
+	}
+	use := cpuUse{}
+	if cerr == nil && cerr2 == nil {
+		use = after.since(before)
+	}
+	return reply, use, err
+}
+
+// close stops the servers and the peer and deletes the network.
+func (n *netRun) close(ctx context.Context) error {
+	var errs []error
+	n.mu.Lock()
+	for _, s := range n.servers {
+		s.cancel()
+	}
+	n.mu.Unlock()
+	if n.peer != nil {
+		if err := n.peer.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop the network peer: %w", err))
+		}
+	}
+	n.wg.Wait()
+	if n.net != nil {
+		if err := n.net.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cpuTimes are the host's CPU counters from /proc/stat, in clock ticks.
+type cpuTimes struct {
+	busy, total uint64
+	cpus        int
+}
+
+func readCPU() (cpuTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	return parseCPUStat(b)
+}
+
+// cpuUse is the host's CPU consumption over an interval.
+type cpuUse struct {
+	BusyTicks, TotalTicks uint64
+	CPUs                  int
+}
+
+func (a cpuTimes) since(b cpuTimes) cpuUse {
+	return cpuUse{BusyTicks: a.busy - b.busy, TotalTicks: a.total - b.total, CPUs: a.cpus}
+}
