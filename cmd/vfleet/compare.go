@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -13,7 +14,7 @@ import (
 
 func newCompareCommand(g *globalOptions) *cobra.Command {
 	o := report.DefaultCompareOptions
-	var format string
+	var format, output string
 	cmd := &cobra.Command{
 		Use:   "compare RUN_A RUN_B",
 		Short: "Compare two stored runs metric by metric, with a significance test",
@@ -23,8 +24,8 @@ p-value of an exact (or, for many repetitions, sampled) permutation test. A chan
 only when p < --alpha and it exceeds --noise-floor.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "table" && format != "json" {
-				return usageError{fmt.Errorf("unknown format %q (allowed: table, json)", format)}
+			if format != "table" && format != "json" && format != "html" {
+				return usageError{fmt.Errorf("unknown format %q (allowed: table, json, html)", format)}
 			}
 			if o.Alpha <= 0 || o.Alpha >= 1 || o.NoiseFloor < 0 {
 				return usageError{fmt.Errorf("--alpha must be between 0 and 1 and --noise-floor at least 0")}
@@ -44,15 +45,38 @@ only when p < --alpha and it exceeds --noise-floor.`,
 			if err != nil {
 				return err
 			}
-			if format == "json" {
-				return report.WriteABJSON(os.Stdout, c)
+			w := io.Writer(os.Stdout)
+			if output != "" && output != "-" {
+				file, err := os.Create(output)
+				if err != nil {
+					return err
+				}
+				defer file.Close()
+				w = file
 			}
-			return report.WriteABTable(os.Stdout, c, report.TableOptions{Color: isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""})
+			switch format {
+			case "json":
+				err = report.WriteABJSON(w, c)
+			case "html":
+				err = report.WriteABHTML(w, c)
+			default:
+				color := w == io.Writer(os.Stdout) && isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""
+				err = report.WriteABTable(w, c, report.TableOptions{Color: color})
+			}
+			if err != nil {
+				return err
+			}
+			if f, ok := w.(*os.File); ok && f != os.Stdout {
+				// A full disk shows up at close; the page must not be reported written.
+				return f.Close()
+			}
+			return nil
 		},
 	}
 	cmd.Flags().Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the permutation test")
 	cmd.Flags().Float64Var(&o.NoiseFloor, "noise-floor", o.NoiseFloor, "smallest relative change that counts (0.05 = 5%)")
-	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	cmd.Flags().StringVar(&format, "format", "table", "table, json or html")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
 	return cmd
 }
 

@@ -3,10 +3,12 @@ package report
 import (
 	"bytes"
 	"context"
+	"image"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,21 +19,45 @@ import (
 
 // TestHTMLRendersInABrowser opens the report in headless Chromium, as a
 // reader would, and checks that the plots are really drawn: the screenshot
-// must hold the colours of the baseline's and of a worse group's bars.
+// must hold the colours of the baseline's and of a worse group's bars, and
+// of the first two curves of the latency CDF (far more pixels than their
+// legend swatches alone would give).
 func TestHTMLRendersInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a browser: skipped with -short")
-	}
-	testutil.RequiresTool(t, "chromium", "chromium")
-	run, samples, failures := fixture()
+	run, samples, failures := fixtureWithLatency()
 	var page bytes.Buffer
 	if err := WriteHTML(&page, Build(run, samples, failures), samples); err != nil {
 		t.Fatal(err)
 	}
+	img := screenshot(t, page.Bytes(), 3200)
+	requireColours(t, img, map[string][3]uint32{"baseline bar": {0xc2, 0xc9, 0xd0}, "worse bar": {0xd0, 0x66, 0x4f}}, 200)
+	requireColours(t, img, map[string][3]uint32{"first CDF curve": {0x00, 0x72, 0xb2}, "second CDF curve": {0xd5, 0x5e, 0x00}}, 200)
+}
+
+// TestABHTMLRendersInABrowser does the same for the A/B page: the worse and
+// the better bar and the noise-floor band must be on screen.
+func TestABHTMLRendersInABrowser(t *testing.T) {
+	var page bytes.Buffer
+	if err := WriteABHTML(&page, abFixture()); err != nil {
+		t.Fatal(err)
+	}
+	img := screenshot(t, page.Bytes(), 1400)
+	requireColours(t, img, map[string][3]uint32{
+		"worse bar": {0xd0, 0x66, 0x4f}, "better bar": {0x5a, 0xa8, 0x6a}, "noise band": {0xf1, 0xec, 0xe0},
+	}, 200)
+}
+
+// screenshot renders page in headless Chromium in a window height pixels
+// tall and returns what it drew.
+func screenshot(t *testing.T, page []byte, height int) image.Image {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a browser: skipped with -short")
+	}
+	testutil.RequiresTool(t, "chromium", "chromium")
 	dir := t.TempDir()
 	html := filepath.Join(dir, "report.html")
 	shot := filepath.Join(dir, "shot.png")
-	if err := os.WriteFile(html, page.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(html, page, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -39,7 +65,7 @@ func TestHTMLRendersInABrowser(t *testing.T) {
 	// The flags keep Chromium off the network: the page must need none.
 	cmd := exec.CommandContext(ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1000,1400",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1000,"+strconv.Itoa(height),
 		"--enable-logging=stderr", "--v=0", "--screenshot="+shot, "file://"+html)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -50,7 +76,7 @@ func TestHTMLRendersInABrowser(t *testing.T) {
 	}
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(line, "CONSOLE") || strings.Contains(line, "Uncaught") {
-			t.Errorf("console message while rendering the report: %s", line)
+			t.Errorf("console message while rendering the page: %s", line)
 		}
 	}
 	f, err := os.Open(shot)
@@ -62,7 +88,13 @@ func TestHTMLRendersInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][3]uint32{"baseline bar": {0xc2, 0xc9, 0xd0}, "worse bar": {0xd0, 0x66, 0x4f}}
+	return img
+}
+
+// requireColours fails unless each named colour covers at least min pixels
+// of img: a plot that did not render leaves its colours out.
+func requireColours(t *testing.T, img image.Image, want map[string][3]uint32, min int) {
+	t.Helper()
 	found := map[string]int{}
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
@@ -75,10 +107,10 @@ func TestHTMLRendersInABrowser(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("pixels of each bar colour: %v", found)
+	t.Logf("pixels of each colour: %v", found)
 	for name := range want {
-		if found[name] < 200 {
-			t.Errorf("%s: %d pixels of its colour in the screenshot; the plots did not render", name, found[name])
+		if found[name] < min {
+			t.Errorf("%s: %d pixels of its colour in the screenshot; the plot did not render", name, found[name])
 		}
 	}
 }

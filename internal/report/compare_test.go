@@ -3,8 +3,11 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -81,5 +84,89 @@ func TestCompareBelowNoiseFloorOrFewRepsIsNoDifference(t *testing.T) {
 	var back struct{ Rows []ABRow }
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back.Rows) != 1 {
 		t.Fatalf("json: %v %+v", err, back)
+	}
+}
+
+// abFixture is two runs of five repetitions: the container's cpu got 10%
+// slower, the host's read latency 20% lower, memory did not move, and the
+// vm's boot time was measured only in A. B ran on a newer kernel.
+func abFixture() ABComparison {
+	a, _, _ := fixture()
+	b := a
+	b.ID, b.Started = 8, a.Started.Add(time.Hour)
+	b.Host.Kernel = "6.1.1"
+	var as, bs []store.Sample
+	add := func(to *[]store.Sample, run int64, group, wl, metric, unit string, better workload.Better, params workload.Params, values ...float64) {
+		for rep, v := range values {
+			*to = append(*to, store.Sample{RunID: run, Guest: group, Group: group, WorkloadID: wl, Params: params, Repetition: rep,
+				Metric: metric, Unit: unit, Value: v, Better: better})
+		}
+	}
+	one := workload.Params{"threads": "1"}
+	add(&as, 7, "container", "cpu", "events_per_sec", "events/s", workload.HigherIsBetter, one, 4100, 4120, 4110, 4105, 4115)
+	add(&bs, 8, "container", "cpu", "events_per_sec", "events/s", workload.HigherIsBetter, one, 3690, 3700, 3710, 3695, 3705)
+	add(&as, 7, "host", "fio-randread", "read_clat_p99", "us", workload.LowerIsBetter, workload.Params{"bs": "4k"}, 100, 102, 101, 99, 100)
+	add(&bs, 8, "host", "fio-randread", "read_clat_p99", "us", workload.LowerIsBetter, workload.Params{"bs": "4k"}, 80, 81, 79, 80, 80.5)
+	add(&as, 7, "host", "memory", "read_bw", "MB/s", workload.HigherIsBetter, nil, 10000, 10100, 10050, 10020, 10080)
+	add(&bs, 8, "host", "memory", "read_bw", "MB/s", workload.HigherIsBetter, nil, 10010, 10090, 10060, 10030, 10040)
+	add(&as, 7, "vm", "boot", "boot_ms", "ms", workload.LowerIsBetter, nil, 900, 910, 905, 902, 908)
+	return CompareRuns(a, as, b, bs, DefaultCompareOptions)
+}
+
+func TestABHTMLGoldenAndSelfContained(t *testing.T) {
+	c := abFixture()
+	var buf bytes.Buffer
+	if err := WriteABHTML(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	golden(t, "compare.html.golden", buf.Bytes())
+	for _, want := range []string{
+		`<rect class="worse"`, `<rect class="better"`, `<rect class="same"`, `<rect class="band"`,
+		"-10.0%", "kernel: 6.1.0 → 6.1.1", "only in A", "bs=4k",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "NaN") || strings.Contains(page, "Inf") {
+		t.Error("a non-finite number reached the page")
+	}
+	// assertSelfContained also wants the run report's CSV link; this page
+	// has no raw data, so only the external references are checked.
+	for _, bad := range externalRefs(page) {
+		t.Errorf("the page depends on something outside it: %s", bad)
+	}
+	if got := strings.Count(page, `<rect class="`) - 1; got != 3 {
+		t.Errorf("%d bars, want 3: the metric only in A has no change to plot", got)
+	}
+}
+
+func TestABHTMLWithNothingInCommon(t *testing.T) {
+	a := abSamples(1, map[string][]float64{"events_per_sec": {1, 2, 3}})
+	b := abSamples(2, map[string][]float64{"read_clat_p99": {1, 2, 3}})
+	var buf bytes.Buffer
+	if err := WriteABHTML(&buf, CompareRuns(store.Run{ID: 1}, a, store.Run{ID: 2}, b, DefaultCompareOptions)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "<svg") || !strings.Contains(buf.String(), "No metric was measured in both runs") {
+		t.Errorf("two runs with nothing in common must say so instead of drawing an empty plot:\n%s", buf.String())
+	}
+	if err := WriteABHTML(failingWriter{}, abFixture()); !errors.Is(err, errDiskFull) {
+		t.Errorf("err = %v, want the writer's error", err)
+	}
+}
+
+func TestSymmetricAxis(t *testing.T) {
+	for _, tc := range []struct{ max, end, step float64 }{
+		{0, 1, 0.25}, {5, 6, 2}, {10.5, 15, 5}, {22, 30, 10}, {80, 100, 25}, {450, 600, 200},
+	} {
+		end, step := symmetricAxis(tc.max)
+		if math.Abs(end-tc.end) > 1e-9 || math.Abs(step-tc.step) > 1e-9 {
+			t.Errorf("symmetricAxis(%v) = %v, %v; want %v, %v", tc.max, end, step, tc.end, tc.step)
+		}
+		if end < tc.max || end/step > 4+1e-9 {
+			t.Errorf("symmetricAxis(%v) = %v step %v: must cover the data in at most 4 steps", tc.max, end, step)
+		}
 	}
 }

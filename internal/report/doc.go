@@ -1,8 +1,11 @@
 // Package report turns a stored run into what people read: a comparison
 // model (repetitions summarised per workload, metric and guest group, each
 // group normalised to the baseline), rendered as a terminal table, a
-// self-contained HTML page with inline SVG plots, JSON or CSV; and the A/B
-// comparison of two runs, metric by metric, with a permutation test.
+// self-contained HTML page with inline SVG plots, JSON or CSV; the latency
+// distributions of metrics that come with histograms, merged per group and
+// parameters, with their percentiles and, in HTML, their CDFs; and the A/B
+// comparison of two runs, metric by metric, with a permutation test, as a
+// table, JSON or a self-contained HTML page.
 //
 // Sample values that are NaN or infinite are kept in the raw exports but
 // left out of every statistic, and counted so that each rendering says so.

@@ -90,6 +90,7 @@ type jsonReport struct {
 	Index     []jsonEstimate `json:"overhead_index"` // parallel to columns
 	Rows      []Row          `json:"rows"`
 	NonFinite int            `json:"non_finite_values"`
+	Latency   []jsonLatency  `json:"latency"`
 	Samples   []jsonSample   `json:"samples"`
 	Failures  []jsonFailure  `json:"failures"`
 }
@@ -125,6 +126,47 @@ type jsonSample struct {
 	At         time.Time       `json:"at"`
 	WallNS     int64           `json:"wall_ns"`
 	CPUNS      int64           `json:"cpu_ns"`
+	// Histogram is the distribution behind a latency sample, absent for
+	// a scalar.
+	Histogram *stats.Histogram `json:"histogram,omitempty"`
+}
+
+// jsonLatency is a LatencyRow with its figures; a figure is null when the
+// merged histogram holds no observation.
+type jsonLatency struct {
+	WorkloadID string          `json:"workload_id"`
+	Metric     string          `json:"metric"`
+	Unit       string          `json:"unit"`
+	Better     workload.Better `json:"better"`
+	Group      string          `json:"group"`
+	Params     workload.Params `json:"params"`
+	Executions int             `json:"executions"`
+	Count      uint64          `json:"count"`
+	Skipped    int             `json:"skipped"`
+	P50        *float64        `json:"p50"`
+	P90        *float64        `json:"p90"`
+	P99        *float64        `json:"p99"`
+	P999       *float64        `json:"p99_9"`
+	Min        *float64        `json:"min"`
+	Mean       *float64        `json:"mean"`
+	Max        *float64        `json:"max"`
+	StdDev     *float64        `json:"stddev"`
+}
+
+func finiteOrNil(v float64) *float64 {
+	if !finite(v) {
+		return nil
+	}
+	return &v
+}
+
+func toJSONLatency(r LatencyRow) jsonLatency {
+	h := r.Hist
+	return jsonLatency{WorkloadID: r.WorkloadID, Metric: r.Metric, Unit: r.Unit, Better: r.Better, Group: r.Group, Params: r.Params,
+		Executions: r.Executions, Count: h.Count(), Skipped: r.Skipped,
+		P50: finiteOrNil(h.Quantile(0.5)), P90: finiteOrNil(h.Quantile(0.9)), P99: finiteOrNil(h.Quantile(0.99)),
+		P999: finiteOrNil(h.Quantile(0.999)), Min: finiteOrNil(h.Min()), Mean: finiteOrNil(h.Mean()), Max: finiteOrNil(h.Max()),
+		StdDev: finiteOrNil(h.StdDev())}
 }
 
 type jsonFailure struct {
@@ -145,7 +187,11 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 			ScenarioText: string(run.ScenarioText), Baseline: run.Baseline, Started: run.Started.UTC(), Status: run.Status,
 			Host: run.Host, Guests: run.Guests},
 		Columns: c.Columns, Index: make([]jsonEstimate, len(c.Index)), Rows: make([]Row, len(c.Rows)),
-		NonFinite: c.NonFinite, Samples: make([]jsonSample, len(samples)), Failures: make([]jsonFailure, len(c.Failures)),
+		NonFinite: c.NonFinite, Latency: make([]jsonLatency, len(c.Latency)),
+		Samples: make([]jsonSample, len(samples)), Failures: make([]jsonFailure, len(c.Failures)),
+	}
+	for i, r := range c.Latency {
+		out.Latency[i] = toJSONLatency(r)
 	}
 	if !run.Finished.IsZero() {
 		finished := run.Finished.UTC()
@@ -153,7 +199,10 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 	}
 	for i, e := range c.Index {
 		if finite(e.Value) {
-			out.Index[i] = jsonEstimate{Value: &e.Value, Low: &e.Low, High: &e.High}
+			out.Index[i] = jsonEstimate{Value: &e.Value}
+			if finite(e.Low) && finite(e.High) {
+				out.Index[i].Low, out.Index[i].High = &e.Low, &e.High
+			}
 		}
 	}
 	for i, r := range c.Rows {
@@ -163,7 +212,7 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 	for i, s := range samples {
 		out.Samples[i] = jsonSample{RunID: s.RunID, Guest: s.Guest, Group: s.Group, Kind: s.Kind, Runtime: s.Runtime,
 			WorkloadID: s.WorkloadID, Workload: s.Workload, Params: s.Params, Repetition: s.Repetition, Metric: s.Metric,
-			Unit: s.Unit, Better: s.Better, At: s.At.UTC(), WallNS: s.WallNS, CPUNS: s.CPUNS}
+			Unit: s.Unit, Better: s.Better, At: s.At.UTC(), WallNS: s.WallNS, CPUNS: s.CPUNS, Histogram: s.Hist}
 		if finite(s.Value) {
 			out.Samples[i].Value = &s.Value
 		}
@@ -177,7 +226,8 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 	return enc.Encode(out)
 }
 
-// jsonEstimate is an overhead index; null where nothing was comparable.
+// jsonEstimate is an overhead index; null where nothing was comparable,
+// low and high null where the repetitions cannot bound it (only one).
 type jsonEstimate struct {
 	Value *float64 `json:"value"`
 	Low   *float64 `json:"low"`

@@ -33,6 +33,8 @@ type bar struct {
 	Value          string
 	Class          string // better, worse, same, baseline
 	Whisker        bool
+	TextX          float64 // where the value is written, when not after the whisker
+	Anchor         string  // its text-anchor
 }
 
 type tick struct {
@@ -142,6 +144,16 @@ type htmlData struct {
 	Complete bool
 	// NonFinite explains sample values left out of the statistics.
 	NonFinite string
+	Latency   []htmlLatency
+	CDFs      []cdfChart
+	// LatencyNote explains histograms left out of the percentiles.
+	LatencyNote string
+}
+
+type htmlLatency struct {
+	Workload, Metric, Label, Unit string
+	Figures                       []string // latencyPercentiles, then min, mean, max, stddev
+	Count                         uint64
 }
 
 type htmlIndex struct {
@@ -173,6 +185,16 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		d.Duration = c.Run.Finished.Sub(c.Run.Started).Round(time.Second).String()
 	}
 	d.Env = environment(c.Run.Host)
+	d.CDFs, d.LatencyNote = buildCDFCharts(c.Latency), latencyNote(c.Latency)
+	for _, r := range c.Latency {
+		h := r.Hist
+		hl := htmlLatency{Workload: r.WorkloadID, Metric: r.Metric, Label: r.Label(), Unit: r.Unit, Count: h.Count()}
+		for _, p := range latencyPercentiles {
+			hl.Figures = append(hl.Figures, formatValue(h.Quantile(p.Q)))
+		}
+		hl.Figures = append(hl.Figures, formatValue(h.Min()), formatValue(h.Mean()), formatValue(h.Max()), formatValue(h.StdDev()))
+		d.Latency = append(d.Latency, hl)
+	}
 	for j, col := range c.Columns {
 		hi := htmlIndex{Label: col.Label(), Value: formatEstimate(c.Index[j])}
 		if e := c.Index[j]; !col.Baseline && e.Low > 1 {
@@ -257,7 +279,8 @@ func environment(h hostinfo.Fingerprint) [][2]string {
 // the JSON export keep all of it.
 const maxStderrShown = 4096
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+// templateFuncs serve both pages.
+var templateFuncs = template.FuncMap{
 	"fmtTime": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
@@ -274,4 +297,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"px":          func(f float64) string { return fmt.Sprintf("%.1f", f) },
 	"failureStep": failureStep,
 	"failureRep":  failureRep,
-}).Parse(pageHTML))
+	"arr":         func(v ...any) []any { return v },
+}
+
+var pageTemplate = template.Must(template.New("page").Funcs(templateFuncs).Parse(pageHTML))

@@ -20,14 +20,10 @@ type Comparison struct {
 	// Index is each column's overhead index against the baseline (parallel
 	// to Columns; NaN where nothing is comparable).
 	Index []stats.Estimate
+	// Latency is the merged distribution of every latency metric that
+	// came with histograms, per group and parameters.
+	Latency []LatencyRow
 }
-
-// indexBootstrapRounds and indexSeed fix the bootstrap, so a run's report
-// is the same every time it is rendered.
-const (
-	indexBootstrapRounds = 2000
-	indexSeed            = 1
-)
 
 // Column is one guest group.
 type Column struct {
@@ -149,6 +145,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 		}
 	}
 	c.Index = overheadIndex(c)
+	c.Latency = buildLatency(samples, c.Columns)
 	return c
 }
 
@@ -175,7 +172,7 @@ func overheadIndex(c Comparison) []stats.Estimate {
 			terms = append(terms, stats.IndexTerm{Workload: r.WorkloadID, Guest: r.Cells[j].values, Base: r.Cells[base].values,
 				LowerIsBetter: r.Better == workload.LowerIsBetter})
 		}
-		out[j] = stats.OverheadIndex(terms, stats.DefaultConfidence, indexBootstrapRounds, indexSeed)
+		out[j] = stats.OverheadIndex(terms, stats.DefaultConfidence)
 	}
 	return out
 }

@@ -9,18 +9,7 @@ const pageHTML = `<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>vfleet run {{.Run.ID}} · {{.Run.ScenarioName}}</title>
 <style>
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #1d2328; padding: 0 1rem; }
-h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2rem; border-bottom: 1px solid #d8dde2; }
-.status { display: inline-block; padding: .1rem .5rem; border-radius: .3rem; font-weight: 600; }
-.status.complete { background: #e3f3e6; color: #1f6b30; } .status.incomplete, .status.failed, .status.running { background: #fde8e4; color: #9b2c1a; }
-table { border-collapse: collapse; margin: .5rem 0; } th, td { padding: .25rem .6rem; text-align: left; border-bottom: 1px solid #eceff2; vertical-align: top; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.better { color: #1f6b30; } .worse { color: #9b2c1a; } .muted { color: #66717c; }
-svg { display: block; margin: .5rem 0 1.5rem; } svg text { font: 12px system-ui, sans-serif; fill: #1d2328; }
-rect.better { fill: #5aa86a; } rect.worse { fill: #d0664f; } rect.same { fill: #8fa3b5; } rect.baseline { fill: #c2c9d0; }
-line.ref { stroke: #1d2328; stroke-dasharray: 4 3; } line.ci { stroke: #1d2328; stroke-width: 1.5; } line.grid { stroke: #eceff2; }
-pre { background: #f5f7f9; padding: .8rem; overflow-x: auto; }
-</style>
+` + pageCSS + `</style>
 </head>
 <body>
 <h1>vfleet run {{.Run.ID}} · {{.Run.ScenarioName}}</h1>
@@ -36,7 +25,7 @@ baseline <strong>{{.Run.Baseline}}</strong> = 1.00 · scenario {{.Run.ScenarioSo
 
 <h2>Overhead index</h2>
 <p class="muted">Geometric mean over the workloads of each metric's ratio to the baseline (inverted where lower is
-better, so above 1.00 is always better), with a 95% bootstrap interval.</p>
+better, so above 1.00 is always better), with a 95% interval from the spread of the index between repetitions.</p>
 <table>
 {{range .Index}}<tr><th>{{.Label}}</th><td class="num {{.Class}}">{{.Value}}</td></tr>
 {{end}}</table>
@@ -64,6 +53,30 @@ better, so above 1.00 is always better), with a 95% bootstrap interval.</p>
 {{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}
 <p><a download="vfleet-run-{{.Run.ID}}.csv" href="{{.CSVHref}}">Download every raw sample (CSV)</a></p>
 
+{{if .Latency}}<h2>Latency distributions</h2>
+<p class="muted">Each row merges the latency histograms of every repetition and every guest of the group into one
+distribution and reads its percentiles from it; percentiles are never averaged over executions. Percentiles are within
+1.1% (the width of a histogram bucket); min, mean, max and stddev are exact.</p>
+<table>
+<tr><th>workload</th><th>metric</th><th>group</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>min</th><th>mean</th><th>max</th><th>stddev</th><th>unit</th><th>n</th></tr>
+{{range .Latency}}<tr><td>{{.Workload}}</td><td>{{.Metric}}</td><td>{{.Label}}</td>{{range .Figures}}<td class="num">{{.}}</td>{{end}}<td>{{.Unit}}</td><td class="num">{{.Count}}</td></tr>
+{{end}}</table>
+{{if .LatencyNote}}<p><strong>Note:</strong> {{.LatencyNote}}</p>{{end}}
+<p class="muted">Cumulative distributions: the share of observations at or below a latency, on a logarithmic axis;
+dotted lines mark p90 and p99. A curve further left is faster; a curve that reaches the top later has a longer tail.</p>
+{{range $c := .CDFs}}
+<h3>{{.Title}}</h3>
+<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}: cumulative distribution of latency">
+{{range .XMinor}}<line class="minor" x1="{{px .}}" x2="{{px .}}" y1="{{px $c.Top}}" y2="{{px $c.Bottom}}"/>
+{{end}}{{range .XTicks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="{{px $c.Top}}" y2="{{px $c.Bottom}}"/><text x="{{px .X}}" y="{{px $c.Bottom}}" dy="16" text-anchor="middle">{{.Label}}</text>
+{{end}}{{range .YTicks}}{{if .Ref}}<line class="pref" x1="{{px $c.Left}}" x2="{{px $c.Right}}" y1="{{px .Y}}" y2="{{px .Y}}"/><text x="{{px $c.Right}}" dx="4" y="{{px .Y}}" dominant-baseline="middle" class="muted">{{.Label}}</text>
+{{else}}<line class="grid" x1="{{px $c.Left}}" x2="{{px $c.Right}}" y1="{{px .Y}}" y2="{{px .Y}}"/><text x="{{px $c.Left}}" dx="-6" y="{{px .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
+{{end}}{{end}}<text x="{{px $c.Left}}" y="{{px $c.Bottom}}" dy="34">{{.AxisLabel}}</text>
+{{range .Lines}}<polyline class="cdf" stroke="{{.Color}}" points="{{.Points}}"><title>{{.Label}}: {{.Summary}}</title></polyline>
+{{end}}{{range .Lines}}<line class="cdf" stroke="{{.Color}}" x1="{{px .SwatchX1}}" x2="{{px .SwatchX2}}" y1="{{px .LegendY}}" y2="{{px .LegendY}}"/><text x="{{px .TextX}}" y="{{px .LegendY}}" dominant-baseline="middle"><tspan font-weight="600">{{.Label}}</tspan>  {{.Summary}}</text>
+{{end}}</svg>
+{{end}}{{end}}
+
 {{if .Failures}}<h2>Failures</h2>
 <table><tr><th>guest</th><th>workload</th><th>repetition</th><th>error</th></tr>
 {{range .Failures}}<tr><td>{{.Guest}}</td><td>{{failureStep .}}</td><td>{{failureRep .}}</td><td>{{.Error}}{{if .Stderr}}<pre>{{stderrTail .Stderr}}</pre>{{end}}</td></tr>
@@ -71,6 +84,76 @@ better, so above 1.00 is always better), with a 95% bootstrap interval.</p>
 
 <h2>Scenario</h2>
 <pre>{{.Scenario}}</pre>
+</body>
+</html>
+`
+
+// pageCSS is shared by the run report and the A/B comparison page, so
+// both read alike.
+const pageCSS = `body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #1d2328; padding: 0 1rem; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2rem; border-bottom: 1px solid #d8dde2; }
+.status { display: inline-block; padding: .1rem .5rem; border-radius: .3rem; font-weight: 600; }
+.status.complete { background: #e3f3e6; color: #1f6b30; } .status.incomplete, .status.failed, .status.running { background: #fde8e4; color: #9b2c1a; }
+table { border-collapse: collapse; margin: .5rem 0; } th, td { padding: .25rem .6rem; text-align: left; border-bottom: 1px solid #eceff2; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.better { color: #1f6b30; } .worse { color: #9b2c1a; } .muted { color: #66717c; }
+svg { display: block; margin: .5rem 0 1.5rem; } svg text { font: 12px system-ui, sans-serif; fill: #1d2328; }
+rect.better { fill: #5aa86a; } rect.worse { fill: #d0664f; } rect.same { fill: #8fa3b5; } rect.baseline { fill: #c2c9d0; }
+rect.band { fill: #f1ece0; }
+polyline.cdf { fill: none; stroke-width: 2; stroke-linejoin: round; } line.cdf { stroke-width: 3; }
+line.pref { stroke: #9aa5b0; stroke-dasharray: 2 3; } line.minor { stroke: #f3f5f7; } svg text.muted { fill: #66717c; }
+line.ref { stroke: #1d2328; stroke-dasharray: 4 3; } line.ci { stroke: #1d2328; stroke-width: 1.5; } line.grid { stroke: #eceff2; }
+pre { background: #f5f7f9; padding: .8rem; overflow-x: auto; }
+`
+
+// abPageHTML is the A/B comparison page.
+const abPageHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>vfleet compare run {{.A.Run.ID}} → run {{.B.Run.ID}}</title>
+<style>
+` + pageCSS + `</style>
+</head>
+<body>
+<h1>vfleet compare: run {{.A.Run.ID}} → run {{.B.Run.ID}}</h1>
+<p>{{range .Counts}}<span class="{{.Class}}"><strong>{{.N}}</strong> {{.Verdict}}</span> · {{end}}a change counts when
+p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
+{{if .Note}}<p><strong>Note:</strong> {{.Note}}</p>{{end}}
+
+<h2>Runs</h2>
+<table>
+<tr><th></th><th>run</th><th>scenario</th><th>status</th><th>started</th><th>host</th></tr>
+{{range $side, $r := (arr .A .B)}}<tr><th>{{if eq $side 0}}A{{else}}B{{end}}</th><td>{{$r.Run.ID}}</td><td>{{$r.Run.ScenarioName}} <span class="muted">(sha256 {{printf "%.12s" $r.Run.ScenarioHash}})</span></td>
+<td><span class="status {{$r.Run.Status}}">{{$r.Run.Status}}</span></td><td>{{fmtTime $r.Run.Started}}</td><td>{{$r.Host}}</td></tr>
+{{end}}</table>
+{{if .HostsDiff}}<p class="worse"><strong>The runs were not measured on the same machine setup</strong>, which alone can explain a change:</p>
+<ul>{{range .HostsDiff}}<li>{{.}}</li>{{end}}</ul>{{end}}
+
+<h2>Changes</h2>
+<p class="muted">Bars: the change of B's mean from A's; whiskers: its 95% confidence interval; shaded: the ±{{.NoisePct}} noise floor.
+↑ higher is better, ↓ lower is better. Green/red: better/worse (significant and beyond the floor); grey: no significant difference.</p>
+{{if .HasChart}}{{with .Chart}}{{$c := .}}
+<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="change of every metric from run A to run B">
+<rect class="band" x="{{px .BandX}}" y="14" width="{{px .BandW}}" height="{{.Height}}"/>
+{{range .Ticks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="14" y2="{{$c.Height}}"/><text x="{{px .X}}" y="12" text-anchor="middle">{{.Label}}</text>
+{{end}}{{range .Bars}}<text x="0" y="{{px .MidY}}" dominant-baseline="middle">{{.Label}}</text>
+<rect class="{{.Class}}" x="{{px .X0}}" y="{{.Y}}" width="{{px .W}}" height="{{.H}}"><title>{{.Label}}: {{.Value}}</title></rect>
+{{if .Whisker}}<line class="ci" x1="{{px .LoX}}" x2="{{px .HiX}}" y1="{{px .MidY}}" y2="{{px .MidY}}"/>{{end}}
+<text x="{{px .TextX}}" y="{{px .MidY}}" text-anchor="{{.Anchor}}" dominant-baseline="middle">{{.Value}}</text>
+{{end}}<line class="ref" x1="{{px .ZeroX}}" x2="{{px .ZeroX}}" y1="14" y2="{{.Height}}"/>
+</svg>
+{{end}}{{else}}<p>No metric was measured in both runs.</p>{{end}}
+
+<h2>Table</h2>
+<table>
+<tr><th>group</th><th>workload</th><th>metric</th><th>A</th><th>B</th><th>change [95% CI]</th><th>p</th><th>verdict</th></tr>
+{{range .Rows}}<tr><td>{{.Group}}</td><td>{{.Workload}}{{if .Params}}<br><span class="muted">{{.Params}}</span>{{end}}</td><td>{{.Metric}} {{.Arrow}}</td>
+<td class="num">{{.A}}</td><td class="num">{{.B}}</td><td class="num {{.Class}}">{{.Change}}</td><td class="num">{{.P}}</td><td class="{{.Class}}">{{.Verdict}}</td></tr>
+{{end}}</table>
+<p class="muted">p: two-sided permutation test on the difference of the means, exact over every split of the pooled
+repetitions when they are few. The interval of the change propagates both means' 95% intervals.</p>
 </body>
 </html>
 `

@@ -142,7 +142,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestTableGolden(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTable(&buf, Build(fixture()), TableOptions{}); err != nil {
+	if err := WriteTable(&buf, Build(fixtureWithLatency()), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "\x1b") {
@@ -169,7 +169,7 @@ func TestCSVGolden(t *testing.T) {
 }
 
 func TestHTMLGoldenAndSelfContained(t *testing.T) {
-	run, samples, failures := fixture()
+	run, samples, failures := fixtureWithLatency()
 	var buf bytes.Buffer
 	if err := WriteHTML(&buf, Build(run, samples, failures), samples); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,8 @@ func TestHTMLGoldenAndSelfContained(t *testing.T) {
 	if strings.Contains(page, "<script>alert") {
 		t.Fatal("scenario text not escaped")
 	}
-	for _, want := range []string{"<svg", "data:text/csv;base64,", "Test CPU", "sysbench", "out of memory", "<rect class=\"worse\""} {
+	for _, want := range []string{"<svg", "data:text/csv;base64,", "Test CPU", "sysbench", "out of memory", "<rect class=\"worse\"",
+		"Latency distributions", `<polyline class="cdf"`, "container · path=xdp", "100 µs"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -53,7 +53,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	colours = append(colours, make([]int, len(index)))
 	writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
 	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
-		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% bootstrap interval]"
+		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% interval from the spread between repetitions]"
 	if opts.Color {
 		legend = ansiDim + legend + "; green/red: better/worse than the baseline beyond that interval" + ansiReset
 	}
@@ -61,6 +61,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	if note := nonFiniteNote(c.NonFinite); note != "" {
 		fmt.Fprintln(w, "note: "+note)
 	}
+	writeLatency(w, c.Latency)
 	writeFailures(w, c.Failures)
 	if run.Status != store.StatusComplete {
 		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", run.Status)
@@ -88,6 +89,29 @@ func cellText(c Cell, unit string) string {
 		s += " ±" + formatRatio(half)
 	}
 	return s
+}
+
+// writeLatency prints the percentiles of each merged latency distribution.
+func writeLatency(w io.Writer, rows []LatencyRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nlatency: percentiles of all repetitions and guests of a group merged")
+	table := [][]string{{"workload / metric", "group", "p50", "p90", "p99", "p99.9", "min", "mean", "max", "stddev", "unit", "n"}}
+	for _, r := range rows {
+		h := r.Hist
+		line := []string{r.WorkloadID + " " + r.Metric, r.Label()}
+		for _, p := range latencyPercentiles {
+			line = append(line, formatValue(h.Quantile(p.Q)))
+		}
+		line = append(line, formatValue(h.Min()), formatValue(h.Mean()), formatValue(h.Max()), formatValue(h.StdDev()),
+			r.Unit, fmt.Sprint(h.Count()))
+		table = append(table, line)
+	}
+	writeAligned(w, table, func(int, int) int { return 0 }, false)
+	if note := latencyNote(rows); note != "" {
+		fmt.Fprintln(w, "note: "+note)
+	}
 }
 
 func writeFailures(w io.Writer, failures []store.Failure) {

@@ -93,6 +93,9 @@ func formatEstimate(e stats.Estimate) string {
 	if math.IsNaN(e.Value) {
 		return "n/a"
 	}
+	if math.IsNaN(e.Low) || math.IsNaN(e.High) {
+		return formatRatio(e.Value) + " [no interval]"
+	}
 	if e.High-e.Low < 0.005 {
 		return formatRatio(e.Value)
 	}

@@ -1,9 +1,6 @@
 package stats
 
-import (
-	"math"
-	"testing"
-)
+import "testing"
 
 func TestPermutationExactSmallSamples(t *testing.T) {
 	// Completely separated groups of 3: only the observed split and its
@@ -41,33 +38,6 @@ func TestPermutationMonteCarloIsReproducibleAndSane(t *testing.T) {
 	}
 	if p := PermutationTest(a, b, 5000, 42); p > 0.001 {
 		t.Fatalf("shifted distribution: p = %v", p)
-	}
-}
-
-func TestOverheadIndex(t *testing.T) {
-	terms := []IndexTerm{
-		// cpu: 10% slower.
-		{Workload: "cpu", Guest: []float64{90, 90, 90}, Base: []float64{100, 100, 100}},
-		// fio: two metrics, one 10% better throughput, one 10% worse latency:
-		// they cancel within the workload.
-		{Workload: "fio", Guest: []float64{110, 110}, Base: []float64{100, 100}},
-		{Workload: "fio", Guest: []float64{110, 110}, Base: []float64{100, 100}, LowerIsBetter: true},
-	}
-	e := OverheadIndex(terms, 0.95, 500, 7)
-	want := math.Sqrt(0.9 * math.Sqrt(1.1/1.1))
-	if !near(e.Value, want, 1e-12) {
-		t.Fatalf("index = %v, want %v", e.Value, want)
-	}
-	if e.Low != e.Value || e.High != e.Value {
-		t.Fatalf("noise-free data must give a zero-width interval: %+v", e)
-	}
-	noisy := []IndexTerm{{Workload: "cpu", Guest: []float64{85, 90, 95, 92}, Base: []float64{98, 100, 102, 101}}}
-	n := OverheadIndex(noisy, 0.95, 2000, 7)
-	if !(n.Low < n.Value && n.Value < n.High && n.High < 1) {
-		t.Fatalf("noisy index = %+v, want an interval around the value, below 1", n)
-	}
-	if e := OverheadIndex(nil, 0.95, 10, 1); !math.IsNaN(e.Value) {
-		t.Fatalf("no terms: %+v", e)
 	}
 }
 

@@ -1,16 +1,24 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"io"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -24,35 +32,84 @@ func open(t *testing.T, path string) *Store {
 	return s
 }
 
+func latencies(unit string, values ...float64) *stats.Histogram {
+	h := stats.NewHistogram(unit)
+	for _, v := range values {
+		h.Add(v)
+	}
+	return h
+}
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	return open(t, filepath.Join(t.TempDir(), "r.db"))
+}
+
 func newRun() *Run {
 	return &Run{
 		ScenarioName: "default", ScenarioSource: "builtin:default", ScenarioText: []byte("name: default\n"),
-		ScenarioHash: "abc", Baseline: "host",
-		Started: time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC),
-		Host:    hostinfo.Fingerprint{Kernel: "6.1.0", CPUModel: "Test CPU", OnlineCPUs: 2, ToolVersions: map[string]string{"fio": "3.33"}},
+		Baseline: "host",
+		Started:  time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC),
+	}
+}
+
+func createRun(t *testing.T, s *Store) int64 {
+	t.Helper()
+	id, err := s.CreateRun(context.Background(), newRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// requireAllSet fails when a field of v is zero, so that a field added to a
+// stored type later cannot be forgotten by the store and by this test alike.
+func requireAllSet(t *testing.T, v any) {
+	t.Helper()
+	rv := reflect.ValueOf(v)
+	for i := 0; i < rv.NumField(); i++ {
+		if rv.Field(i).IsZero() {
+			t.Fatalf("%T.%s is not set in the round-trip fixture", v, rv.Type().Field(i).Name)
+		}
 	}
 }
 
 func TestRoundTripEveryField(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, filepath.Join(t.TempDir(), "sub", "r.db"))
+	s := newStore(t)
+	host := hostinfo.Fingerprint{
+		Hostname: "bench1", Kernel: "6.1.0", KernelFull: "#1 SMP", Arch: "amd64", CPUModel: "Test CPU",
+		Microcode: "0xde", OnlineCPUs: 2, SMT: "on", Governor: "performance", MemTotalKiB: 1 << 20,
+		CgroupMode: "v2", Virtualized: "kvm", VfleetVer: "0.1.0", ToolVersions: map[string]string{"fio": "3.33"},
+	}
+	requireAllSet(t, host)
 	in := newRun()
+	in.Host = host
 	id, err := s.CreateRun(ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	guests := map[string]GuestRecord{"container": {Group: "container", Kind: "container", Runtime: "runc", CPUs: "1", Memory: 1 << 30, BootNS: 42, Details: map[string]string{"a": "b"}}}
+	guest := GuestRecord{Group: "container", Kind: "container", Runtime: "runc", CPUs: "1", Memory: 1 << 30,
+		CPULimit: 0.5, BootNS: 42, Details: map[string]string{"cgroup": "/vfleet/1"}}
+	requireAllSet(t, guest)
+	guests := map[string]GuestRecord{"container": guest}
 	if err := s.SetRunGuests(ctx, id, guests); err != nil {
 		t.Fatal(err)
 	}
 	sample := Sample{RunID: id, Guest: "container", Group: "container", Kind: "container", Runtime: "runc",
 		WorkloadID: "fio-randread", Workload: "fio", Params: workload.Params{"rw": "randread"}, Repetition: 2,
-		Metric: "read_iops", Unit: "IOPS", Value: 1234.5, Better: workload.HigherIsBetter,
-		At: time.Date(2026, 11, 22, 10, 0, 1, 987654321, time.UTC), WallNS: 3e9, CPUNS: 1e9}
-	if err := s.AddSamples(ctx, id, []Sample{sample}); err != nil {
+		Metric: "read_clat_mean", Unit: "us", Value: 123.45, Better: workload.LowerIsBetter,
+		At: time.Date(2026, 11, 22, 10, 0, 1, 987654321, time.UTC), WallNS: 3e9, CPUNS: 1e9,
+		Hist: latencies("us", 0, 87.5, 100, 123.4, 2500.25, math.NaN())}
+	requireAllSet(t, sample)
+	// A scalar next to it keeps no histogram.
+	scalar := Sample{RunID: id, Guest: "container", Group: "container", Metric: "read_iops", Unit: "IOPS", Value: 8100}
+	if err := s.AddSamples(ctx, id, []Sample{sample, scalar}); err != nil {
 		t.Fatal(err)
 	}
-	fail := Failure{RunID: id, Guest: "host", Group: "host", WorkloadID: "cpu", Repetition: 0, Error: "exit status 1", Stderr: "boom", At: sample.At}
+	fail := Failure{RunID: id, Guest: "host", Group: "host", WorkloadID: "cpu", Repetition: 1,
+		Error: "exit status 1", Stderr: "boom", At: sample.At}
+	requireAllSet(t, fail)
 	if err := s.AddFailure(ctx, fail); err != nil {
 		t.Fatal(err)
 	}
@@ -66,21 +123,103 @@ func TestRoundTripEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := *in
-	want.ID, want.Status, want.Finished, want.Guests = id, StatusComplete, finished, guests
+	want.Status, want.Finished, want.Guests = StatusComplete, finished, guests
+	requireAllSet(t, want)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("run round trip:\n got %+v\nwant %+v", got, want)
 	}
 	samples, err := s.Samples(ctx, id)
-	if err != nil || len(samples) != 1 || !reflect.DeepEqual(samples[0], sample) {
-		t.Fatalf("samples = %+v, %v", samples, err)
+	if err != nil || len(samples) != 2 || !reflect.DeepEqual(samples[0], sample) || !reflect.DeepEqual(samples[1], scalar) {
+		t.Fatalf("samples = %+v, %v; want [%+v %+v]", samples, err, sample, scalar)
+	}
+	if h := samples[0].Hist; h.Count() != 5 || h.Invalid() != 1 || h.Max() != 2500.25 || h.Unit() != "us" {
+		t.Fatalf("histogram read back with count %d invalid %d max %v unit %q", h.Count(), h.Invalid(), h.Max(), h.Unit())
 	}
 	fails, err := s.Failures(ctx, id)
 	if err != nil || len(fails) != 1 || !reflect.DeepEqual(fails[0], fail) {
-		t.Fatalf("failures = %+v, %v", fails, err)
+		t.Fatalf("failures = %+v, %v; want [%+v]", fails, err, fail)
+	}
+}
+
+func TestCreateRunComputesOrChecksHash(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	r := newRun()
+	if _, err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	// sha256 of "name: default\n", computed independently.
+	const want = "505ae288295c265cadf1fbaacddf554d7c3dc9978a0a93e2ea7acc1d035c63d0"
+	if r.ScenarioHash != want || r.Status != StatusRunning {
+		t.Fatalf("hash %s status %s; want %s running", r.ScenarioHash, r.Status, want)
+	}
+	bad := newRun()
+	bad.ScenarioHash = "0000"
+	if _, err := s.CreateRun(ctx, bad); !errors.Is(err, ErrHashMismatch) {
+		t.Fatalf("err = %v, want ErrHashMismatch", err)
+	}
+}
+
+func TestTimesAndSpecialValuesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	r := newRun()
+	r.Started = time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("CET", 3600))
+	id, err := s.CreateRun(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetRun(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Started.Equal(r.Started) || got.Started.Location() != time.UTC || !got.Finished.IsZero() || got.Guests != nil {
+		t.Fatalf("started %v finished %v guests %v; want the same instant in UTC, zero, nil",
+			got.Started, got.Finished, got.Guests)
+	}
+
+	values := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, -1.5e-300, math.MaxFloat64}
+	var in []Sample
+	for _, v := range values {
+		in = append(in, Sample{Metric: "m", Value: v})
+	}
+	if err := s.AddSamples(ctx, id, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Samples(ctx, id)
+	if err != nil || len(out) != len(values) {
+		t.Fatalf("samples = %+v, %v", out, err)
+	}
+	for i, v := range values {
+		if g := out[i].Value; g != v && !(math.IsNaN(g) && math.IsNaN(v)) {
+			t.Errorf("value %d = %v, want %v", i, g, v)
+		}
+		if !out[i].At.IsZero() || out[i].Params != nil {
+			t.Errorf("sample %d: unset At/Params came back as %v/%v", i, out[i].At, out[i].Params)
+		}
+	}
+}
+
+func TestListRuns(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	first, second := createRun(t, s), createRun(t, s)
+	if err := s.AddSamples(ctx, second, []Sample{{Metric: "a"}, {Metric: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddFailure(ctx, Failure{RunID: first, Error: "x"}); err != nil {
+		t.Fatal(err)
 	}
 	list, err := s.ListRuns(ctx)
-	if err != nil || len(list) != 1 || list[0].Samples != 1 || list[0].Failures != 1 || list[0].Status != StatusComplete {
-		t.Fatalf("list = %+v, %v", list, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RunSummary{
+		{ID: first, ScenarioName: "default", Started: newRun().Started, Status: StatusRunning, Failures: 1},
+		{ID: second, ScenarioName: "default", Started: newRun().Started, Status: StatusRunning, Samples: 2},
+	}
+	if !reflect.DeepEqual(list, want) {
+		t.Fatalf("list:\n got %+v\nwant %+v", list, want)
 	}
 }
 
@@ -91,41 +230,48 @@ func TestInterruptedRunKeepsSamplesAcrossReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := s.CreateRun(ctx, newRun())
+	id := createRun(t, s)
 	for rep := 0; rep < 3; rep++ {
 		if err := s.AddSamples(ctx, id, []Sample{{Guest: "host", Metric: "m", Value: float64(rep), Repetition: rep}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.Close() // the process "dies" without FinishRun
+	s.Close() // the process dies without FinishRun
 
 	s = open(t, path)
 	r, err := s.GetRun(ctx, id)
 	if err != nil || r.Status != StatusRunning || !r.Finished.IsZero() {
 		t.Fatalf("run after reopen = %+v, %v", r, err)
 	}
-	samples, _ := s.Samples(ctx, id)
-	if len(samples) != 3 || samples[2].Value != 2 {
-		t.Fatalf("samples after reopen = %+v", samples)
+	samples, err := s.Samples(ctx, id)
+	if err != nil || len(samples) != 3 {
+		t.Fatalf("samples after reopen = %+v, %v", samples, err)
+	}
+	for i, sm := range samples {
+		if sm.Repetition != i || sm.Value != float64(i) {
+			t.Fatalf("sample %d = %+v, out of insertion order", i, sm)
+		}
 	}
 }
 
 func TestReopenIsIdempotentAndFutureSchemaRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 3; i++ {
+		s, err := Open(path)
+		if err != nil {
+			t.Fatalf("open #%d: %v", i+1, err)
+		}
+		var n, max int
+		if err := s.db.QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &max); err != nil {
+			t.Fatal(err)
+		}
+		if n != len(migrations) || max != len(migrations) {
+			t.Fatalf("open #%d: %d migrations recorded up to %d, want %d", i+1, n, max, len(migrations))
+		}
+		s.Close()
 	}
-	s.Close()
-	s, err = Open(path)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	var n int
-	s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n)
-	if n != len(migrations) {
-		t.Fatalf("%d migrations recorded, want %d", n, len(migrations))
-	}
+
+	s := open(t, path)
 	if _, err := s.db.Exec(`INSERT INTO schema_migrations VALUES (?, 0)`, len(migrations)+1); err != nil {
 		t.Fatal(err)
 	}
@@ -136,61 +282,299 @@ func TestReopenIsIdempotentAndFutureSchemaRefused(t *testing.T) {
 }
 
 func TestNonDatabaseFileRefusedUntouched(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "notes.txt")
-	content := []byte("my precious notes, not a database\n")
-	os.WriteFile(path, content, 0o600)
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"notes.txt": "my precious notes, not a database\n",
+		"short":     "x",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(path)
+		if !errors.Is(err, ErrNotDatabase) {
+			t.Fatalf("%s: err = %v, want ErrNotDatabase", name, err)
+		}
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %q does not name the file", name, err)
+		}
+		if after, _ := os.ReadFile(path); string(after) != content {
+			t.Fatalf("%s: refused file was modified", name)
+		}
+	}
+}
+
+func TestOtherProgramsDatabaseRefusedUntouched(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "places.sqlite")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE bookmarks (url TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Open(path); !errors.Is(err, ErrNotDatabase) {
 		t.Fatalf("err = %v, want ErrNotDatabase", err)
 	}
-	after, _ := os.ReadFile(path)
-	if string(after) != string(content) {
-		t.Fatal("refused file was modified")
+	// Byte for byte: switching it to WAL would already rewrite its header.
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("the refused database was modified (%v)", err)
+	}
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a WAL file was created next to the refused database: %v", err)
+	}
+}
+
+func TestOpenCreatesPrivateFileWithOddPathAndPragmas(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new dir?#%", "nested")
+	path := filepath.Join(dir, "r.db")
+	s := open(t, path)
+	for p, want := range map[string]os.FileMode{dir: 0o700 | os.ModeDir, path: 0o600} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode() != want {
+			t.Errorf("%s mode %v, want %v", p, st.Mode(), want)
+		}
+	}
+	var mode string
+	var fk, busy int
+	for q, dst := range map[string]any{"PRAGMA journal_mode": &mode, "PRAGMA foreign_keys": &fk, "PRAGMA busy_timeout": &busy} {
+		if err := s.db.QueryRow(q).Scan(dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mode != "wal" || fk != 1 || busy != int(busyTimeout.Milliseconds()) {
+		t.Fatalf("journal_mode %q foreign_keys %d busy_timeout %d", mode, fk, busy)
+	}
+}
+
+// TestVersion1DatabaseGainsHistograms opens a database written before the
+// histograms table existed: its samples must survive the migration and read
+// back without histograms, and new samples can carry one.
+func TestVersion1DatabaseGainsHistograms(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "r.db")
+	all := migrations
+	migrations = all[:1]
+	old, err := Open(path)
+	migrations = all
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := createRun(t, old)
+	if err := old.AddSamples(ctx, id, []Sample{{Metric: "rtt", Unit: "us", Value: 12}}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	s := open(t, path)
+	if err := s.AddSamples(ctx, id, []Sample{{Metric: "rtt", Unit: "us", Value: 13, Hist: latencies("us", 12, 13, 14)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Samples(ctx, id)
+	if err != nil || len(got) != 2 || got[0].Hist != nil || got[1].Hist == nil || got[1].Hist.Count() != 3 {
+		t.Fatalf("samples after migration = %+v, %v", got, err)
+	}
+}
+
+// TestDamagedHistogramIsAnError: a histogram that does not decode must fail
+// the read, naming the sample, rather than give wrong percentiles.
+func TestDamagedHistogramIsAnError(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	id := createRun(t, s)
+	if err := s.AddSamples(ctx, id, []Sample{{WorkloadID: "ping", Metric: "rtt", Unit: "us", Hist: latencies("us", 1, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`UPDATE histograms SET hist_json = '{"unit":"us","scale":64,"count":9,"min":1,"max":2,"sum":3,"sumsq":5,"buckets":[]}'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Samples(ctx, id)
+	if !errors.Is(err, stats.ErrHistogram) || !strings.Contains(err.Error(), "ping rtt") {
+		t.Fatalf("err = %v, want stats.ErrHistogram naming the sample", err)
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	const missing = 99
+	if _, err := s.GetRun(ctx, missing); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetRun: %v", err)
+	}
+	if err := s.FinishRun(ctx, missing, StatusComplete, time.Now()); !errors.Is(err, ErrNotFound) {
+		t.Errorf("FinishRun: %v", err)
+	}
+	if err := s.SetRunGuests(ctx, missing, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetRunGuests: %v", err)
+	}
+	if err := s.AddSamples(ctx, missing, []Sample{{Metric: "m"}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AddSamples: %v", err)
+	}
+	if err := s.AddFailure(ctx, Failure{RunID: missing}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AddFailure: %v", err)
 	}
 }
 
 func TestResolveRun(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, filepath.Join(t.TempDir(), "r.db"))
+	s := newStore(t)
 	if _, err := s.ResolveRun(ctx, "latest"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("latest on empty store: %v", err)
+		t.Fatalf("latest on an empty store: %v", err)
 	}
-	s.CreateRun(ctx, newRun())
-	id2, _ := s.CreateRun(ctx, newRun())
-	for ref, want := range map[string]int64{"latest": id2, "1": 1} {
+	first, second := createRun(t, s), createRun(t, s)
+	for ref, want := range map[string]int64{"latest": second, fmt.Sprint(first): first} {
 		got, err := s.ResolveRun(ctx, ref)
 		if err != nil || got != want {
 			t.Errorf("ResolveRun(%q) = %d, %v; want %d", ref, got, err, want)
 		}
 	}
-	for _, ref := range []string{"99", "x", "-1", ""} {
+	for _, ref := range []string{"99", "x", "-1", "0", "", "Latest"} {
 		if _, err := s.ResolveRun(ctx, ref); !errors.Is(err, ErrNotFound) {
 			t.Errorf("ResolveRun(%q) err = %v, want ErrNotFound", ref, err)
 		}
 	}
-	if err := s.FinishRun(ctx, 99, StatusComplete, time.Now()); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FinishRun of a missing run: %v", err)
-	}
 }
 
+// TestConcurrentAddSamples writes from several goroutines through two
+// handles on one file, as a run and a second vfleet process would.
 func TestConcurrentAddSamples(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, filepath.Join(t.TempDir(), "r.db"))
-	id, _ := s.CreateRun(ctx, newRun())
+	path := filepath.Join(t.TempDir(), "r.db")
+	handles := []*Store{open(t, path), open(t, path)}
+	id := createRun(t, handles[0])
+	const writers, steps = 8, 10
 	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
+	for g := 0; g < writers; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 10; i++ {
-				if err := s.AddSamples(ctx, id, []Sample{{Metric: "m", Value: 1}, {Metric: "n", Value: 2}}); err != nil {
+			for i := 0; i < steps; i++ {
+				step := []Sample{{Guest: fmt.Sprint(g), Repetition: i, Metric: "a"}, {Guest: fmt.Sprint(g), Repetition: i, Metric: "b"}}
+				if err := handles[g%2].AddSamples(ctx, id, step); err != nil {
 					t.Error(err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	samples, _ := s.Samples(ctx, id)
-	if len(samples) != 160 {
-		t.Fatalf("%d samples, want 160", len(samples))
+	samples, err := handles[1].Samples(ctx, id)
+	if err != nil || len(samples) != writers*steps*2 {
+		t.Fatalf("%d samples (%v), want %d", len(samples), err, writers*steps*2)
+	}
+	next := map[string]int{}
+	for i := 0; i < len(samples); i += 2 {
+		a, b := samples[i], samples[i+1]
+		if a.Metric != "a" || b.Metric != "b" || a.Guest != b.Guest || a.Repetition != b.Repetition {
+			t.Fatalf("step split by another writer at %d: %+v %+v", i, a, b)
+		}
+		if a.Repetition != next[a.Guest] {
+			t.Fatalf("writer %s: step %d stored before step %d", a.Guest, a.Repetition, next[a.Guest])
+		}
+		next[a.Guest]++
+	}
+}
+
+// TestConcurrentOpenOfNewDatabase is several stores starting at once on a
+// fresh file: each must open, and each migration must be applied once.
+func TestConcurrentOpenOfNewDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			s, err := Open(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			s.Close()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	requireMigratedOnce(t, path)
+}
+
+func requireMigratedOnce(t *testing.T, path string) {
+	t.Helper()
+	s := open(t, path)
+	var n, max int
+	if err := s.db.QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &max); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(migrations) || max != len(migrations) {
+		t.Fatalf("%d migrations recorded up to version %d, want each of 1..%d once", n, max, len(migrations))
+	}
+}
+
+// openChildEnv names the database a re-executed test binary opens; see
+// TestConcurrentOpenByProcesses.
+const openChildEnv = "VFLEET_STORE_TEST_OPEN"
+
+// TestConcurrentOpenByProcesses is the real case behind the test above: two
+// vfleet processes creating the same database at once. Within one process
+// SQLite coordinates connections to one file in memory; between processes
+// only the file locks do, and that is where the WAL switch collided. The
+// children block on stdin until all are started, then open together.
+func TestConcurrentOpenByProcesses(t *testing.T) {
+	if path := os.Getenv(openChildEnv); path != "" {
+		io.Copy(io.Discard, os.Stdin)
+		s, err := Open(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		if _, err := s.CreateRun(context.Background(), newRun()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		s.Close()
+		return
+	}
+	const procs = 4
+	path := filepath.Join(t.TempDir(), "r.db")
+	var cmds []*exec.Cmd
+	var gates []io.Closer
+	var outs []*bytes.Buffer
+	for i := 0; i < procs; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestConcurrentOpenByProcesses$", "-test.count=1")
+		cmd.Env = append(os.Environ(), openChildEnv+"="+path)
+		gate, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, gates, outs = append(cmds, cmd), append(gates, gate), append(outs, &out)
+	}
+	for _, g := range gates {
+		g.Close()
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("process %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	requireMigratedOnce(t, path)
+	runs, err := open(t, path).ListRuns(context.Background())
+	if err != nil || len(runs) != procs {
+		t.Fatalf("%d runs stored (%v), want one per process, %d", len(runs), err, procs)
 	}
 }

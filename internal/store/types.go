@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -63,6 +64,10 @@ type Sample struct {
 	At         time.Time
 	WallNS     int64 // the execution's wall time
 	CPUNS      int64 // user+sys CPU time of the execution, from rusage
+	// Hist is the distribution Value summarises (every latency observation
+	// of the execution), nil for a scalar. Reports merge the histograms of
+	// a group's executions for its percentiles.
+	Hist *stats.Histogram
 }
 
 // Failure records a step that did not produce samples.

@@ -1,0 +1,175 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// LatencyRow is the distribution of one latency metric in one guest group
+// under one set of parameters (a data path, say): the histograms of every
+// repetition and every guest of the group merged into one. Its percentiles
+// are read from that merged histogram, never averaged over executions: the
+// mean of per-run p99s is not the p99 of anything, and one bad run hides
+// behind good ones.
+type LatencyRow struct {
+	WorkloadID string          `json:"workload_id"`
+	Metric     string          `json:"metric"`
+	Unit       string          `json:"unit"`
+	Better     workload.Better `json:"better"`
+	Group      string          `json:"group"`
+	Params     workload.Params `json:"params"`
+	// Executions is how many histograms were merged (repetitions × guests);
+	// Count how many observations they hold.
+	Executions int    `json:"executions"`
+	Count      uint64 `json:"count"`
+	// Skipped counts histograms left out because their unit differed from
+	// the first one's, which would make the merge meaningless.
+	Skipped int `json:"skipped,omitempty"`
+	// Hist is the merged distribution.
+	Hist *stats.Histogram `json:"-"`
+	// label is the group, with the parameters that tell this row apart
+	// from the other rows of its metric.
+	label string
+}
+
+// latencyPercentiles are the percentiles the latency section shows, in order.
+var latencyPercentiles = []struct {
+	Name string
+	Q    float64
+}{{"p50", 0.50}, {"p90", 0.90}, {"p99", 0.99}, {"p99.9", 0.999}}
+
+// Label names the row within its metric: the group, and the parameters
+// that differ between the metric's rows.
+func (r LatencyRow) Label() string { return r.label }
+
+// buildLatency merges the histograms of samples by workload, metric,
+// parameters and group. Rows come metric by metric in the order the run
+// measured them; within a metric, parameters in first-seen order and groups
+// in column order (the baseline first).
+func buildLatency(samples []store.Sample, columns []Column) []LatencyRow {
+	colOrder := map[string]int{}
+	for j, c := range columns {
+		colOrder[c.Group] = j
+	}
+	type metricKey struct{ workload, metric string }
+	type rowKey struct {
+		metricKey
+		params, group string
+	}
+	var metrics []metricKey
+	paramOrder := map[metricKey][]string{}
+	rows := map[rowKey]*LatencyRow{}
+	for _, s := range samples {
+		if s.Hist == nil {
+			continue
+		}
+		mk := metricKey{s.WorkloadID, s.Metric}
+		if _, ok := paramOrder[mk]; !ok {
+			metrics = append(metrics, mk)
+			paramOrder[mk] = nil
+		}
+		ps := paramString(s.Params)
+		if !containsString(paramOrder[mk], ps) {
+			paramOrder[mk] = append(paramOrder[mk], ps)
+		}
+		k := rowKey{mk, ps, s.Group}
+		row := rows[k]
+		if row == nil {
+			row = &LatencyRow{WorkloadID: s.WorkloadID, Metric: s.Metric, Unit: s.Hist.Unit(), Better: s.Better, Group: s.Group,
+				Params: s.Params, Hist: stats.NewHistogram(s.Hist.Unit())}
+			rows[k] = row
+		}
+		if err := row.Hist.Merge(s.Hist); err != nil {
+			row.Skipped++
+			continue
+		}
+		row.Executions++
+	}
+	var out []LatencyRow
+	for _, mk := range metrics {
+		var group []LatencyRow
+		for _, ps := range paramOrder[mk] {
+			var here []LatencyRow
+			for k, r := range rows {
+				if k.metricKey == mk && k.params == ps {
+					here = append(here, *r)
+				}
+			}
+			sort.Slice(here, func(i, j int) bool {
+				ci, iok := colOrder[here[i].Group]
+				cj, jok := colOrder[here[j].Group]
+				if iok != jok {
+					return iok
+				}
+				if ci != cj {
+					return ci < cj
+				}
+				return here[i].Group < here[j].Group
+			})
+			group = append(group, here...)
+		}
+		labelRows(group)
+		out = append(out, group...)
+	}
+	for i := range out {
+		out[i].Count = out[i].Hist.Count()
+	}
+	return out
+}
+
+// labelRows names each row of one metric by its group and by the
+// parameters whose values differ between the rows; parameters every row
+// shares say nothing and would only lengthen the legend.
+func labelRows(rows []LatencyRow) {
+	keys := map[string]bool{}
+	for _, r := range rows {
+		for k := range r.Params {
+			keys[k] = true
+		}
+	}
+	var varying []string
+	for _, k := range sortedStrings(keys) {
+		for _, r := range rows[1:] {
+			if r.Params[k] != rows[0].Params[k] {
+				varying = append(varying, k)
+				break
+			}
+		}
+	}
+	for i := range rows {
+		var parts []string
+		for _, k := range varying {
+			parts = append(parts, k+"="+rows[i].Params[k])
+		}
+		rows[i].label = rows[i].Group
+		if len(parts) > 0 {
+			rows[i].label += " · " + strings.Join(parts, " ")
+		}
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// latencyNote explains histograms left out of a row.
+func latencyNote(rows []LatencyRow) string {
+	skipped := 0
+	for _, r := range rows {
+		skipped += r.Skipped
+	}
+	if skipped == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d latency histogram(s) were in a different unit from the rest of their metric and are left out of the percentiles.", skipped)
+}

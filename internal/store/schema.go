@@ -1,0 +1,162 @@
+package store
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations are applied in order; migration i brings the schema to
+// version i+1. Never edit one that has shipped: append a new one.
+var migrations = []string{
+	`CREATE TABLE runs (
+		id              INTEGER PRIMARY KEY AUTOINCREMENT,
+		scenario_name   TEXT NOT NULL,
+		scenario_source TEXT NOT NULL,
+		scenario_text   BLOB NOT NULL,
+		scenario_hash   TEXT NOT NULL,
+		baseline        TEXT NOT NULL,
+		started_ns      INTEGER NOT NULL,
+		finished_ns     INTEGER NOT NULL DEFAULT 0,
+		status          TEXT NOT NULL,
+		host_json       TEXT NOT NULL,
+		guests_json     TEXT NOT NULL DEFAULT '{}'
+	);
+	CREATE TABLE samples (
+		id          INTEGER PRIMARY KEY AUTOINCREMENT,
+		run_id      INTEGER NOT NULL REFERENCES runs(id),
+		guest       TEXT NOT NULL,
+		grp         TEXT NOT NULL,
+		kind        TEXT NOT NULL,
+		runtime     TEXT NOT NULL,
+		workload_id TEXT NOT NULL,
+		workload    TEXT NOT NULL,
+		params_json TEXT NOT NULL,
+		repetition  INTEGER NOT NULL,
+		metric      TEXT NOT NULL,
+		unit        TEXT NOT NULL,
+		value       REAL NOT NULL,
+		better      TEXT NOT NULL,
+		at_ns       INTEGER NOT NULL,
+		wall_ns     INTEGER NOT NULL,
+		cpu_ns      INTEGER NOT NULL
+	);
+	CREATE INDEX samples_by_run ON samples(run_id, id);
+	CREATE TABLE failures (
+		id          INTEGER PRIMARY KEY AUTOINCREMENT,
+		run_id      INTEGER NOT NULL REFERENCES runs(id),
+		guest       TEXT NOT NULL,
+		grp         TEXT NOT NULL,
+		workload_id TEXT NOT NULL,
+		repetition  INTEGER NOT NULL,
+		error       TEXT NOT NULL,
+		stderr      TEXT NOT NULL,
+		at_ns       INTEGER NOT NULL
+	);
+	CREATE INDEX failures_by_run ON failures(run_id, id);`,
+
+	// Version 2: the distribution behind a latency sample. One row per sample
+	// that has one, keyed by the sample; the sample's dimensions are repeated
+	// so the table can be queried on its own, and the histogram is the JSON
+	// of stats.Histogram (logarithmic buckets, mergeable).
+	`CREATE TABLE histograms (
+		sample_id   INTEGER PRIMARY KEY REFERENCES samples(id),
+		run_id      INTEGER NOT NULL REFERENCES runs(id),
+		guest       TEXT NOT NULL,
+		grp         TEXT NOT NULL,
+		workload_id TEXT NOT NULL,
+		params_json TEXT NOT NULL,
+		repetition  INTEGER NOT NULL,
+		metric      TEXT NOT NULL,
+		unit        TEXT NOT NULL,
+		hist_json   TEXT NOT NULL
+	);
+	CREATE INDEX histograms_by_run ON histograms(run_id, sample_id);`,
+}
+
+func (s *Store) migrate() error {
+	for {
+		done, err := s.migrateOne()
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateOne applies the next pending migration, if any. The version is
+// read inside the same write transaction, so two processes opening a new
+// database at once cannot both apply a migration.
+func (s *Store) migrateOne() (done bool, err error) {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	current, err := schemaVersion(tx)
+	if err != nil {
+		return false, err
+	}
+	if current > len(migrations) {
+		return false, fmt.Errorf("%w: its schema is version %d, this vfleet knows up to %d (use a newer vfleet)",
+			ErrSchemaTooNew, current, len(migrations))
+	}
+	if current == len(migrations) {
+		return true, tx.Commit()
+	}
+	next := current + 1
+	if _, err := tx.Exec(migrations[current]); err != nil {
+		return false, fmt.Errorf("migration %d: %w", next, err)
+	}
+	if _, err := tx.Exec(`INSERT INTO schema_migrations (version, applied_ns) VALUES (?, ?)`, next, time.Now().UnixNano()); err != nil {
+		return false, fmt.Errorf("record migration %d: %w", next, err)
+	}
+	return false, tx.Commit()
+}
+
+// refuseForeign fails with ErrNotDatabase for an SQLite file that has
+// tables but not vfleet's bookkeeping, reading only. schemaVersion checks
+// again inside the migration's transaction, where it is race-free.
+func (s *Store) refuseForeign() error {
+	tracked, others, err := countTables(s.db.QueryRow)
+	if err != nil {
+		return err
+	}
+	if tracked == 0 && others > 0 {
+		return fmt.Errorf("%w: it is an SQLite database of another program", ErrNotDatabase)
+	}
+	return nil
+}
+
+func countTables(queryRow func(string, ...any) *sql.Row) (tracked, others int, err error) {
+	if err := queryRow(`SELECT
+		COUNT(*) FILTER (WHERE name = 'schema_migrations'),
+		COUNT(*) FILTER (WHERE name <> 'schema_migrations')
+		FROM sqlite_master WHERE type = 'table'`).Scan(&tracked, &others); err != nil {
+		return 0, 0, fmt.Errorf("read schema: %w", err)
+	}
+	return tracked, others, nil
+}
+
+// schemaVersion returns the applied schema version, creating the
+// bookkeeping table in a fresh database. An SQLite file that has tables but
+// no bookkeeping belongs to another program and is left alone.
+func schemaVersion(tx *sql.Tx) (int, error) {
+	tracked, others, err := countTables(tx.QueryRow)
+	if err != nil {
+		return 0, err
+	}
+	if tracked == 0 {
+		if others > 0 {
+			return 0, fmt.Errorf("%w: it is an SQLite database of another program", ErrNotDatabase)
+		}
+		if _, err := tx.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ns INTEGER NOT NULL)`); err != nil {
+			return 0, fmt.Errorf("create schema_migrations: %w", err)
+		}
+		return 0, nil
+	}
+	var v int
+	if err := tx.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
