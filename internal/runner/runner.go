@@ -462,7 +462,7 @@ func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) erro
 		samples = append(samples, store.Sample{
 			RunID: r.id, Guest: st.Guest, Group: st.Group, Kind: spec.Kind, Runtime: g.Info().Runtime,
 			WorkloadID: st.WorkloadID, Workload: st.Workload, Params: params, Repetition: st.Repetition,
-			Metric: p.Metric, Unit: p.Unit, Value: p.Value, Better: p.Better, At: now,
+			Metric: p.Metric, Unit: p.Unit, Value: p.Value, Better: p.Better, Hist: p.Hist, At: now,
 			WallNS: reply.WallNS, CPUNS: reply.Rusage.UserNS + reply.Rusage.SysNS,
 		})
 	}
