@@ -27,8 +27,9 @@ type Estimate struct {
 // lower-is-better metrics, so above 1 is always better), a workload's score
 // is the geometric mean of its metrics' (so a tool reporting four metrics
 // does not outweigh one reporting one), and the index is the geometric mean
-// over workloads. Terms with a zero or negative mean cannot be scored and
-// are left out.
+// over workloads. A term with any zero or negative value (a count of
+// retransmits or lost packets, which is often 0) has no ratio in every
+// repetition, so it is left out of both the index and its interval.
 //
 // The interval comes from the spread of the index between repetitions.
 // Repetition r yields an index I_r computed the same way from the r-th
@@ -51,13 +52,12 @@ type Estimate struct {
 // about 76% of the runs that TestOverheadIndexCoverage simulates.
 //
 // n is the fewest repetitions any usable term has; a term's extra values
-// count in the point estimate but not in the interval. With n < 2, or when
-// a repetition has a value that is zero or negative, the interval is
-// unknown (NaN).
+// count in the point estimate but not in the interval. With n < 2 the
+// interval is unknown (NaN).
 func OverheadIndex(terms []IndexTerm, confidence float64) Estimate {
 	usable := terms[:0:0]
 	for _, t := range terms {
-		if len(t.Guest) > 0 && len(t.Base) > 0 && meanOf(t.Guest) > 0 && meanOf(t.Base) > 0 {
+		if len(t.Guest) > 0 && len(t.Base) > 0 && allPositive(t.Guest) && allPositive(t.Base) {
 			usable = append(usable, t)
 		}
 	}
@@ -110,6 +110,15 @@ func index(terms []IndexTerm, pick func(IndexTerm) (guest, base float64)) float6
 		total += meanOf(perWorkload[w])
 	}
 	return math.Exp(total / float64(len(order)))
+}
+
+func allPositive(v []float64) bool {
+	for _, x := range v {
+		if !(x > 0) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // stdDevOf is the sample standard deviation (n-1).
