@@ -170,7 +170,7 @@ func cellValue(s stats.Summary, unit string) string {
 	if s.N == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%s %s (n=%d)", formatValue(s.Mean), unit, s.N)
+	return fmt.Sprintf("%s (n=%d)", formatQuantity(s.Mean, unit), s.N)
 }
 
 // WriteABJSON writes the comparison.

@@ -209,7 +209,7 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		for _, cell := range r.Cells {
 			hc := htmlCell{Ratio: "—"}
 			if cell.Present {
-				hc.Raw = formatValue(cell.Summary.Mean) + " " + r.Unit
+				hc.Raw = formatQuantity(cell.Summary.Mean, r.Unit)
 				hc.Ratio = "n/a"
 				if cell.Comparable {
 					hc.Ratio = formatRatio(cell.Normalized.Ratio)

@@ -438,3 +438,22 @@ func TestHTMLShowsOnlyTheEndOfAHugeStderr(t *testing.T) {
 		t.Fatalf("page of %d bytes; the end of stderr shown: %v", buf.Len(), strings.Contains(buf.String(), "the real reason"))
 	}
 }
+
+func TestBitRatesReadInSIPrefixes(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{9585128886, "bit/s", "9.59 Gbit/s"},
+		{238319159, "bit/s", "238.3 Mbit/s"},
+		{4794864771, "bit/s per core", "4.79 Gbit/s per core"},
+		{512, "bit/s", "512.0 bit/s"},
+		{18899, "IOPS", "18899 IOPS"},
+		{math.NaN(), "bit/s", "n/a bit/s"},
+	} {
+		if got := formatQuantity(c.v, c.unit); got != c.want {
+			t.Errorf("formatQuantity(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)
+		}
+	}
+}

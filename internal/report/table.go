@@ -80,7 +80,7 @@ func cellText(c Cell, unit string) string {
 	if !c.Present {
 		return "—"
 	}
-	raw := fmt.Sprintf("(%s %s)", formatValue(c.Summary.Mean), unit)
+	raw := "(" + formatQuantity(c.Summary.Mean, unit) + ")"
 	if !c.Comparable {
 		return "n/a " + raw
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
@@ -35,6 +36,22 @@ func formatValue(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'g', 3, 64)
 	}
+}
+
+// formatQuantity prints a value with its unit, scaling bit rates to the
+// SI prefix people read them in (9.59 Gbit/s, not 9585128886 bit/s).
+func formatQuantity(v float64, unit string) string {
+	if rest, ok := strings.CutPrefix(unit, "bit/s"); ok && finite(v) {
+		for _, p := range []struct {
+			prefix string
+			scale  float64
+		}{{"G", 1e9}, {"M", 1e6}, {"k", 1e3}} {
+			if math.Abs(v) >= p.scale {
+				return formatValue(v/p.scale) + " " + p.prefix + "bit/s" + rest
+			}
+		}
+	}
+	return formatValue(v) + " " + unit
 }
 
 func formatRatio(r float64) string {
