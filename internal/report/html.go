@@ -213,7 +213,12 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 				hc.Ratio = "n/a"
 				if cell.Comparable {
 					hc.Ratio = formatRatio(cell.Normalized.Ratio)
-					hc.CI = "[" + formatRatio(cell.Normalized.CILow) + ", " + formatRatio(cell.Normalized.CIHigh) + "]"
+					// One repetition bounds nothing: say so rather than print
+					// an interval of zero width, as the terminal table does.
+					hc.CI = "[no interval]"
+					if cell.Normalized.CIHigh > cell.Normalized.CILow {
+						hc.CI = "[" + formatRatio(cell.Normalized.CILow) + ", " + formatRatio(cell.Normalized.CIHigh) + "]"
+					}
 				}
 				switch verdict(cell, string(r.Better)) {
 				case 1:
