@@ -264,6 +264,9 @@ type run struct {
 	guests   map[string]guest.Guest // started guests by name
 	net      *netRun                // nil when the scenario has no network
 	records  map[string]store.GuestRecord
+	// headlines holds each group's measured values of each workload's
+	// headline metric, for adaptive repetitions.
+	headlines map[headlineKey][]float64
 }
 
 // setup creates the run's ledger and state directory and starts its guests.
@@ -333,6 +336,7 @@ func runSteps(ctx context.Context, runs []*run, progress Progress) error {
 			err := r.runStep(ctx, g, st)
 			done(err)
 			progress.Item(r.label+describe(st), err)
+			r.extendIfImprecise(i, progress)
 		}
 		if !more {
 			break
@@ -469,6 +473,7 @@ func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) erro
 	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
 		return fmt.Errorf("store samples: %w", err)
 	}
+	r.noteHeadline(st, parsed)
 	r.opts.Observer.SamplesStored(r.id, samples)
 	return nil
 }

@@ -271,3 +271,66 @@ func TestRunABAlternatesStepOrder(t *testing.T) {
 	}
 	assertNoState(t, opts.StateRoot)
 }
+
+func adaptivePlan(t *testing.T, opts Options) *scenario.Plan {
+	t.Helper()
+	text := strings.Replace(fakeScenario, "repetitions: 2\n", "repetitions: 2\nadaptive: {target: 5%, max_repetitions: 5}\n", 1)
+	spec, err := scenario.Parse("t.yaml", []byte(text), scenario.Options{KnownKinds: []string{"fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec.Expand()
+}
+
+func repetitionsPerGuest(t *testing.T, opts Options, id int64) map[string]int {
+	t.Helper()
+	samples, err := opts.Store.Samples(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps := map[string]int{}
+	for _, s := range samples {
+		reps[s.Guest] = max(reps[s.Guest], s.Repetition+1)
+	}
+	return reps
+}
+
+func TestAdaptiveRepetitionsStopWhenPrecise(t *testing.T) {
+	_, opts := setup(t)
+	id, err := Run(context.Background(), adaptivePlan(t, opts), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Identical outputs: the interval has no width after the minimum.
+	for g, n := range repetitionsPerGuest(t, opts, id) {
+		if n != 2 {
+			t.Errorf("guest %s ran %d repetitions, want the minimum 2", g, n)
+		}
+	}
+}
+
+func TestAdaptiveRepetitionsGoOnWhileNoisyUpToTheMaximum(t *testing.T) {
+	_, opts := setup(t)
+	steady := fake.output
+	noisy := []byte(strings.Replace(string(steady), "4283.31", "2000.00", 1))
+	calls := 0
+	fake.onExec = func(g string) {
+		// Only the "other" group is noisy; base stays precise.
+		if strings.HasPrefix(g, "other") {
+			calls++
+			if calls%2 == 0 {
+				fake.output = noisy
+				return
+			}
+		}
+		fake.output = steady
+	}
+	id, err := Run(context.Background(), adaptivePlan(t, opts), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"base": 5, "other-0": 5, "other-1": 5}
+	if got := repetitionsPerGuest(t, opts, id); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("repetitions = %v, want %v: every guest repeats while one group is imprecise, up to the maximum", got, want)
+	}
+}

@@ -255,9 +255,10 @@ func (p *parser) name(dst *string) func(*yaml.Node, string) {
 }
 
 func (p *parser) spec(n *yaml.Node, s *Spec) {
-	var guestsNode, workloadsNode, baselineNode, networkNode *yaml.Node
+	var guestsNode, workloadsNode, baselineNode, networkNode, adaptiveNode *yaml.Node
 	seen := p.fields(n, "", map[string]func(*yaml.Node, string){
 		"network":     func(v *yaml.Node, _ string) { networkNode = v },
+		"adaptive":    func(v *yaml.Node, _ string) { adaptiveNode = v },
 		"name":        p.name(&s.Name),
 		"description": p.str(&s.Description),
 		"repetitions": p.integer(&s.Repetitions, 1, math.MaxInt),
@@ -277,6 +278,9 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	}
 	if networkNode != nil {
 		s.Network = p.network(networkNode)
+	}
+	if adaptiveNode != nil {
+		s.Adaptive = p.adaptive(adaptiveNode, s.Repetitions)
 	}
 	if guestsNode != nil {
 		p.guests(guestsNode, s)
@@ -311,6 +315,52 @@ func (p *parser) network(n *yaml.Node) *Network {
 		},
 	})
 	return nw
+}
+
+// adaptive reads the `adaptive:` section. reps is the scenario's
+// repetitions, the minimum an adaptive run does.
+func (p *parser) adaptive(n *yaml.Node, reps int) *Adaptive {
+	a := &Adaptive{MaxRepetitions: DefaultMaxRepetitions}
+	var targetNode, maxNode *yaml.Node
+	seen := p.fields(n, "adaptive", map[string]func(*yaml.Node, string){
+		"target": func(v *yaml.Node, path string) {
+			targetNode = v
+			text, ok := p.scalar(v, path)
+			if !ok {
+				return
+			}
+			f, err := parsePercent(text)
+			if err != nil || !(f > 0 && f < 1) {
+				p.errorf(v, path, "%q is not allowed: want a relative half-width between 0%% and 100%%, like 5%% or 0.05", text)
+				return
+			}
+			a.Target = f
+		},
+		"max_repetitions": func(v *yaml.Node, path string) { maxNode = v; p.integer(&a.MaxRepetitions, 1, 10000)(v, path) },
+	})
+	if seen == nil {
+		return a
+	}
+	if targetNode == nil {
+		p.errorf(n, "adaptive.target", "missing (required: the interval half-width to reach, like 5%%)")
+	}
+	if a.MaxRepetitions < reps {
+		at := maxNode
+		if at == nil {
+			at = n
+		}
+		p.errorf(at, "adaptive.max_repetitions", "%d is below repetitions (%d), the minimum an adaptive run does", a.MaxRepetitions, reps)
+	}
+	return a
+}
+
+// parsePercent reads "5%" as 0.05 and a plain number as is.
+func parsePercent(s string) (float64, error) {
+	if pct, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+		return f / 100, err
+	}
+	return strconv.ParseFloat(s, 64)
 }
 
 // guestNetwork reads a group's data path; it needs the network section.

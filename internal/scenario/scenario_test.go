@@ -318,7 +318,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"two documents", "name: t\n" + guests + work + "---\nname: u\n",
 			[]string{"t.yaml:6:1: a scenario is one YAML document"}},
 		{"not a mapping", "- name: t\n",
-			[]string{"t.yaml:1:1: want a mapping of baseline, description, duration, guests, name, network, repetitions, warmup, workloads"}},
+			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, guests, name, network, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
 		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
 			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, routed, macvlan, xdp, tc)`}},
@@ -328,6 +328,12 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			[]string{`guests[0].network: the host baseline always reaches the peer over the host side's own direct link`}},
 		{"pin not a cpu", "name: t\nnetwork:\n  pin: {client: -1, server: x}\n" + guests + work,
 			[]string{"network.pin.client", "network.pin.server"}},
+		{"adaptive target out of range", "name: t\nadaptive: {target: 150%}\n" + guests + work,
+			[]string{`t.yaml:2:20: adaptive.target: "150%" is not allowed: want a relative half-width between 0% and 100%`}},
+		{"adaptive without target", "name: t\nadaptive: {max_repetitions: 9}\n" + guests + work,
+			[]string{"adaptive.target: missing"}},
+		{"adaptive maximum below the minimum", "name: t\nrepetitions: 5\nadaptive: {target: 0.05, max_repetitions: 4}\n" + guests + work,
+			[]string{"adaptive.max_repetitions: 4 is below repetitions (5)"}},
 		{"peer name reserved", "name: t\nguests:\n  - {name: peer, kind: container}\n  - {kind: host}\n" + work,
 			[]string{`guests[0].name: "peer" is reserved for the run's network peer`}},
 		{"guests not a list", "name: t\nguests: host\n" + work,
@@ -491,5 +497,15 @@ workloads:
 	}
 	if n := bare.Network; n.Path != "bridge" || n.ClientCPU != NoPin || n.ServerCPU != NoPin {
 		t.Fatalf("defaults = %+v, want bridge and no pinning", n)
+	}
+}
+
+func TestAdaptiveSection(t *testing.T) {
+	s, err := Parse("t.yaml", []byte("name: t\nrepetitions: 3\nadaptive: {target: 2.5%}\nguests:\n  - {kind: host}\nworkloads:\n  - workload: scenario-test\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := s.Adaptive; a == nil || a.Target != 0.025 || a.MaxRepetitions != DefaultMaxRepetitions {
+		t.Fatalf("adaptive = %+v", a)
 	}
 }

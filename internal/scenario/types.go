@@ -24,7 +24,25 @@ type Spec struct {
 	Workloads   []WorkloadEntry
 	// Network is the `network:` section; nil when the run needs no peer.
 	Network *Network
+	// Adaptive, when set, adds repetitions beyond Repetitions until the
+	// results are precise enough; nil runs exactly Repetitions.
+	Adaptive *Adaptive
 }
+
+// Adaptive is the `adaptive:` section: repeat each workload until the 95%
+// confidence interval of its headline metric (the first one the workload
+// reports) is narrower than Target in every guest group, or MaxRepetitions
+// are done.
+type Adaptive struct {
+	// Target is the largest acceptable half-width of the interval relative
+	// to the mean: 0.05 for ±5%.
+	Target         float64
+	MaxRepetitions int
+}
+
+// DefaultMaxRepetitions bounds an adaptive run whose scenario names no
+// maximum.
+const DefaultMaxRepetitions = 20
 
 // Network is the `network:` section: the peer the run measures against
 // and where network clients and servers run.

@@ -1,0 +1,84 @@
+package runner
+
+import (
+	"math"
+
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// headlineKey names one group's results of one workload entry.
+type headlineKey struct{ group, workloadID string }
+
+// noteHeadline keeps the value of the step's headline metric: the first
+// sample its workload reports (events/s, IOPS, the median round trip, the
+// throughput), the figure an adaptive run makes precise. Tails and
+// extremes are left alone on purpose: a maximum never settles.
+func (r *run) noteHeadline(st scenario.Step, parsed []workload.Sample) {
+	if r.plan.Spec.Adaptive == nil || len(parsed) == 0 || math.IsNaN(parsed[0].Value) || math.IsInf(parsed[0].Value, 0) {
+		return
+	}
+	if r.headlines == nil {
+		r.headlines = map[headlineKey][]float64{}
+	}
+	k := headlineKey{st.Group, st.WorkloadID}
+	r.headlines[k] = append(r.headlines[k], parsed[0].Value)
+}
+
+// extendIfImprecise is called after step i. When it ends a round of its
+// workload (every guest did that repetition) and some group's headline
+// is still less precise than the scenario's target, it inserts another
+// round right after, until the maximum number of repetitions.
+func (r *run) extendIfImprecise(i int, progress Progress) {
+	a := r.plan.Spec.Adaptive
+	steps := r.plan.Steps
+	st := steps[i]
+	if a == nil || st.Warmup || (i+1 < len(steps) && steps[i+1].WorkloadID == st.WorkloadID) {
+		return
+	}
+	done := st.Repetition + 1
+	if done >= a.MaxRepetitions {
+		return
+	}
+	group, width := r.widestInterval(st.WorkloadID)
+	if width <= a.Target {
+		return
+	}
+	var round []scenario.Step
+	for _, s := range steps {
+		if s.WorkloadID == st.WorkloadID && !s.Warmup && s.Repetition == st.Repetition {
+			next := s
+			next.Repetition = done
+			round = append(round, next)
+		}
+	}
+	r.plan.Steps = append(steps[:i+1:i+1], append(round, steps[i+1:]...)...)
+	progress.Logf("%s%s: ±%.1f%% in %s after %d repetitions, above the %.1f%% target: one more (%d steps)",
+		r.label, st.WorkloadID, 100*width, group, done, 100*a.Target, len(round))
+}
+
+// widestInterval returns the group whose headline of the workload has the
+// widest 95% interval relative to its mean, and that width; +Inf when a
+// group has too few values to bound its mean. Groups without any value
+// (every step failed) are left out: repeating cannot help them.
+func (r *run) widestInterval(workloadID string) (string, float64) {
+	worst, width := "", 0.0
+	for k, values := range r.headlines {
+		if k.workloadID != workloadID {
+			continue
+		}
+		w := math.Inf(1)
+		if len(values) >= 2 {
+			s := stats.Summarize(values, 0.95)
+			if s.Mean == 0 {
+				continue
+			}
+			w = (s.CIHigh - s.Mean) / math.Abs(s.Mean)
+		}
+		if w > width || worst == "" {
+			worst, width = k.group, w
+		}
+	}
+	return worst, width
+}
