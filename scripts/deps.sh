@@ -9,9 +9,10 @@ set -euo pipefail
 # Recommends are otherwise skipped: QEMU's would pull in firmware for
 # machines vfleet never emulates.
 packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils sqlite3 ca-certificates)
-# --test adds what only the tests use: a browser that renders the HTML report.
+# --test adds what only the tests use: a browser that renders the HTML report,
+# and a Prometheus server that scrapes the metrics endpoint.
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium)
+  packages+=(chromium prometheus)
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -30,6 +31,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The tests start their own Prometheus on a free loopback port; the
+  # package's system service would only hold port 9090 and scrape nothing.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 
 # Go: the module needs a recent toolchain; Go fetches the exact one go.mod

@@ -63,6 +63,7 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario).`,
 		newImageCommand(g),
 		newDoctorCommand(g),
 		newCleanCommand(g),
+		newServeCommand(g),
 	)
 	return root
 }

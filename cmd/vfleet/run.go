@@ -26,6 +26,7 @@ const defaultScenario = "default"
 func newRunCommand(g *globalOptions) *cobra.Command {
 	var htmlPath string
 	var ab bool
+	var obs observeFlags
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO] | run --ab SCENARIO_A SCENARIO_B",
 		Short: "Run a scenario (a YAML file or a built-in name; default: " + defaultScenario + ")",
@@ -45,15 +46,16 @@ difference between them; the A/B comparison is printed at the end.`,
 			case len(args) == 0:
 				args = []string{defaultScenario}
 			}
-			return runScenarios(g, args, htmlPath)
+			return runScenarios(g, args, htmlPath, &obs)
 		},
 	}
 	cmd.Flags().StringVar(&htmlPath, "html", "", "where to write the HTML report (default ./vfleet-run-ID.html; \"-\" for none)")
 	cmd.Flags().BoolVar(&ab, "ab", false, "run two scenarios interleaved and compare them")
+	obs.register(cmd.Flags())
 	return cmd
 }
 
-func runScenarios(g *globalOptions, refs []string, htmlPath string) error {
+func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags) error {
 	began := time.Now()
 	var specs []*scenario.Spec
 	for _, ref := range refs {
@@ -97,6 +99,13 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string) error {
 		Host:      host,
 		Progress:  progress,
 	}
+	observer, stopObserving, err := obs.start(ctx, progress.Logf)
+	if err != nil {
+		return err
+	}
+	// Deferred, so the trace is flushed after an interrupted run too.
+	defer stopObserving()
+	opts.Observer = observer
 	var ids []int64
 	var runErr error
 	if len(specs) == 2 {
