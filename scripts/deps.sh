@@ -5,10 +5,11 @@ set -euo pipefail
 
 # Host packages: OCI runtimes, the image builder (with the recommends it
 # uses as root: mount, gpg for the archive keys, libdpkg-perl, arch-test),
-# QEMU for VM guests and the KVM/TCG probe, sqlite3 for poking at results.
+# QEMU and e2fsprogs (the base disk) for VM guests and the KVM/TCG probe,
+# sqlite3 for poking at results.
 # Recommends are otherwise skipped: QEMU's would pull in firmware for
 # machines vfleet never emulates.
-packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils sqlite3 ca-certificates)
+packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils e2fsprogs sqlite3 ca-certificates)
 # --test adds what only the tests use: a browser that renders the HTML report,
 # and a Prometheus server that scrapes the metrics endpoint.
 if [ "${1:-}" = "--test" ]; then

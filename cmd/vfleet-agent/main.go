@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/version"
 )
 
@@ -28,15 +29,30 @@ func run() error {
 	listen := flag.String("listen", "", "serve on this unix socket path")
 	stdio := flag.Bool("stdio", false, "serve one session on standard input and output")
 	workdir := flag.String("workdir", "", "default working directory of executed commands")
+	device := flag.String("device", "", "serve on this character device (a VM's virtio-serial port, /dev/virtio-ports/NAME)")
+	pid1 := flag.Bool("pid1", false, "be a VM guest's init: mount, start the agent on the port named by the kernel command line, reap, power off on SIGTERM")
 	showVersion := flag.Bool("version", false, "print the agent and protocol version and exit")
-	flag.Parse()
+	if os.Getpid() == 1 {
+		flag.CommandLine.Parse(vminit.InitArgs(os.Args[1:]))
+	} else {
+		flag.Parse()
+	}
 
 	if *showVersion {
 		fmt.Printf("vfleet-agent %s (protocol %d)\n", version.String(), agent.Version)
 		return nil
 	}
-	if (*listen == "") == !*stdio {
-		return errors.New("give exactly one of --listen PATH or --stdio")
+	if *pid1 {
+		return runInit(*workdir)
+	}
+	modes := 0
+	for _, set := range []bool{*listen != "", *stdio, *device != ""} {
+		if set {
+			modes++
+		}
+	}
+	if modes != 1 {
+		return errors.New("give exactly one of --listen PATH, --stdio or --device PATH")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -46,6 +62,9 @@ func run() error {
 
 	if *stdio {
 		return srv.ServeConn(ctx, stdioConn{})
+	}
+	if *device != "" {
+		return vminit.ServeDevice(ctx, srv, *device)
 	}
 	// A stale socket from an earlier agent would make Listen fail.
 	if err := os.Remove(*listen); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -57,6 +76,23 @@ func run() error {
 	}
 	defer os.Remove(*listen)
 	return srv.Serve(ctx, l)
+}
+
+// runInit is the VM guest's init: first from the initramfs, where it
+// mounts the root disk and runs itself again from there, then as the
+// real root's PID 1.
+func runInit(workdir string) error {
+	if vminit.InInitramfs() {
+		return vminit.Stage1(vminit.InitArgs(os.Args[1:]))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if workdir == "" {
+		workdir = "/var/tmp/vfleet" // guest.ScratchDir, which the agent does not import
+	}
+	return vminit.RunPID1(vminit.PID1Options{Agent: []string{self, "--workdir", workdir, "--device"}, Workdir: workdir})
 }
 
 type stdioConn struct{}

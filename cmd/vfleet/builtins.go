@@ -5,4 +5,5 @@ package main
 import (
 	_ "github.com/vfleet/vfleet/internal/guest/container"
 	_ "github.com/vfleet/vfleet/internal/guest/host"
+	_ "github.com/vfleet/vfleet/internal/guest/qemu"
 )

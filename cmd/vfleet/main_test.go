@@ -84,13 +84,13 @@ func reps(n int) string { return strings.Replace(quickScenario, "%d", string(run
 
 func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 	c := newCLI(t)
-	bad := c.scenario("name: quick\nguests:\n  - kind: vm\nworkloads:\n  - workload: cpu\n    params: {threads: -1}\n")
+	bad := c.scenario("name: quick\nguests:\n  - kind: lxc\nworkloads:\n  - workload: cpu\n    params: {threads: -1}\n")
 	for _, tc := range []struct {
 		args []string
 		want string
 		code int
 	}{
-		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"vm\"", 1},
+		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"lxc\"", 1},
 		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: default", 1},
 		{[]string{"report", "latest"}, "no results database at", 1},
 		{[]string{"report", "1", "--format", "pdf"}, "allowed: table, html, json, csv", 2},

@@ -1,0 +1,106 @@
+package qemu
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
+)
+
+// Machines a VM guest can run on; the scenario's runtime names one.
+const (
+	MachineQ35     = "q35"
+	MachineMicroVM = "microvm"
+	// DefaultMachine is the machine when the runtime is empty.
+	DefaultMachine = MachineQ35
+)
+
+// agentPort is the virtio-serial port's name, which the guest's init reads
+// from the kernel command line.
+const agentPort = "vfleet.agent"
+
+// launchConfig is everything QEMU's command line is made from.
+type launchConfig struct {
+	Name        string // guest name, for QEMU's process and thread names
+	Machine     string // MachineQ35 or MachineMicroVM
+	Accel       string // "kvm" or "tcg"
+	VCPUs       int
+	MemoryMiB   int64
+	Kernel      string
+	Initramfs   string // empty to boot without one
+	Disk        string // qcow2
+	Cmdline     string
+	AgentSocket string
+	QMPSocket   string
+	ConsoleLog  string
+}
+
+// qemuArgv is QEMU's argv (without the program) for one guest. The two
+// machines differ only in how devices attach: PCI functions on q35, MMIO
+// transports on microvm.
+func qemuArgv(c launchConfig) []string {
+	bus := "pci"
+	machine := "q35"
+	if c.Machine == MachineMicroVM {
+		bus = "device"
+		// No option ROMs (no firmware needs them) and no PCIe host; ACPI
+		// stays on, for the power button and for finding the virtio-mmio
+		// devices: the cloud kernel cannot take them from its command line.
+		machine = "microvm,x-option-roms=off,pcie=off,acpi=on"
+		if c.Accel != "kvm" {
+			// Without KVM's clock the kernel calibrates its TSC against
+			// the PIT, which microvm leaves out under TCG unless asked;
+			// without it the boot hangs.
+			machine += ",pit=on,pic=on,rtc=on"
+		}
+	}
+	cpu := "max" // the richest model TCG emulates
+	if c.Accel == "kvm" {
+		cpu = "host"
+	}
+	a := []string{
+		"-name", "vfleet-" + c.Name + ",debug-threads=on",
+		"-machine", machine,
+		"-accel", c.Accel,
+		"-cpu", cpu,
+		"-smp", fmt.Sprint(c.VCPUs),
+		"-m", fmt.Sprintf("%dM", c.MemoryMiB),
+		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+		"-kernel", c.Kernel,
+	}
+	if c.Initramfs != "" {
+		a = append(a, "-initrd", c.Initramfs)
+	}
+	a = append(a,
+		"-append", c.Cmdline,
+		"-chardev", "file,id=console,path="+c.ConsoleLog,
+		"-serial", "chardev:console",
+		"-drive", "file="+c.Disk+",format=qcow2,if=none,id=root,discard=unmap",
+		"-device", "virtio-blk-"+bus+",drive=root",
+		"-device", "virtio-serial-"+bus+",id=serial0",
+		"-chardev", "socket,id=agent,path="+c.AgentSocket+",server=on,wait=off",
+		"-device", "virtserialport,bus=serial0.0,chardev=agent,name="+agentPort,
+		"-chardev", "socket,id=qmp,path="+c.QMPSocket+",server=on,wait=off",
+		"-mon", "chardev=qmp,mode=control",
+	)
+	return a
+}
+
+// kernelCmdline is the guest kernel's command line. panic=-1 with QEMU's
+// -no-reboot turns a guest panic into QEMU exiting, so a failed boot is
+// seen at once. init= is used only when booting without an initramfs,
+// whose own /init takes precedence. Everything after "--" is the init's
+// argv. tscKHz, when known, is the guest TSC's frequency, so the kernel
+// need not calibrate it.
+func kernelCmdline(root, hostname, init, workdir string, tscKHz int64) string {
+	p := []string{
+		"console=ttyS0", "root=" + root, "rootfstype=ext4", "ro", "init=" + init,
+		"panic=-1", "loglevel=6", // notices too: a failed boot shows why
+		vminit.ParamHostname + "=" + hostname, vminit.ParamPort + "=" + agentPort,
+	}
+	if tscKHz > 0 {
+		p = append(p, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
+	}
+	p = append(p, "--", "--pid1", "--workdir", workdir)
+	return strings.Join(p, " ")
+}

@@ -1,0 +1,46 @@
+package qemu
+
+import (
+	"bytes"
+	"strings"
+)
+
+// panicMarker starts the line a panicking kernel prints last on its
+// console, with the reason after it.
+const panicMarker = "Kernel panic - not syncing"
+
+// PanicLine returns the kernel panic line of a serial console log, or ""
+// when the kernel did not panic.
+func PanicLine(console []byte) string {
+	i := bytes.Index(console, []byte(panicMarker))
+	if i < 0 {
+		return ""
+	}
+	line := console[i:]
+	if j := bytes.IndexAny(line, "\r\n"); j >= 0 {
+		line = line[:j]
+	}
+	return strings.TrimSpace(string(line))
+}
+
+// tailLines returns at most the last n lines of a log, without carriage
+// returns, for error messages.
+func tailLines(b []byte, n int) string {
+	s := strings.TrimRight(strings.ReplaceAll(string(b), "\r", ""), "\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// bootHint explains console symptoms whose cause is known.
+func bootHint(console []byte) string {
+	// q35 also fails the PIT calibration on a busy host, but falls back
+	// on its HPET; the second line says there was nothing to fall back on.
+	if bytes.Contains(console, []byte("tsc: Unable to calibrate against PIT")) &&
+		bytes.Contains(console, []byte("No reference (HPET/PMTIMER) available")) {
+		return "the guest kernel could not calibrate its clock against the PIT; microvm has no HPET or ACPI PM timer to fall back on: use runtime q35, or KVM"
+	}
+	return ""
+}

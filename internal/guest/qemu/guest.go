@@ -1,0 +1,353 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/tools"
+)
+
+// Bounds on a VM's life. Emulation boots a kernel tens of times slower
+// than KVM, so the agent's wait depends on the accelerator.
+const (
+	readyTimeoutTCG = 60 * time.Second
+	readyTimeoutKVM = 15 * time.Second
+	// socketWait bounds the wait for QEMU to create its QMP socket, which
+	// it does before the guest runs.
+	socketWait = 10 * time.Second
+	// powerdownWait is what a guest gets to power itself off before QEMU
+	// is told to quit, and quitWait what QEMU gets before it is killed.
+	powerdownWait = 10 * time.Second
+	quitWait      = 3 * time.Second
+	qmpTimeout    = 5 * time.Second
+)
+
+// ErrBootFailed says the guest stopped or never answered while booting;
+// the error carries the serial console's panic line or last lines.
+var ErrBootFailed = errors.New("vm guest did not boot")
+
+// Guest is one virtual machine.
+type Guest struct {
+	*guest.Base
+	env     guest.Env
+	dir     string
+	machine string
+	vcpus   int
+	memMiB  int64
+	pins    []int
+	disk    string
+}
+
+func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
+
+// vm is one QEMU process and what watches it.
+type vm struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once QEMU is reaped
+	err    error         // QEMU's exit, valid after exited
+	mon    monitor
+	booted bool // the guest's init runs and can power the machine off
+}
+
+func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client, guest.Info, error) {
+	fail := func(err error) (*agent.Client, guest.Info, error) { return nil, guest.Info{}, err }
+	spec := g.Spec()
+	qemuTool, err := tools.Find("qemu-system-x86_64")
+	if err != nil {
+		return fail(fmt.Errorf("%w: %v", guest.ErrNotSupported, err))
+	}
+	qemuImg, err := tools.Find("qemu-img")
+	if err != nil {
+		return fail(fmt.Errorf("%w: %v", guest.ErrNotSupported, err))
+	}
+	img, err := image.ForRootFS(g.env.RootFS)
+	if err != nil {
+		return fail(err)
+	}
+	boot, err := image.EnsureVMBoot(ctx, img, nil)
+	if err != nil {
+		return fail(err)
+	}
+	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool.Path, boot.Kernel)
+	if err != nil {
+		return fail(err)
+	}
+	details := map[string]string{}
+
+	var tscKHz int64
+	if accel == AccelTCG {
+		// Under TCG the guest's TSC is the host's (under KVM the guest
+		// has kvmclock and needs no help).
+		tscKHz = hostTSCkHz()
+		details["tsc_khz"] = strconv.FormatInt(tscKHz, 10)
+	}
+
+	led := g.env.Ledger
+	dirEntry, err := led.Record(ledger.KindDir, g.dir, nil)
+	if err != nil {
+		return fail(err)
+	}
+	undo.PushRelease(led, dirEntry)
+	if err := os.MkdirAll(g.dir, 0o700); err != nil {
+		return fail(err)
+	}
+	diskMode := g.disk
+	if diskMode == "" {
+		diskMode = DiskOverlay
+	}
+	disk := filepath.Join(g.dir, "disk.qcow2")
+	if err := makeDisk(ctx, qemuImg.Path, diskMode, boot.BaseDisk, disk); err != nil {
+		return fail(err)
+	}
+
+	cfg := launchConfig{
+		Name: spec.Name, Machine: g.machine, Accel: accel, VCPUs: g.vcpus, MemoryMiB: g.memMiB,
+		Kernel: boot.Kernel, Initramfs: boot.Initramfs, Disk: disk,
+		Cmdline:     kernelCmdline(boot.Root, spec.Name, g.env.AgentPath, guest.ScratchDir, tscKHz),
+		AgentSocket: filepath.Join(g.dir, "agent.sock"), QMPSocket: filepath.Join(g.dir, "qmp.sock"),
+		ConsoleLog: filepath.Join(g.dir, "console.log"),
+	}
+	m, err := g.launch(qemuTool.Path, cfg, undo)
+	if err != nil {
+		return fail(err)
+	}
+	launched := time.Now()
+
+	sctx, cancel := context.WithTimeout(ctx, socketWait)
+	mon, err := waitQMP(sctx, cfg.QMPSocket, m.exited)
+	cancel()
+	if err != nil {
+		return fail(g.bootError(m, cfg, err))
+	}
+	m.mon = mon
+
+	readyTimeout := readyTimeoutTCG
+	if accel == AccelKVM {
+		readyTimeout = readyTimeoutKVM
+	}
+	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.exited:
+			cancel() // QEMU is gone: stop waiting for its agent
+		case <-rctx.Done():
+		}
+	}()
+	client, err := agent.WaitReady(rctx, cfg.AgentSocket)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		return fail(g.bootError(m, cfg, fmt.Errorf("agent not ready within %s under %s", readyTimeout, accel)))
+	}
+	ready := time.Since(launched)
+	m.booted = true
+	keep := false
+	defer func() {
+		if !keep {
+			client.Close()
+		}
+	}()
+
+	qctx, qcancel := context.WithTimeout(ctx, qmpTimeout)
+	defer qcancel()
+	threads, err := mon.VCPUThreads(qctx)
+	if err != nil {
+		return fail(err)
+	}
+	maps.Copy(details, map[string]string{
+		"machine": g.machine, "accel": accel, "accel_choice": accelWhy,
+		"vcpus": strconv.Itoa(g.vcpus), "memory_mib": strconv.FormatInt(g.memMiB, 10),
+		"vcpu_threads": joinInts(threads), "disk": diskMode, "disk_path": disk,
+		"kernel": boot.Kernel, "console_log": cfg.ConsoleLog,
+		"qemu_start_to_ready":   ready.String(),
+		"guest_uptime_at_ready": strconv.FormatFloat(client.Hello().KernelUptime, 'f', 2, 64) + "s",
+	})
+	if g.pins != nil {
+		if err := pinThreads(threads, g.pins); err != nil {
+			return fail(err)
+		}
+		details["vcpu_pins"] = joinInts(g.pins)
+	}
+	if spec.RTPriority > 0 {
+		if err := makeRealtime(threads, spec.RTPriority); err != nil {
+			return fail(err)
+		}
+		details["vcpu_policy"] = "SCHED_FIFO " + strconv.Itoa(spec.RTPriority)
+	}
+	keep = true
+	return client, guest.Info{
+		Kind: KindName, Runtime: g.machine, PIDs: []int{m.cmd.Process.Pid},
+		ScratchDir: guest.ScratchDir, Details: details,
+	}, nil
+}
+
+// launch starts QEMU, records it and pushes its stop.
+func (g *Guest) launch(qemu string, cfg launchConfig, undo *guest.Teardown) (*vm, error) {
+	logf, err := os.Create(filepath.Join(g.dir, "qemu.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(qemu, qemuArgv(cfg)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL, // a killed vfleet takes its VMs along
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start qemu: %w", err)
+	}
+	m := &vm{cmd: cmd, exited: make(chan struct{})}
+	go func() { m.err = cmd.Wait(); close(m.exited) }()
+	pidEntry, recErr := g.env.Ledger.RecordProcess(cmd.Process.Pid)
+	undo.Push(func() error {
+		m.stop()
+		if recErr != nil {
+			return nil
+		}
+		return g.env.Ledger.Done(pidEntry)
+	})
+	if recErr != nil {
+		return nil, recErr
+	}
+	return m, nil
+}
+
+// stop ends QEMU: a booted guest is asked to power off, then QEMU to quit,
+// then it is killed; each step is bounded.
+func (m *vm) stop() {
+	wait := func(d time.Duration) bool {
+		select {
+		case <-m.exited:
+			return true
+		case <-time.After(d):
+			return false
+		}
+	}
+	if m.mon != nil {
+		ask := func(f func(context.Context) error) {
+			ctx, cancel := context.WithTimeout(context.Background(), qmpTimeout)
+			defer cancel()
+			_ = f(ctx)
+		}
+		if m.booted {
+			ask(m.mon.Powerdown)
+		}
+		if !m.booted || !wait(powerdownWait) {
+			ask(m.mon.Quit)
+		}
+		m.mon.Close()
+	}
+	if !wait(quitWait) {
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		<-m.exited
+	}
+}
+
+// waitQMP dials QEMU's monitor socket until QEMU has made it.
+func waitQMP(ctx context.Context, path string, exited <-chan struct{}) (*qmpClient, error) {
+	for {
+		q, err := dialQMP(ctx, path)
+		if err == nil {
+			return q, nil
+		}
+		select {
+		case <-exited:
+			return nil, errors.New("qemu exited")
+		case <-ctx.Done():
+			return nil, fmt.Errorf("qmp socket: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// bootError explains a failed boot with what QEMU and the guest's console
+// said: a kernel panic line when there is one, else the console's last
+// lines, and QEMU's own complaint when it exited.
+func (g *Guest) bootError(m *vm, cfg launchConfig, cause error) error {
+	select {
+	case <-m.exited:
+		qlog, _ := os.ReadFile(filepath.Join(g.dir, "qemu.log"))
+		cause = fmt.Errorf("qemu exited (%v): %s", m.err, tailLines(qlog, 5))
+	default:
+	}
+	console, _ := os.ReadFile(cfg.ConsoleLog)
+	if h := bootHint(console); h != "" {
+		cause = fmt.Errorf("%w (%s)", cause, h)
+	}
+	if p := PanicLine(console); p != "" {
+		return fmt.Errorf("%w: %v; guest kernel: %s", ErrBootFailed, cause, p)
+	}
+	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))
+}
+
+// makeDisk gives the guest its own disk: a qcow2 overlay backed by the
+// shared base disk, or a full copy of it.
+func makeDisk(ctx context.Context, qemuImg, mode, base, dst string) error {
+	if mode == DiskCopy {
+		if err := copyFileCtx(ctx, base, dst); err != nil {
+			return fmt.Errorf("copy base disk: %w", err)
+		}
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, qemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, dst)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("qemu-img create: %w: %s", err, out)
+	}
+	return nil
+}
+
+// copyFileCtx copies in chunks so that a cancelled start does not wait for
+// a whole disk to be copied.
+func copyFileCtx(ctx context.Context, src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4<<20)
+	for {
+		if err := ctx.Err(); err != nil {
+			out.Close()
+			return err
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			if _, err := out.Write(buf[:n]); err != nil {
+				out.Close()
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return rerr
+		}
+	}
+	return out.Close()
+}

@@ -1,0 +1,118 @@
+package qemu
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/tools"
+)
+
+// KindName is the name scenarios use.
+const KindName = "vm"
+
+// Disk modes.
+const (
+	DiskOverlay = "overlay"
+	DiskCopy    = "copy"
+)
+
+// DefaultMemory is a VM's RAM when the spec gives none.
+const DefaultMemory = 512 << 20
+
+func init() { guest.Register(kind{}) }
+
+type kind struct{}
+
+func (kind) Name() string { return KindName }
+
+// Probe checks that the tools a VM guest needs are installed. Whether an
+// accelerator works is decided per guest at start, by booting a kernel.
+func (kind) Probe(_ context.Context, runtime string) error {
+	if _, err := machineOf(runtime); err != nil {
+		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+	}
+	for _, name := range []string{"qemu-system-x86_64", "qemu-img"} {
+		if _, err := tools.Find(name); err != nil {
+			return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+		}
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		return fmt.Errorf("%w: mkfs.ext4 not found in PATH: install the Debian package e2fsprogs", guest.ErrNotSupported)
+	}
+	return nil
+}
+
+func machineOf(runtime string) (string, error) {
+	switch runtime {
+	case "":
+		return DefaultMachine, nil
+	case MachineQ35, MachineMicroVM:
+		return runtime, nil
+	}
+	return "", fmt.Errorf("unknown VM runtime %q (known: %s, %s)", runtime, MachineQ35, MachineMicroVM)
+}
+
+// New checks the spec; it touches nothing on the host.
+func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
+	bad := func(format string, args ...any) (guest.Guest, error) {
+		return nil, fmt.Errorf("guest %s: "+format, append([]any{spec.Name}, args...)...)
+	}
+	machine, err := machineOf(spec.Runtime)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if spec.CPUs != "" || spec.CPULimit != 0 {
+		return bad("cpus and cpu_limit do not apply to kind vm: give vcpus, and pin_vcpus to bind them to host CPUs")
+	}
+	if spec.NetNS != "" {
+		return bad("networks are not available to VM guests yet")
+	}
+	switch spec.Accel {
+	case "", AccelAuto, AccelKVM, AccelTCG:
+	default:
+		return bad("unknown accel %q (known: auto, kvm, tcg)", spec.Accel)
+	}
+	switch spec.Disk {
+	case "", DiskOverlay, DiskCopy:
+	default:
+		return bad("unknown disk %q (known: overlay, copy)", spec.Disk)
+	}
+	vcpus := spec.VCPUs
+	if vcpus == 0 {
+		vcpus = 1
+	}
+	if vcpus < 0 || vcpus > 288 {
+		return bad("vcpus %d is not allowed: want 1 to 288", spec.VCPUs)
+	}
+	if spec.RTPriority < 0 || spec.RTPriority > 99 {
+		return bad("rt_priority %d is not allowed: want 1 to 99", spec.RTPriority)
+	}
+	var pins []int
+	if spec.PinVCPUs != "" {
+		if pins, err = pinPlan(spec.PinVCPUs, vcpus); err != nil {
+			return bad("%v", err)
+		}
+	}
+	mem := spec.MemoryBytes
+	if mem == 0 {
+		mem = DefaultMemory
+	}
+	if mem < 64<<20 {
+		return bad("memory %d bytes is too little for a VM: give at least 64MiB", mem)
+	}
+	dir := filepath.Join(env.StateDir, spec.Name)
+	// A unix socket's path is at most 107 bytes; the guest's sockets live
+	// in its state directory.
+	if sock := filepath.Join(dir, "agent.sock"); env.StateDir != "" && len(sock) > 107 {
+		return bad("state directory %s is too deep for a unix socket path (%d bytes, at most 107)", dir, len(sock))
+	}
+	return &Guest{
+		Base: guest.NewBase(spec), env: env, dir: dir,
+		machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
+		disk: strings.TrimSpace(spec.Disk),
+	}, nil
+}

@@ -1,0 +1,260 @@
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	_ "github.com/vfleet/vfleet/internal/guest/container"
+	_ "github.com/vfleet/vfleet/internal/guest/host"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden QEMU command lines in testdata")
+
+// TestQEMUArgvGolden pins QEMU's command line for each machine and
+// accelerator; run with -update after an intended change and review the
+// diff.
+func TestQEMUArgvGolden(t *testing.T) {
+	for _, c := range []struct{ machine, accel string }{
+		{MachineQ35, AccelTCG}, {MachineQ35, AccelKVM}, {MachineMicroVM, AccelTCG}, {MachineMicroVM, AccelKVM},
+	} {
+		cfg := launchConfig{
+			Name: "g", Machine: c.machine, Accel: c.accel, VCPUs: 2, MemoryMiB: 512,
+			Kernel: "/img/boot/vmlinuz", Initramfs: "/img/vm/initramfs.cpio", Disk: "/s/g/disk.qcow2",
+			Cmdline:     kernelCmdline("/dev/vda", "g", "/usr/local/bin/vfleet-agent", guest.ScratchDir, 2300000),
+			AgentSocket: "/s/g/agent.sock", QMPSocket: "/s/g/qmp.sock", ConsoleLog: "/s/g/console.log",
+		}
+		got := strings.Join(qemuArgv(cfg), "\n") + "\n"
+		path := filepath.Join("testdata", "argv-"+c.machine+"-"+c.accel+".golden")
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Errorf("%s/%s argv differs from %s:\n%s", c.machine, c.accel, path, got)
+		}
+	}
+}
+
+func TestArgvDiffersOnlyWhereMachinesDo(t *testing.T) {
+	q := strings.Join(qemuArgv(launchConfig{Machine: MachineQ35, Accel: AccelKVM, VCPUs: 1, MemoryMiB: 512}), " ")
+	m := strings.Join(qemuArgv(launchConfig{Machine: MachineMicroVM, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 512}), " ")
+	for _, want := range []string{"-accel kvm", "-cpu host", "virtio-blk-pci", "virtio-serial-pci", "-machine q35"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("q35/kvm argv lacks %q: %s", want, q)
+		}
+	}
+	for _, want := range []string{"-accel tcg", "-cpu max", "virtio-blk-device", "virtio-serial-device", "-machine microvm"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("microvm/tcg argv lacks %q: %s", want, m)
+		}
+	}
+	if strings.Contains(m, "-initrd") {
+		t.Error("-initrd given without an initramfs")
+	}
+}
+
+func TestKernelCmdlinePassesInitArgsAfterDashes(t *testing.T) {
+	c := kernelCmdline("/dev/vda", "vm-0", "/usr/local/bin/vfleet-agent", "/var/tmp/vfleet", 0)
+	params, initArgs, ok := strings.Cut(c, " -- ")
+	if !ok || initArgs != "--pid1 --workdir /var/tmp/vfleet" {
+		t.Fatalf("init args: %q", c)
+	}
+	for _, want := range []string{"root=/dev/vda", "vfleet.hostname=vm-0", "vfleet.port=" + agentPort, "panic=-1", "console=ttyS0"} {
+		if !strings.Contains(params, want) {
+			t.Errorf("cmdline lacks %s: %s", want, c)
+		}
+	}
+}
+
+// fakeQEMU answers each command with the next reply of a recorded QMP
+// session (testdata/qmp-session.jsonl, from QEMU 7.2), events included.
+func fakeQEMU(t *testing.T) (path string) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/qmp-session.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	path = filepath.Join(t.TempDir(), "qmp.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		c.Write([]byte(lines[0]))
+		i := 1
+		for i < len(lines) {
+			if _, err := r.ReadBytes('\n'); err != nil {
+				return
+			}
+			// Send events up to and including the next reply.
+			for i < len(lines) {
+				line := lines[i]
+				i++
+				c.Write([]byte(strings.TrimSpace(line) + "\r\n"))
+				if !strings.Contains(line, `"event"`) {
+					break
+				}
+			}
+		}
+	}()
+	return path
+}
+
+func TestQMPOnRecordedSession(t *testing.T) {
+	ctx := context.Background()
+	q, err := dialQMP(ctx, fakeQEMU(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	threads, err := q.VCPUThreads(ctx)
+	if err != nil || len(threads) != 2 || threads[0] != 9306 || threads[1] != 9307 {
+		t.Fatalf("threads = %v, %v", threads, err)
+	}
+	err = q.execute(ctx, "no-such-command", nil, nil)
+	var qe *QMPError
+	if !errors.As(err, &qe) || qe.Class != "CommandNotFound" {
+		t.Fatalf("error reply: %v", err)
+	}
+	// The POWERDOWN event arrives before the command's reply.
+	if err := q.Powerdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQMPRejectsWhatIsNotQMP(t *testing.T) {
+	if err := checkGreeting([]byte(`{"v":1,"agent_version":"dev"}`)); err == nil {
+		t.Fatal("an agent hello taken for a QMP greeting")
+	}
+	if _, done, err := decodeReply([]byte(`{"return": {}, "id": "7"}`), "x", "8"); done || err != nil {
+		t.Fatal("a reply to another id was taken")
+	}
+	if _, done, err := decodeReply([]byte(`not json`), "x", "1"); !done || err == nil {
+		t.Fatal("garbage accepted")
+	}
+	if _, err := parseCPUsFast([]byte(`[{"cpu-index": 3, "thread-id": 5}]`)); err == nil {
+		t.Fatal("vCPU index out of range accepted")
+	}
+}
+
+func TestPanicLineAndHints(t *testing.T) {
+	b, err := os.ReadFile("testdata/console-panic.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PanicLine(b); !strings.HasPrefix(got, "Kernel panic - not syncing: VFS: Unable to mount root fs") {
+		t.Fatalf("panic line = %q", got)
+	}
+	if PanicLine([]byte("Booting\n")) != "" {
+		t.Fatal("panic found in a healthy log")
+	}
+	hang, err := os.ReadFile("testdata/console-microvm-tsc-hang.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(bootHint(hang), "use runtime q35") || bootHint(b) != "" {
+		t.Fatal("clock calibration hint")
+	}
+	if got := tailLines([]byte("a\r\nb\r\nc\r\n"), 2); got != "b\nc" {
+		t.Fatalf("tail = %q", got)
+	}
+}
+
+func TestCPUListsAndPins(t *testing.T) {
+	got, err := ParseCPUList("0-2,5")
+	if err != nil || joinInts(got) != "0,1,2,5" {
+		t.Fatalf("got %v %v", got, err)
+	}
+	for _, bad := range []string{"", "a", "3-1", "-1"} {
+		if _, err := ParseCPUList(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := pinPlan("1", 2); err == nil {
+		t.Error("one CPU for two vCPUs accepted")
+	}
+	if p, err := pinPlan("3,1,2", 2); err != nil || joinInts(p) != "3,1" {
+		t.Errorf("pins %v %v", p, err)
+	}
+}
+
+func TestNewRefusesWhatVMsCannotDo(t *testing.T) {
+	k, _ := guest.Lookup(KindName)
+	env := guest.Env{StateDir: "/var/lib/vfleet/runs/r/state"}
+	for _, spec := range []guest.Spec{
+		{Name: "v", Runtime: "firecracker"}, {Name: "v", CPUs: "0"}, {Name: "v", CPULimit: 0.5},
+		{Name: "v", NetNS: "/run/netns/x"}, {Name: "v", Accel: "hvf"}, {Name: "v", Disk: "thin"},
+		{Name: "v", VCPUs: 2, PinVCPUs: "1"}, {Name: "v", RTPriority: 100}, {Name: "v", MemoryBytes: 1 << 20},
+	} {
+		if _, err := k.New(spec, env); err == nil {
+			t.Errorf("vm accepted %+v", spec)
+		}
+	}
+	if _, err := k.New(guest.Spec{Name: "v"}, guest.Env{StateDir: "/" + strings.Repeat("d", 100)}); err == nil {
+		t.Error("a socket path over 107 bytes accepted")
+	}
+	g, err := k.New(guest.Spec{Name: "v", Runtime: MachineMicroVM, VCPUs: 2, PinVCPUs: "0-1", RTPriority: 10, Accel: AccelKVM, Disk: DiskCopy}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm := g.(*Guest); vm.machine != MachineMicroVM || vm.memMiB != 512 || joinInts(vm.pins) != "0,1" {
+		t.Fatalf("guest = %+v", vm)
+	}
+}
+
+func TestOtherKindsRefuseVMFields(t *testing.T) {
+	for _, name := range []string{"host", "container"} {
+		k, err := guest.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Disk: "copy"}, {Name: "g", PinVCPUs: "0"}, {Name: "g", RTPriority: 1}} {
+			if _, err := k.New(spec, guest.Env{}); err == nil {
+				t.Errorf("kind %s accepted %+v", name, spec)
+			}
+		}
+	}
+}
+
+func TestChooseAccelTCGNeedsNoProbe(t *testing.T) {
+	a, _, err := chooseAccel(context.Background(), AccelTCG, "/nonexistent/qemu", "/nonexistent/kernel")
+	if err != nil || a != AccelTCG {
+		t.Fatalf("tcg: %s %v", a, err)
+	}
+	if _, _, err := chooseAccel(context.Background(), "hvf", "", ""); !errors.Is(err, guest.ErrNotSupported) {
+		t.Fatalf("unknown accel: %v", err)
+	}
+}
+
+func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
+	c := kernelCmdline("/dev/vda", "g", "/init", "/w", 2300000)
+	params, _, _ := strings.Cut(c, " -- ")
+	if !strings.Contains(params, "tsc_early_khz=2300000") {
+		t.Fatalf("cmdline: %s", c)
+	}
+	if runtime.GOARCH == "amd64" && hostTSCkHz() <= 0 {
+		t.Fatalf("host TSC frequency = %d kHz", hostTSCkHz())
+	}
+}

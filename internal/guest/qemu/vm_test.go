@@ -1,0 +1,144 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
+	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/tools"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// Integration tests run under TCG: it works on every host, and KVM is not
+// assumed to (nested virtualisation often lacks it).
+
+func TestConformanceQ35(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	img := testutil.Image(t)
+	k, _ := guest.Lookup(KindName)
+	guesttest.Run(t, guesttest.Options{Kind: k, Spec: guest.Spec{Runtime: MachineQ35, Accel: AccelTCG},
+		RootFS: img.RootFS, AgentPath: img.AgentPath, Isolated: true})
+}
+
+// TestMicroVMWorkloadOnPinnedVCPUs boots the other machine with two
+// pinned vCPUs and a private disk copy, and runs the cpu workload's real
+// command once.
+func TestMicroVMWorkloadOnPinnedVCPUs(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root := t.TempDir()
+	led, err := ledger.Create(root, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if p := led.Pending(); len(p) > 0 {
+			t.Errorf("ledger still holds %v", p)
+		}
+		led.Close()
+	}()
+	k, _ := guest.Lookup(KindName)
+	g, err := k.New(guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Disk: DiskCopy, PinVCPUs: "0-1"},
+		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(ctx)
+	info := g.Info()
+	t.Logf("boot %s, details %v", info.BootTime, info.Details)
+	if info.Runtime != MachineMicroVM || info.Details["accel"] != AccelTCG || len(strings.Split(info.Details["vcpu_threads"], ",")) != 2 || info.Details["vcpu_pins"] != "0,1" {
+		t.Errorf("info = %+v", info)
+	}
+	r, err := g.Exec(ctx, agent.Request{Argv: []string{"nproc"}})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "2" {
+		t.Errorf("nproc in the guest: %v %q", err, r.Stdout)
+	}
+	w, err := workload.Lookup("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := w.Command(w.Defaults(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = g.Exec(ctx, agent.Request{Argv: cmd.Argv, TimeoutMS: cmd.Timeout.Milliseconds()})
+	if err != nil || !r.Succeeded() {
+		t.Fatalf("cpu workload: %v %+v\n%s", err, r, r.Stderr)
+	}
+	samples, err := w.Parse(r.Stdout, r.Stderr)
+	if err != nil || len(samples) == 0 || samples[0].Value <= 0 {
+		t.Fatalf("cpu workload output: %v %v\n%s", err, samples, r.Stdout)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAccelKVM checks the kvm path whatever the host: where KVM boots a
+// kernel the guest must come up under it; where it does not (like the
+// nested hosts CI runs on) the start must fail naming why, leaving nothing.
+func TestAccelKVM(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root := t.TempDir()
+	led, err := ledger.Create(root, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	k, _ := guest.Lookup(KindName)
+	g, err := k.New(guest.Spec{Name: "kvm", Kind: KindName, Accel: AccelKVM},
+		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q, err := tools.Find("qemu-system-x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Probe first: KVM can work on one boot and not the next on a flaky
+	// host, and Start reuses this process's answer.
+	vmImg, err := image.ForRootFS(img.RootFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probeErr := kvmUsable(ctx, q.Path, vmImg.KernelPath)
+	err = g.Start(ctx)
+	defer g.Stop(ctx)
+	if probeErr == nil {
+		if err != nil || g.Info().Details["accel"] != AccelKVM {
+			t.Fatalf("kvm works here, yet: %v %+v", err, g.Info())
+		}
+	} else {
+		if !errors.Is(err, ErrKVMUnusable) {
+			t.Fatalf("kvm unusable (%v), start said: %v", probeErr, err)
+		}
+		t.Logf("refused as expected: %v", err)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := led.Pending(); len(p) > 0 {
+		t.Errorf("ledger still holds %v", p)
+	}
+}
