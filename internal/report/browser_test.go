@@ -23,14 +23,32 @@ import (
 // of the first two curves of the latency CDF (far more pixels than their
 // legend swatches alone would give).
 func TestHTMLRendersInABrowser(t *testing.T) {
-	run, samples, failures := fixtureWithLatency()
+	run, samples, failures := fullFixture()
 	var page bytes.Buffer
 	if err := WriteHTML(&page, Build(run, samples, failures), samples); err != nil {
 		t.Fatal(err)
 	}
-	img := screenshot(t, page.Bytes(), 3200)
+	img := screenshot(t, page.Bytes(), 5600)
 	requireColours(t, img, map[string][3]uint32{"baseline bar": {0xc2, 0xc9, 0xd0}, "worse bar": {0xd0, 0x66, 0x4f}}, 200)
 	requireColours(t, img, map[string][3]uint32{"first CDF curve": {0x00, 0x72, 0xb2}, "second CDF curve": {0xd5, 0x5e, 0x00}}, 200)
+}
+
+// TestScalingPlotRendersInABrowser renders a run whose only lines are
+// its scaling curves (no latency CDF shares their colours): each group's
+// line must be on screen.
+func TestScalingPlotRendersInABrowser(t *testing.T) {
+	run, samples, failures := fixture()
+	samples = addThroughputEntries(samples)
+	c := Build(run, samples, failures)
+	if len(c.Scaling) == 0 {
+		t.Fatal("the fixture has no scaling curve to draw")
+	}
+	var page bytes.Buffer
+	if err := WriteHTML(&page, c, samples); err != nil {
+		t.Fatal(err)
+	}
+	img := screenshot(t, page.Bytes(), 4200)
+	requireColours(t, img, map[string][3]uint32{"first group's scaling line": {0x00, 0x72, 0xb2}, "second group's scaling line": {0xd5, 0x5e, 0x00}}, 200)
 }
 
 // TestABHTMLRendersInABrowser does the same for the A/B page: the worse and

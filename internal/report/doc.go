@@ -3,9 +3,13 @@
 // group normalised to the baseline), rendered as a terminal table, a
 // self-contained HTML page with inline SVG plots, JSON or CSV; the latency
 // distributions of metrics that come with histograms, merged per group and
-// parameters, with their percentiles and, in HTML, their CDFs; and the A/B
-// comparison of two runs, metric by metric, with a permutation test, as a
-// table, JSON or a self-contained HTML page.
+// parameters, with their percentiles and, in HTML, their CDFs; the CPU time
+// the measuring tool itself spent, per execution and per unit of work; the
+// scaling curves of a workload's headline metric over a parameter that its
+// entries vary alone, drawn in HTML by a line plot that takes any series of
+// (x, mean, interval) points; and the A/B comparison of two runs, metric by
+// metric, with a permutation test, as a table, JSON or a self-contained
+// HTML page.
 //
 // Sample values that are NaN or infinite are kept in the raw exports but
 // left out of every statistic, and counted so that each rendering says so.

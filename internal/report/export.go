@@ -91,6 +91,8 @@ type jsonReport struct {
 	Rows      []Row          `json:"rows"`
 	NonFinite int            `json:"non_finite_values"`
 	Latency   []jsonLatency  `json:"latency"`
+	Cost      []CostRow      `json:"cost"`
+	Scaling   []ScalingCurve `json:"scaling"`
 	Samples   []jsonSample   `json:"samples"`
 	Failures  []jsonFailure  `json:"failures"`
 }
@@ -188,6 +190,8 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 			Host: run.Host, Guests: run.Guests},
 		Columns: c.Columns, Index: make([]jsonEstimate, len(c.Index)), Rows: make([]Row, len(c.Rows)),
 		NonFinite: c.NonFinite, Latency: make([]jsonLatency, len(c.Latency)),
+		// Empty lists rather than null, so a reader can range over them.
+		Cost: append([]CostRow{}, c.Cost...), Scaling: append([]ScalingCurve{}, c.Scaling...),
 		Samples: make([]jsonSample, len(samples)), Failures: make([]jsonFailure, len(c.Failures)),
 	}
 	for i, r := range c.Latency {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -141,6 +142,9 @@ type htmlData struct {
 	Failures []store.Failure
 	Env      [][2]string // the host fingerprint and tool versions, as label and value
 	CSVHref  template.URL
+	// JSONHref is the document WriteJSON produces, for a reader who wants
+	// the summaries as well as the raw samples.
+	JSONHref template.URL
 	Complete bool
 	// NonFinite explains sample values left out of the statistics.
 	NonFinite string
@@ -148,6 +152,20 @@ type htmlData struct {
 	CDFs      []cdfChart
 	// LatencyNote explains histograms left out of the percentiles.
 	LatencyNote string
+	Cost        []htmlCost
+	CostNote    string
+	Scaling     []scalingChart
+}
+
+type htmlCost struct {
+	Workload, Label, Executions, CPU, Wall, Cores string
+	PerUnit, PerUnitCI, Ratio, RatioCI, Class     string
+}
+
+// scalingChart is a ScalingCurve laid out, with what its entries share.
+type scalingChart struct {
+	lineChart
+	Fixed string
 }
 
 type htmlLatency struct {
@@ -172,14 +190,19 @@ type htmlCell struct {
 // WriteHTML writes a self-contained page: no script, style or image is
 // fetched from anywhere, so it opens from a file or an e-mail attachment.
 func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
-	var csvBuf bytes.Buffer
+	var csvBuf, jsonBuf bytes.Buffer
 	if err := WriteCSV(&csvBuf, samples); err != nil {
+		return err
+	}
+	if err := WriteJSON(&jsonBuf, c, samples); err != nil {
 		return err
 	}
 	d := htmlData{
 		Run: c.Run, Scenario: string(c.Run.ScenarioText), Columns: c.Columns, Charts: buildCharts(c),
 		Failures: c.Failures, Complete: c.Run.Status == store.StatusComplete, NonFinite: nonFiniteNote(c.NonFinite),
-		CSVHref: template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
+		CSVHref:  template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
+		JSONHref: template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),
+		Cost:     htmlCostRows(c.Cost), CostNote: costNote, Scaling: buildScalingCharts(c.Scaling),
 	}
 	if !c.Run.Finished.IsZero() {
 		d.Duration = c.Run.Finished.Sub(c.Run.Started).Round(time.Second).String()
@@ -232,6 +255,52 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		d.Rows = append(d.Rows, hr)
 	}
 	return pageTemplate.Execute(w, d)
+}
+
+func htmlCostRows(rows []CostRow) []htmlCost {
+	var out []htmlCost
+	interval := func(s stats.Summary) string {
+		if s.N < 2 {
+			return ""
+		}
+		return "[" + formatValue(s.CILow) + ", " + formatValue(s.CIHigh) + "]"
+	}
+	for _, r := range rows {
+		h := htmlCost{Workload: r.WorkloadID, Label: r.Label(), Executions: strconv.Itoa(r.Executions),
+			CPU: formatValue(r.CPUSeconds.Mean) + " s", Wall: formatValue(r.WallSeconds.Mean) + " s", Cores: formatValue(r.Cores.Mean),
+			PerUnit: "—"}
+		if pu := r.PerUnit; pu != nil {
+			h.PerUnit, h.PerUnitCI, h.Ratio = formatValue(pu.Summary.Mean)+" "+pu.Unit, interval(pu.Summary), "n/a"
+			if n := pu.Ratio; n != nil {
+				h.Ratio = formatRatio(n.Ratio)
+				if n.CIHigh > n.CILow {
+					h.RatioCI = "[" + formatRatio(n.CILow) + ", " + formatRatio(n.CIHigh) + "]"
+				}
+				// A cost is better lower: green when its whole interval is below 1.
+				switch {
+				case n.CIHigh < 1:
+					h.Class = "better"
+				case n.CILow > 1:
+					h.Class = "worse"
+				}
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// buildScalingCharts lays out each scaling curve as a line plot.
+func buildScalingCharts(curves []ScalingCurve) []scalingChart {
+	var out []scalingChart
+	for _, sc := range curves {
+		ch, ok := buildLinePlot(linePlot{Title: sc.Workload + " · " + sc.Metric + " " + arrow(string(sc.Better)) + " by " + sc.Param,
+			XLabel: sc.Param, YLabel: sc.Metric, YUnit: sc.Unit, LogX: sc.LogX, Series: sc.Series})
+		if ok {
+			out = append(out, scalingChart{lineChart: ch, Fixed: paramString(sc.Fixed)})
+		}
+	}
+	return out
 }
 
 // environment lists what the run was measured on, leaving out what the

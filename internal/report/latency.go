@@ -100,17 +100,7 @@ func buildLatency(samples []store.Sample, columns []Column) []LatencyRow {
 					here = append(here, *r)
 				}
 			}
-			sort.Slice(here, func(i, j int) bool {
-				ci, iok := colOrder[here[i].Group]
-				cj, jok := colOrder[here[j].Group]
-				if iok != jok {
-					return iok
-				}
-				if ci != cj {
-					return ci < cj
-				}
-				return here[i].Group < here[j].Group
-			})
+			sort.Slice(here, func(i, j int) bool { return groupLess(colOrder, here[i].Group, here[j].Group) })
 			group = append(group, here...)
 		}
 		labelRows(group)
@@ -123,34 +113,51 @@ func buildLatency(samples []store.Sample, columns []Column) []LatencyRow {
 }
 
 // labelRows names each row of one metric by its group and by the
-// parameters whose values differ between the rows; parameters every row
-// shares say nothing and would only lengthen the legend.
+// parameters whose values differ between the rows.
 func labelRows(rows []LatencyRow) {
+	labels := varyingLabels(rows, func(r LatencyRow) (string, workload.Params) { return r.Group, r.Params })
+	for i := range rows {
+		rows[i].label = labels[i]
+	}
+}
+
+// varyingLabels names each of a set of rows by its group and by the
+// parameters whose values differ between the rows; parameters every row
+// shares say nothing and would only lengthen a legend.
+func varyingLabels[T any](rows []T, of func(T) (group string, params workload.Params)) []string {
+	if len(rows) == 0 {
+		return nil
+	}
 	keys := map[string]bool{}
-	for _, r := range rows {
-		for k := range r.Params {
+	params := make([]workload.Params, len(rows))
+	groups := make([]string, len(rows))
+	for i, r := range rows {
+		groups[i], params[i] = of(r)
+		for k := range params[i] {
 			keys[k] = true
 		}
 	}
 	var varying []string
 	for _, k := range sortedStrings(keys) {
-		for _, r := range rows[1:] {
-			if r.Params[k] != rows[0].Params[k] {
+		for _, p := range params[1:] {
+			if p[k] != params[0][k] {
 				varying = append(varying, k)
 				break
 			}
 		}
 	}
+	labels := make([]string, len(rows))
 	for i := range rows {
 		var parts []string
 		for _, k := range varying {
-			parts = append(parts, k+"="+rows[i].Params[k])
+			parts = append(parts, k+"="+params[i][k])
 		}
-		rows[i].label = rows[i].Group
+		labels[i] = groups[i]
 		if len(parts) > 0 {
-			rows[i].label += " · " + strings.Join(parts, " ")
+			labels[i] += " · " + strings.Join(parts, " ")
 		}
 	}
+	return labels
 }
 
 func containsString(list []string, s string) bool {

@@ -35,13 +35,16 @@ func rttSample(guest, group string, rep int, params workload.Params, h *stats.Hi
 		Repetition: rep, Metric: "net.rtt_us", Unit: h.Unit(), Value: h.Mean(), Better: workload.LowerIsBetter, At: t0, Hist: h}
 }
 
-// fixtureWithLatency is fixture() plus a round-trip latency measured with
+// fullFixture is fixture() plus a round-trip latency measured with
 // a histogram per execution: host and container, each over two data paths,
 // three repetitions, 3000 observations each, log-normal around 40 µs
 // (veth) and 25 µs (xdp) with the container 15% slower and a tail of 1% at
-// ten times the median. The seed is fixed, so the figures are too.
-func fixtureWithLatency() (store.Run, []store.Sample, []store.Failure) {
+// ten times the median. The seed is fixed, so the figures are too. It
+// also has three iperf3 entries that make two scaling curves (see
+// addThroughputEntries).
+func fullFixture() (store.Run, []store.Sample, []store.Failure) {
 	run, samples, failures := fixture()
+	samples = addThroughputEntries(samples)
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, path := range []struct {
 		name   string
@@ -114,7 +117,7 @@ func TestLatencyMergesNeverAverages(t *testing.T) {
 }
 
 func TestLatencyRowsPerParamsAndUnitMismatch(t *testing.T) {
-	run, samples, _ := fixtureWithLatency()
+	run, samples, _ := fullFixture()
 	c := Build(run, samples, nil)
 	var got []string
 	for _, r := range c.Latency {
@@ -146,7 +149,7 @@ func TestLatencyRowsPerParamsAndUnitMismatch(t *testing.T) {
 }
 
 func TestLatencyJSON(t *testing.T) {
-	run, samples, failures := fixtureWithLatency()
+	run, samples, failures := fullFixture()
 	samples = append(samples, rttSample("host", "host", 0, workload.Params{"path": "empty"}, stats.NewHistogram("us")))
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, Build(run, samples, failures), samples); err != nil {

@@ -23,6 +23,13 @@ type Comparison struct {
 	// Latency is the merged distribution of every latency metric that
 	// came with histograms, per group and parameters.
 	Latency []LatencyRow
+	// Cost is the CPU time the measuring tool itself spent, per workload
+	// entry, parameter set and group, and per unit of work where the
+	// workload's headline metric is a rate.
+	Cost []CostRow
+	// Scaling holds the curves of headline metrics over a parameter, where
+	// the run has entries of one workload that differ in that alone.
+	Scaling []ScalingCurve
 }
 
 // Column is one guest group.
@@ -146,6 +153,8 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 	}
 	c.Index = overheadIndex(c)
 	c.Latency = buildLatency(samples, c.Columns)
+	c.Cost = buildCost(samples, c.Columns, c.Rows)
+	c.Scaling = buildScaling(c, samples)
 	return c
 }
 

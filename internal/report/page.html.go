@@ -51,7 +51,37 @@ better, so above 1.00 is always better), with a 95% interval from the spread of 
 {{range .Rows}}<tr><td>{{.Workload}}</td><td>{{.Metric}} {{.Arrow}}</td>{{range .Cells}}<td class="num {{.Class}}">{{.Ratio}}{{if .Raw}}<br><span class="muted">{{.Raw}}</span>{{end}}{{if .CI}}<br><span class="muted">{{.CI}}</span>{{end}}</td>{{end}}</tr>
 {{end}}</table>
 {{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}
-<p><a download="vfleet-run-{{.Run.ID}}.csv" href="{{.CSVHref}}">Download every raw sample (CSV)</a></p>
+<p><a download="vfleet-run-{{.Run.ID}}.csv" href="{{.CSVHref}}">Download every raw sample (CSV)</a> ·
+<a download="vfleet-run-{{.Run.ID}}.json" href="{{.JSONHref}}">Download the run, its summaries and every sample (JSON)</a></p>
+
+{{if .Scaling}}<h2>Scaling</h2>
+<p class="muted">Where the run has entries of one workload that differ in a single numeric parameter: each group's mean
+of the workload's headline metric at each setting, with its 95% confidence interval as error bars.</p>
+{{range $c := .Scaling}}
+<h3>{{.Title}}</h3>
+{{if .Fixed}}<p class="muted">{{.Fixed}}</p>{{end}}
+<svg class="scaling" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}">
+{{range .XTicks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="{{px $c.Top}}" y2="{{px $c.Bottom}}"/>{{if .Label}}<text x="{{px .X}}" y="{{px $c.Bottom}}" dy="16" text-anchor="middle">{{.Label}}</text>{{end}}
+{{end}}{{range .YTicks}}<line class="grid" x1="{{px $c.Left}}" x2="{{px $c.Right}}" y1="{{px .Y}}" y2="{{px .Y}}"/><text x="{{px $c.Left}}" dx="-6" y="{{px .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
+{{end}}<line class="axis" x1="{{px .Left}}" x2="{{px .Right}}" y1="{{px .Bottom}}" y2="{{px .Bottom}}"/>
+<text x="{{px .Left}}" y="{{px .Top}}" dy="-12">{{.YLabel}}</text><text x="{{px .Left}}" y="{{px .Bottom}}" dy="36">{{.XLabel}}</text>
+{{range .Lines}}{{$l := .}}{{if .Points}}<polyline class="series" stroke="{{.Color}}" points="{{.Points}}"/>
+{{end}}{{range .Marks}}{{if .Bar}}<path class="errbar" stroke="{{$l.Color}}" d="M{{px .X}} {{px .LoY}}V{{px .HiY}}M{{px .X}} {{px .LoY}}m-4 0h8M{{px .X}} {{px .HiY}}m-4 0h8"/>
+{{end}}<circle cx="{{px .X}}" cy="{{px .Y}}" r="4" fill="{{$l.Color}}"><title>{{.Title}}</title></circle>
+{{end}}{{end}}{{range .Lines}}<line class="series" stroke="{{.Color}}" x1="{{px .SwatchX1}}" x2="{{px .SwatchX2}}" y1="{{px .LegendY}}" y2="{{px .LegendY}}"/><text x="{{px .TextX}}" y="{{px .LegendY}}" dominant-baseline="middle">{{.Label}}</text>
+{{end}}</svg>
+{{end}}{{end}}
+
+{{if .Cost}}<h2>CPU cost of the measuring tool</h2>
+<p class="muted">The {{.CostNote}}, so a data path that moves work into the kernel or another process looks cheaper here
+than it is. Per execution (repetitions × guests of the group): CPU time, wall time and their ratio in busy cores. Where the
+workload's headline metric is a rate: CPU time per unit of work, the CPU time divided by the rate times the wall time
+(start-up of the tool counts as time at that rate), and its ratio to the baseline's (lower is cheaper).</p>
+<table>
+<tr><th>workload</th><th>group</th><th>n</th><th>CPU / execution</th><th>wall / execution</th><th>cores</th><th>CPU per unit of work</th><th>vs baseline ↓</th></tr>
+{{range .Cost}}<tr><td>{{.Workload}}</td><td>{{.Label}}</td><td class="num">{{.Executions}}</td><td class="num">{{.CPU}}</td><td class="num">{{.Wall}}</td><td class="num">{{.Cores}}</td>
+<td class="num">{{.PerUnit}}{{if .PerUnitCI}}<br><span class="muted">{{.PerUnitCI}}</span>{{end}}</td><td class="num {{.Class}}">{{.Ratio}}{{if .RatioCI}}<br><span class="muted">{{.RatioCI}}</span>{{end}}</td></tr>
+{{end}}</table>{{end}}
 
 {{if .Latency}}<h2>Latency distributions</h2>
 <p class="muted">Each row merges the latency histograms of every repetition and every guest of the group into one
@@ -100,6 +130,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 svg { display: block; margin: .5rem 0 1.5rem; } svg text { font: 12px system-ui, sans-serif; fill: #1d2328; }
 rect.better { fill: #5aa86a; } rect.worse { fill: #d0664f; } rect.same { fill: #8fa3b5; } rect.baseline { fill: #c2c9d0; }
 rect.band { fill: #f1ece0; }
+polyline.series { fill: none; stroke-width: 2; stroke-linejoin: round; } line.series { stroke-width: 3; }
+path.errbar { fill: none; stroke-width: 1.5; } line.axis { stroke: #9aa5b0; }
 polyline.cdf { fill: none; stroke-width: 2; stroke-linejoin: round; } line.cdf { stroke-width: 3; }
 line.pref { stroke: #9aa5b0; stroke-dasharray: 2 3; } line.minor { stroke: #f3f5f7; } svg text.muted { fill: #66717c; }
 line.ref { stroke: #1d2328; stroke-dasharray: 4 3; } line.ci { stroke: #1d2328; stroke-width: 1.5; } line.grid { stroke: #eceff2; }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -142,7 +143,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestTableGolden(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTable(&buf, Build(fixtureWithLatency()), TableOptions{}); err != nil {
+	if err := WriteTable(&buf, Build(fullFixture()), TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "\x1b") {
@@ -169,7 +170,7 @@ func TestCSVGolden(t *testing.T) {
 }
 
 func TestHTMLGoldenAndSelfContained(t *testing.T) {
-	run, samples, failures := fixtureWithLatency()
+	run, samples, failures := fullFixture()
 	var buf bytes.Buffer
 	if err := WriteHTML(&buf, Build(run, samples, failures), samples); err != nil {
 		t.Fatal(err)
@@ -369,7 +370,10 @@ func TestBetterIsGreenWorseIsRed(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := 0
-	for _, l := range strings.Split(buf.String(), "\n") {
+	// The main table ends at the first blank line; the blocks after it
+	// (tool CPU) start their lines with workload ids too.
+	mainTable, _, _ := strings.Cut(buf.String(), "\n\n")
+	for _, l := range strings.Split(mainTable, "\n") {
 		switch {
 		case strings.HasPrefix(l, "cpu "):
 			seen++
@@ -434,9 +438,34 @@ func TestHTMLShowsOnlyTheEndOfAHugeStderr(t *testing.T) {
 	if err := WriteHTML(&buf, Build(run, samples, failures), samples); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "the real reason") || buf.Len() > 200000 {
-		t.Fatalf("page of %d bytes; the end of stderr shown: %v", buf.Len(), strings.Contains(buf.String(), "the real reason"))
+	// The JSON download is the whole export, stderr and all; what the page
+	// shows is bounded.
+	shown := dataURI.ReplaceAllString(buf.String(), `"data:"`)
+	if !strings.Contains(shown, "the real reason") || len(shown) > 200000 {
+		t.Fatalf("page of %d bytes outside its downloads; the end of stderr shown: %v", len(shown), strings.Contains(shown, "the real reason"))
 	}
+	js := downloaded(t, buf.String(), "application/json")
+	if !bytes.Contains(js, []byte(strings.Repeat(`noise\n`, 1000))) {
+		t.Error("the JSON download must keep the whole stderr")
+	}
+}
+
+var dataURI = regexp.MustCompile(`"data:[^"]*"`)
+
+// downloaded decodes the page's data: URI of the given media type.
+func downloaded(t *testing.T, page, mediaType string) []byte {
+	t.Helper()
+	prefix := `href="data:` + mediaType + `;base64,`
+	_, rest, ok := strings.Cut(page, prefix)
+	if !ok {
+		t.Fatalf("the page has no %s download", mediaType)
+	}
+	enc, _, _ := strings.Cut(rest, `"`)
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		t.Fatalf("%s download: %v", mediaType, err)
+	}
+	return b
 }
 
 func TestBitRatesReadInSIPrefixes(t *testing.T) {

@@ -62,6 +62,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 		fmt.Fprintln(w, "note: "+note)
 	}
 	writeLatency(w, c.Latency)
+	writeCost(w, c.Cost)
 	writeFailures(w, c.Failures)
 	if run.Status != store.StatusComplete {
 		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", run.Status)
@@ -112,6 +113,35 @@ func writeLatency(w io.Writer, rows []LatencyRow) {
 	if note := latencyNote(rows); note != "" {
 		fmt.Fprintln(w, "note: "+note)
 	}
+}
+
+// costNote says what the tool CPU figures leave out; both renderings print it.
+const costNote = "user + system CPU time of the measuring tool's own processes; work the kernel does for it " +
+	"elsewhere (softirq on another CPU, the peer's server) is not in it"
+
+// writeCost prints the tool's CPU time per execution and per unit of work.
+func writeCost(w io.Writer, rows []CostRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ntool CPU: "+costNote)
+	table := [][]string{{"workload", "group", "n", "CPU/exec", "cores", "CPU per unit of work", "vs baseline ↓"}}
+	for _, r := range rows {
+		per, ratio := "—", ""
+		if pu := r.PerUnit; pu != nil {
+			per = formatValue(pu.Summary.Mean) + " " + pu.Unit
+			ratio = "n/a"
+			if n := pu.Ratio; n != nil {
+				ratio = formatRatio(n.Ratio)
+				if half := n.CIHigh - n.Ratio; half > 0 {
+					ratio += " ±" + formatRatio(half)
+				}
+			}
+		}
+		table = append(table, []string{r.WorkloadID, r.Label(), fmt.Sprint(r.Executions), formatValue(r.CPUSeconds.Mean) + " s",
+			formatValue(r.Cores.Mean), per, ratio})
+	}
+	writeAligned(w, table, func(int, int) int { return 0 }, false)
 }
 
 func writeFailures(w io.Writer, failures []store.Failure) {
