@@ -45,6 +45,7 @@ var parseCases = []struct {
 	{"net-throughput", "iperf3-udp-down", nil},
 	{"net-latency", "sockperf-udp", nil},
 	{"net-latency", "sockperf-tcp-bg", nil},
+	{"timer-latency", "cyclictest-busy-other", map[string]float64{"timer.overflows": 10, "timer.latency_us.max": 52500}},
 }
 
 func TestParseRecordedOutputs(t *testing.T) {
