@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vfleet/vfleet/internal/netpath/fastpath"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/store"
 )
@@ -42,6 +43,12 @@ var (
 		"Memory the guest uses: its cgroup's usage (page cache included), or its processes' resident set.", guestLabels, nil)
 	descGuestReadErrors = prometheus.NewDesc("vfleet_guest_read_errors_total",
 		"Scrapes at which the guest's usage could not be read (its cgroup or processes were gone).", guestLabels, nil)
+	descDataPathPackets = prometheus.NewDesc("vfleet_datapath_packets_total",
+		"Packets seen by a run's eBPF data path, by what it did with them: redirected (forwarded by the program itself), passed (to the host side's stack) or dropped.",
+		[]string{"run", "path", "action"}, nil)
+	descDataPathPassed = prometheus.NewDesc("vfleet_datapath_passed_packets_total",
+		"Packets an eBPF data path handed to the stack, by the reason it could not forward them.",
+		[]string{"run", "path", "reason"}, nil)
 	descNetRxBytes = prometheus.NewDesc("vfleet_guest_network_receive_bytes_total",
 		"Bytes received by an interface of the guest's own network namespace.", netLabels, nil)
 	descNetTxBytes = prometheus.NewDesc("vfleet_guest_network_transmit_bytes_total",
@@ -68,10 +75,11 @@ type RunCollector struct {
 	root string
 	now  func() time.Time
 
-	mu     sync.Mutex
-	runs   map[int64]*runState
-	guests map[guestKey]*guestState
-	values *valueSet
+	mu        sync.Mutex
+	dataPaths map[int64]runner.DataPaths
+	runs      map[int64]*runState
+	guests    map[guestKey]*guestState
+	values    *valueSet
 }
 
 type runState struct {
@@ -94,8 +102,9 @@ type guestState struct {
 }
 
 var (
-	_ runner.Observer      = (*RunCollector)(nil)
-	_ prometheus.Collector = (*RunCollector)(nil)
+	_ runner.Observer        = (*RunCollector)(nil)
+	_ runner.NetworkObserver = (*RunCollector)(nil)
+	_ prometheus.Collector   = (*RunCollector)(nil)
 )
 
 // NewRunCollector returns a collector with no runs yet.
@@ -106,7 +115,7 @@ func NewRunCollector(opts Options) *RunCollector {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &RunCollector{root: opts.Root, now: opts.Now, runs: map[int64]*runState{},
+	return &RunCollector{root: opts.Root, now: opts.Now, runs: map[int64]*runState{}, dataPaths: map[int64]runner.DataPaths{},
 		guests: map[guestKey]*guestState{}, values: newValueSet()}
 }
 
@@ -115,6 +124,14 @@ func (c *RunCollector) RunStarted(ev runner.RunEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs[ev.ID] = &runState{ev: ev, status: store.StatusRunning, started: c.now()}
+}
+
+// NetworkReady implements runner.NetworkObserver: the run's eBPF data
+// paths are read at each scrape from now on.
+func (c *RunCollector) NetworkReady(runID int64, paths runner.DataPaths) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dataPaths[runID] = paths
 }
 
 // GuestStarting implements runner.Observer.
@@ -221,10 +238,19 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 			lives = append(lives, live{g, l})
 		}
 	}
+	dataPaths := make(map[int64]runner.DataPaths, len(c.dataPaths))
+	for id, dp := range c.dataPaths {
+		dataPaths[id] = dp
+	}
 	c.mu.Unlock()
 
 	for _, m := range metrics {
 		ch <- m
+	}
+	for id, dp := range dataPaths {
+		for _, m := range dataPathMetrics(id, dp.DataPathCounters()) {
+			ch <- m
+		}
 	}
 	for _, lv := range lives {
 		u, err := lv.g.src.read()
@@ -251,6 +277,22 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 		c.mu.Unlock()
 		ch <- prometheus.MustNewConstMetric(descGuestReadErrors, prometheus.CounterValue, float64(errs), lv.labels...)
 	}
+}
+
+// dataPathMetrics turns a run's data path counters into series; a closed
+// network reports no paths and so no series.
+func dataPathMetrics(runID int64, counters map[string]fastpath.Counters) []prometheus.Metric {
+	run := strconv.FormatInt(runID, 10)
+	var out []prometheus.Metric
+	for path, c := range counters {
+		for action, v := range map[string]uint64{"redirected": c.Redirected, "passed": c.Passed, "dropped": c.Dropped} {
+			out = append(out, prometheus.MustNewConstMetric(descDataPathPackets, prometheus.CounterValue, float64(v), run, path, action))
+		}
+		for reason, v := range c.PassedByReason {
+			out = append(out, prometheus.MustNewConstMetric(descDataPathPassed, prometheus.CounterValue, float64(v), run, path, reason))
+		}
+	}
+	return out
 }
 
 func runMetrics(id int64, scenario, key, label, status string) []prometheus.Metric {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/vfleet/vfleet/internal/netpath/fastpath"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -104,7 +105,14 @@ func feed(c *RunCollector) {
 		{RunID: 7, Guest: "base", Group: "base", WorkloadID: "lat", Metric: "latency_p99", Unit: "s", Value: 0.002}})
 	c.SamplesStored(7, []store.Sample{sample("c-0", "runc", 1, 990)})
 	c.GuestStopped(runner.GuestEvent{RunID: 7, Name: "c-1"}, nil)
+	c.NetworkReady(7, fakeDataPaths{"xdp": {Redirected: 1500, Passed: 12, Dropped: 1,
+		PassedByReason: map[string]uint64{"arp": 8, "no_neigh": 4}}})
 }
+
+// fakeDataPaths stands in for a run's network.
+type fakeDataPaths map[string]fastpath.Counters
+
+func (f fakeDataPaths) DataPathCounters() map[string]fastpath.Counters { return f }
 
 func TestRunExpositionGolden(t *testing.T) {
 	c := NewRunCollector(Options{Root: fakeRoot(t), Now: fixedClock})

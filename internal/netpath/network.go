@@ -321,6 +321,25 @@ func (n *Network) FastPathCounters(p Path) (fastpath.Counters, bool, error) {
 	return c, true, err
 }
 
+// DataPathCounters returns the counters of every eBPF data path the run
+// has, by path name; paths whose counters cannot be read (the network is
+// closing) are left out.
+func (n *Network) DataPathCounters() map[string]fastpath.Counters {
+	n.mu.Lock()
+	sets := make(map[Path]*fastpath.Set, len(n.fast))
+	for p, s := range n.fast {
+		sets[p] = s
+	}
+	n.mu.Unlock()
+	out := make(map[string]fastpath.Counters, len(sets))
+	for p, s := range sets {
+		if c, err := s.Counters(); err == nil {
+			out[string(p)] = c
+		}
+	}
+	return out
+}
+
 // Describe is the network as stored with the run: paths, devices,
 // addresses and the eBPF programs with their counters.
 func (n *Network) Describe() map[string]string {

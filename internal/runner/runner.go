@@ -16,6 +16,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/netpath/fastpath"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -70,6 +71,18 @@ type Observer interface {
 	GuestStopped(g GuestEvent, err error)
 	// RunFinished: the run's final status is recorded.
 	RunFinished(runID int64, status string)
+}
+
+// DataPaths reads the counters of a run's eBPF data paths when asked.
+type DataPaths interface {
+	DataPathCounters() map[string]fastpath.Counters
+}
+
+// NetworkObserver is an Observer that also follows the run's network: it
+// is handed the data paths once they exist and may read their counters
+// until the run's teardown ends.
+type NetworkObserver interface {
+	NetworkReady(runID int64, paths DataPaths)
 }
 
 // RunEvent describes a run that started.
@@ -292,6 +305,9 @@ func (r *run) setup(ctx context.Context) error {
 		r.net = nr
 		if err != nil {
 			return fmt.Errorf("network: %w", err)
+		}
+		if no, ok := r.opts.Observer.(NetworkObserver); ok {
+			no.NetworkReady(r.id, nr.net)
 		}
 	}
 	return r.startGuests(ctx, env)
