@@ -106,7 +106,7 @@ func feed(c *RunCollector) {
 	c.SamplesStored(7, []store.Sample{sample("c-0", "runc", 1, 990)})
 	c.GuestStopped(runner.GuestEvent{RunID: 7, Name: "c-1"}, nil)
 	c.NetworkReady(7, fakeDataPaths{"xdp": {Redirected: 1500, Passed: 12, Dropped: 1,
-		PassedByReason: map[string]uint64{"arp": 8, "no_neigh": 4}}})
+		PassedByReason: map[string]uint64{"not_ipv4": 8, "fib_no_neigh": 4}}})
 }
 
 // fakeDataPaths stands in for a run's network.
