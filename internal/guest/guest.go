@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -54,6 +55,10 @@ type Spec struct {
 	// default (the host's network for the baseline, a namespace with only
 	// loopback for a container).
 	NetNS string
+	// Tap is a VM's network interface, prepared by the run's network; nil
+	// for no network. VM-only: a VM cannot join a namespace, so its NIC is
+	// a tap device where namespace guests have their veth.
+	Tap *TapConfig
 
 	// VM-only fields (kind "vm"); every other kind refuses them, see
 	// VMFieldsSet. For a VM, Runtime names the machine ("q35", "microvm")
@@ -74,10 +79,30 @@ type Spec struct {
 	RTPriority int
 }
 
+// TapConfig is a VM's network interface: a persistent tap device on the
+// host and the addressing the guest gives its NIC.
+type TapConfig struct {
+	// NSPath is the network namespace holding the tap; it must be opened
+	// from inside it.
+	NSPath string
+	// Name is the tap's name in that namespace.
+	Name string
+	// Addr is the guest's address with its prefix length.
+	Addr netip.Prefix
+	// Gateway is the guest's default route, invalid on switched paths
+	// (the peer is on the guest's own segment).
+	Gateway netip.Addr
+	// MAC is the guest NIC's hardware address.
+	MAC string
+}
+
 // VMFieldsSet names the VM-only fields a spec sets, for kinds that must
 // refuse them.
 func (s Spec) VMFieldsSet() []string {
 	var set []string
+	if s.Tap != nil {
+		set = append(set, "tap")
+	}
 	if s.VCPUs != 0 {
 		set = append(set, "vcpus")
 	}

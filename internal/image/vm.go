@@ -17,14 +17,16 @@ import (
 
 // vmFormat changes whenever the way a VM's boot files are made changes, so
 // that boot files made the old way are rebuilt.
-const vmFormat = 1
+const vmFormat = 2
 
 // VMModules are the modules a VM guest needs before its root disk can be
 // mounted and its agent reached, when the kernel has them as modules:
 // virtio over PCI (q35) and over MMIO (microvm), the block disk, the
 // serial port the agent serves on, and the ACPI power button with the
 // event device init reads it from, so a host's powerdown request is seen.
-var VMModules = []string{"virtio_pci", "virtio_mmio", "virtio_blk", "virtio_console", "evdev", "button"}
+// virtio_net is the NIC on a network data path; init configures it before
+// the agent starts, when the root disk's own modules are not loaded yet.
+var VMModules = []string{"virtio_pci", "virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "evdev", "button"}
 
 // VMBoot is what a VM guest boots from. All paths are on the host.
 type VMBoot struct {

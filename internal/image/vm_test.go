@@ -102,7 +102,7 @@ func TestVMModulesLoadOrder(t *testing.T) {
 			t.Errorf("%s missing from %v", m, order)
 		}
 	}
-	for _, before := range [][2]string{{"virtio_ring", "virtio"}, {"virtio", "virtio_pci"}, {"virtio_pci_modern_dev", "virtio_pci"}, {"virtio", "virtio_blk"}, {"virtio", "virtio_console"}} {
+	for _, before := range [][2]string{{"virtio_ring", "virtio"}, {"virtio", "virtio_pci"}, {"virtio_pci_modern_dev", "virtio_pci"}, {"virtio", "virtio_blk"}, {"virtio", "virtio_console"}, {"failover", "net_failover"}, {"net_failover", "virtio_net"}, {"virtio", "virtio_net"}} {
 		if pos[before[0]] >= pos[before[1]] {
 			t.Errorf("%s loads after %s: %v", before[0], before[1], order)
 		}

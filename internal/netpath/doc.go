@@ -19,7 +19,8 @@
 //
 // Lifecycle: Create records each namespace in the run's ledger before it
 // exists and builds the host side, the peer and every path's uplink;
-// Attach gives one guest its namespace and interface; Close deletes the
+// Attach gives one guest its namespace and interface (AttachTap gives a VM
+// a tap in the host side instead); Close deletes the
 // namespaces, which takes every link, bridge and attached program with
 // them. Nothing is created in the root namespace.
 package netpath

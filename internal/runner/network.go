@@ -24,6 +24,10 @@ const serverReadyTimeout = 15 * time.Second
 // above the well-known and registered ports a tool might assume.
 const firstServerPort = 20000
 
+// vmKind is the VM guest kind's name (qemu.KindName), spelled out so the
+// runner does not compile a kind in by importing it.
+const vmKind = "vm"
+
 // netRun is the network side of a run: the topology, the peer that runs
 // the servers, and each guest's view of the peer.
 type netRun struct {
@@ -74,9 +78,18 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	for i := range plan.Guests {
 		pg := &plan.Guests[i]
 		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: n.net.DirectPeer(), Port: firstServerPort + i*workload.PortsPerGuest}}
-		if pg.Network == "" {
+		switch {
+		case pg.Network == "":
 			pg.Spec.NetNS = n.net.HostSide()
-		} else {
+		case pg.Spec.Kind == vmKind:
+			// A VM cannot join a namespace: its NIC is a tap in the host side.
+			link, err := n.net.AttachTap(pg.Spec.Name, netpath.Path(pg.Network))
+			if err != nil {
+				return n, err
+			}
+			pg.Spec.Tap = &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String()}
+			view.path, view.peer.Addr = link.Path, link.Peer
+		default:
 			link, nsPath, err := n.net.Attach(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err

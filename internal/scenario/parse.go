@@ -291,6 +291,10 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	p.baseline(n, baselineNode, s)
 }
 
+// vmKind is the kind whose guests attach to a path through a tap, which
+// not every path can take.
+const vmKind = "vm"
+
 // PeerName names the run's network peer among its guests; no group may
 // take it.
 const PeerName = "peer"
@@ -475,6 +479,15 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		}
 		if seen["network"] != nil && g.Kind == DefaultKind {
 			p.errorf(seen["network"], path+".network", "the %s baseline always reaches the peer over the host side's own direct link; remove network here", DefaultKind)
+		}
+		if g.Network != "" && g.Kind == vmKind {
+			if err := netpath.CheckVMPath(netpath.Path(g.Network)); err != nil {
+				at := seen["network"]
+				if at == nil {
+					at = item
+				}
+				p.errorf(at, path+".network", "%v", err)
+			}
 		}
 		if g.Network != "" {
 			pathCount[g.Network] += g.Count

@@ -334,6 +334,8 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			[]string{"adaptive.target: missing"}},
 		{"adaptive maximum below the minimum", "name: t\nrepetitions: 5\nadaptive: {target: 0.05, max_repetitions: 4}\n" + guests + work,
 			[]string{"adaptive.max_repetitions: 4 is below repetitions (5)"}},
+		{"vm on a fast path", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host}\n  - {kind: vm, network: xdp}\n" + work,
+			[]string{"guests[1].network: path not available to VM guests: VM guests take bridge and routed for now, not xdp"}},
 		{"peer name reserved", "name: t\nguests:\n  - {name: peer, kind: container}\n  - {kind: host}\n" + work,
 			[]string{`guests[0].name: "peer" is reserved for the run's network peer`}},
 		{"guests not a list", "name: t\nguests: host\n" + work,

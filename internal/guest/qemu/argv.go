@@ -33,6 +33,16 @@ type launchConfig struct {
 	AgentSocket string
 	QMPSocket   string
 	ConsoleLog  string
+	// NIC is the guest's network card, nil for none.
+	NIC *nicConfig
+}
+
+// nicConfig is a virtio-net card on a tap QEMU inherits as an open file.
+type nicConfig struct {
+	// FD is the tap's descriptor number in QEMU: 3 plus its index in
+	// exec.Cmd.ExtraFiles.
+	FD  int
+	MAC string
 }
 
 // qemuArgv is QEMU's argv (without the program) for one guest. The two
@@ -83,6 +93,20 @@ func qemuArgv(c launchConfig) []string {
 		"-chardev", "socket,id=qmp,path="+c.QMPSocket+",server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	)
+	if c.NIC != nil {
+		// The tap was opened with IFF_VNET_HDR, so frames cross it with
+		// their virtio-net header and checksum and segmentation offloads
+		// reach the host's stack. QEMU reads that from the descriptor
+		// itself and refuses vnet_hdr= next to fd=.
+		a = append(a, "-netdev", fmt.Sprintf("tap,id=net0,fd=%d", c.NIC.FD))
+		nic := "virtio-net-" + bus + ",netdev=net0,mac=" + c.NIC.MAC
+		if bus == "pci" {
+			// No PXE option ROM: the kernel is booted directly, and the
+			// ROM file is a separate package (ipxe-qemu) a host may lack.
+			nic += ",romfile="
+		}
+		a = append(a, "-device", nic)
+	}
 	return a
 }
 
@@ -91,8 +115,9 @@ func qemuArgv(c launchConfig) []string {
 // seen at once. init= is used only when booting without an initramfs,
 // whose own /init takes precedence. Everything after "--" is the init's
 // argv. tscKHz, when known, is the guest TSC's frequency, so the kernel
-// need not calibrate it.
-func kernelCmdline(root, hostname, init, workdir string, tscKHz int64) string {
+// need not calibrate it. nic, when set, is how the guest's init configures
+// its network card.
+func kernelCmdline(root, hostname, init, workdir string, tscKHz int64, nic *vminit.NetConfig) string {
 	p := []string{
 		"console=ttyS0", "root=" + root, "rootfstype=ext4", "ro", "init=" + init,
 		"panic=-1", "loglevel=6", // notices too: a failed boot shows why
@@ -100,6 +125,9 @@ func kernelCmdline(root, hostname, init, workdir string, tscKHz int64) string {
 	}
 	if tscKHz > 0 {
 		p = append(p, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
+	}
+	if nic != nil {
+		p = append(p, vminit.ParamNet+"="+nic.String())
 	}
 	p = append(p, "--", "--pid1", "--workdir", workdir)
 	return strings.Join(p, " ")

@@ -44,3 +44,22 @@ func bootHint(console []byte) string {
 	}
 	return ""
 }
+
+// initExitPrefix starts the line the guest's init prints on the console
+// when it gives up (the kernel then panics, as init exited).
+const initExitPrefix = "vfleet-agent: "
+
+// InitError returns the last line the guest's init printed about why it
+// gave up before the kernel panicked, or "".
+func InitError(console []byte) string {
+	if i := bytes.Index(console, []byte(panicMarker)); i >= 0 {
+		console = console[:i]
+	}
+	last := ""
+	for _, line := range strings.Split(strings.ReplaceAll(string(console), "\r", ""), "\n") {
+		if j := strings.Index(line, initExitPrefix); j >= 0 {
+			last = strings.TrimSpace(line[j+len(initExitPrefix):])
+		}
+	}
+	return last
+}

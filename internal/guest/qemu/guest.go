@@ -15,6 +15,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/tools"
@@ -49,6 +50,7 @@ type Guest struct {
 	memMiB  int64
 	pins    []int
 	disk    string
+	nic     *vminit.NetConfig // nil without a network
 }
 
 func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
@@ -116,11 +118,26 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	cfg := launchConfig{
 		Name: spec.Name, Machine: g.machine, Accel: accel, VCPUs: g.vcpus, MemoryMiB: g.memMiB,
 		Kernel: boot.Kernel, Initramfs: boot.Initramfs, Disk: disk,
-		Cmdline:     kernelCmdline(boot.Root, spec.Name, g.env.AgentPath, guest.ScratchDir, tscKHz),
+		Cmdline:     kernelCmdline(boot.Root, spec.Name, g.env.AgentPath, guest.ScratchDir, tscKHz, g.nic),
 		AgentSocket: filepath.Join(g.dir, "agent.sock"), QMPSocket: filepath.Join(g.dir, "qmp.sock"),
 		ConsoleLog: filepath.Join(g.dir, "console.log"),
 	}
-	m, err := g.launch(qemuTool.Path, cfg, undo)
+	var extra []*os.File
+	if t := spec.Tap; t != nil {
+		tap, err := openTap(t.NSPath, t.Name)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String()}
+		extra = append(extra, tap)
+		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.addr": t.Addr.String(), "net.mac": g.nic.MAC.String()})
+	}
+	m, err := g.launch(qemuTool.Path, cfg, extra, undo)
+	// QEMU has its own copies now; ours go, so that the tap is free again
+	// once QEMU exits.
+	for _, f := range extra {
+		f.Close()
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -197,7 +214,8 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 }
 
 // launch starts QEMU, records it and pushes its stop.
-func (g *Guest) launch(qemu string, cfg launchConfig, undo *guest.Teardown) (*vm, error) {
+// extra are files QEMU inherits as descriptors 3, 4, ….
+func (g *Guest) launch(qemu string, cfg launchConfig, extra []*os.File, undo *guest.Teardown) (*vm, error) {
 	logf, err := os.Create(filepath.Join(g.dir, "qemu.log"))
 	if err != nil {
 		return nil, err
@@ -205,6 +223,7 @@ func (g *Guest) launch(qemu string, cfg launchConfig, undo *guest.Teardown) (*vm
 	defer logf.Close()
 	cmd := exec.Command(qemu, qemuArgv(cfg)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL, // a killed vfleet takes its VMs along
@@ -291,6 +310,9 @@ func (g *Guest) bootError(m *vm, cfg launchConfig, cause error) error {
 		cause = fmt.Errorf("%w (%s)", cause, h)
 	}
 	if p := PanicLine(console); p != "" {
+		if why := InitError(console); why != "" {
+			return fmt.Errorf("%w: %v; guest init: %s; guest kernel: %s", ErrBootFailed, cause, why, p)
+		}
 		return fmt.Errorf("%w: %v; guest kernel: %s", ErrBootFailed, cause, p)
 	}
 	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))

@@ -3,11 +3,13 @@ package qemu
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
@@ -69,7 +71,21 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		return bad("cpus and cpu_limit do not apply to kind vm: give vcpus, and pin_vcpus to bind them to host CPUs")
 	}
 	if spec.NetNS != "" {
-		return bad("networks are not available to VM guests yet")
+		return bad("a VM cannot join a network namespace: its network comes as a tap device (Spec.Tap)")
+	}
+	var nic *vminit.NetConfig
+	if t := spec.Tap; t != nil {
+		if t.NSPath == "" || t.Name == "" {
+			return bad("tap needs the namespace holding it and its name (got %q in %q)", t.Name, t.NSPath)
+		}
+		mac, err := net.ParseMAC(t.MAC)
+		if err != nil {
+			return bad("tap %s: %v", t.Name, err)
+		}
+		nic = &vminit.NetConfig{Addr: t.Addr, Gateway: t.Gateway, MAC: mac}
+		if err := nic.Check(); err != nil {
+			return bad("tap %s: %v", t.Name, err)
+		}
 	}
 	switch spec.Accel {
 	case "", AccelAuto, AccelKVM, AccelTCG:
@@ -113,6 +129,6 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, dir: dir,
 		machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
-		disk: strings.TrimSpace(spec.Disk),
+		disk: strings.TrimSpace(spec.Disk), nic: nic,
 	}, nil
 }

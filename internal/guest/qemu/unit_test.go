@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	_ "github.com/vfleet/vfleet/internal/guest/container"
 	_ "github.com/vfleet/vfleet/internal/guest/host"
+	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden QEMU command lines in testdata")
@@ -23,17 +25,29 @@ var update = flag.Bool("update", false, "rewrite the golden QEMU command lines i
 // accelerator; run with -update after an intended change and review the
 // diff.
 func TestQEMUArgvGolden(t *testing.T) {
-	for _, c := range []struct{ machine, accel string }{
-		{MachineQ35, AccelTCG}, {MachineQ35, AccelKVM}, {MachineMicroVM, AccelTCG}, {MachineMicroVM, AccelKVM},
+	// The addressing of the second VM on the routed path (netpath.LinkOf).
+	routed := &vminit.NetConfig{Addr: netip.MustParsePrefix("198.18.32.6/30"), Gateway: netip.MustParseAddr("198.18.32.5"),
+		MAC: net.HardwareAddr{0x02, 0x76, 0x01, 0x00, 0x01, 0x01}}
+	for _, c := range []struct {
+		machine, accel string
+		nic            *vminit.NetConfig
+	}{
+		{MachineQ35, AccelTCG, nil}, {MachineQ35, AccelKVM, nil}, {MachineMicroVM, AccelTCG, nil}, {MachineMicroVM, AccelKVM, nil},
+		{MachineQ35, AccelTCG, routed}, {MachineMicroVM, AccelTCG, routed},
 	} {
 		cfg := launchConfig{
 			Name: "g", Machine: c.machine, Accel: c.accel, VCPUs: 2, MemoryMiB: 512,
 			Kernel: "/img/boot/vmlinuz", Initramfs: "/img/vm/initramfs.cpio", Disk: "/s/g/disk.qcow2",
-			Cmdline:     kernelCmdline("/dev/vda", "g", "/usr/local/bin/vfleet-agent", guest.ScratchDir, 2300000),
+			Cmdline:     kernelCmdline("/dev/vda", "g", "/usr/local/bin/vfleet-agent", guest.ScratchDir, 2300000, c.nic),
 			AgentSocket: "/s/g/agent.sock", QMPSocket: "/s/g/qmp.sock", ConsoleLog: "/s/g/console.log",
 		}
+		name := "argv-" + c.machine + "-" + c.accel
+		if c.nic != nil {
+			cfg.NIC = &nicConfig{FD: 3, MAC: c.nic.MAC.String()}
+			name += "-net"
+		}
 		got := strings.Join(qemuArgv(cfg), "\n") + "\n"
-		path := filepath.Join("testdata", "argv-"+c.machine+"-"+c.accel+".golden")
+		path := filepath.Join("testdata", name+".golden")
 		if *update {
 			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 				t.Fatal(err)
@@ -68,7 +82,7 @@ func TestArgvDiffersOnlyWhereMachinesDo(t *testing.T) {
 }
 
 func TestKernelCmdlinePassesInitArgsAfterDashes(t *testing.T) {
-	c := kernelCmdline("/dev/vda", "vm-0", "/usr/local/bin/vfleet-agent", "/var/tmp/vfleet", 0)
+	c := kernelCmdline("/dev/vda", "vm-0", "/usr/local/bin/vfleet-agent", "/var/tmp/vfleet", 0, nil)
 	params, initArgs, ok := strings.Cut(c, " -- ")
 	if !ok || initArgs != "--pid1 --workdir /var/tmp/vfleet" {
 		t.Fatalf("init args: %q", c)
@@ -177,6 +191,16 @@ func TestPanicLineAndHints(t *testing.T) {
 	if !strings.Contains(bootHint(hang), "use runtime q35") || bootHint(b) != "" {
 		t.Fatal("clock calibration hint")
 	}
+	if InitError(b) != "" {
+		t.Error("init error found where the kernel panicked on its own")
+	}
+	netFail, err := os.ReadFile("testdata/console-init-net-fail.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := InitError(netFail); !strings.HasPrefix(got, "network: no interface with MAC 02:76:01:00:00:01") {
+		t.Errorf("init error = %q", got)
+	}
 	if got := tailLines([]byte("a\r\nb\r\nc\r\n"), 2); got != "b\nc" {
 		t.Fatalf("tail = %q", got)
 	}
@@ -207,6 +231,11 @@ func TestNewRefusesWhatVMsCannotDo(t *testing.T) {
 		{Name: "v", Runtime: "firecracker"}, {Name: "v", CPUs: "0"}, {Name: "v", CPULimit: 0.5},
 		{Name: "v", NetNS: "/run/netns/x"}, {Name: "v", Accel: "hvf"}, {Name: "v", Disk: "thin"},
 		{Name: "v", VCPUs: 2, PinVCPUs: "1"}, {Name: "v", RTPriority: 100}, {Name: "v", MemoryBytes: 1 << 20},
+		{Name: "v", Tap: &guest.TapConfig{Name: "r0", Addr: tapAddr, MAC: tapMAC}},
+		{Name: "v", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Addr: tapAddr, MAC: tapMAC}},
+		{Name: "v", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, MAC: "02:76"}},
+		{Name: "v", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", MAC: tapMAC}},
+		{Name: "v", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, MAC: tapMAC, Gateway: netip.MustParseAddr("198.18.0.9")}},
 	} {
 		if _, err := k.New(spec, env); err == nil {
 			t.Errorf("vm accepted %+v", spec)
@@ -219,10 +248,23 @@ func TestNewRefusesWhatVMsCannotDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vm := g.(*Guest); vm.machine != MachineMicroVM || vm.memMiB != 512 || joinInts(vm.pins) != "0,1" {
+	if vm := g.(*Guest); vm.machine != MachineMicroVM || vm.memMiB != 512 || joinInts(vm.pins) != "0,1" || vm.nic != nil {
 		t.Fatalf("guest = %+v", vm)
 	}
+	g, err = k.New(guest.Spec{Name: "v", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nic := g.(*Guest).nic; nic == nil || nic.String() != "198.18.32.2/30,198.18.32.1,"+tapMAC {
+		t.Fatalf("nic = %v", nic)
+	}
 }
+
+// The first VM on the routed path, as netpath.LinkOf addresses it.
+var (
+	tapAddr = netip.MustParsePrefix("198.18.32.2/30")
+	tapMAC  = "02:76:01:00:00:01"
+)
 
 func TestOtherKindsRefuseVMFields(t *testing.T) {
 	for _, name := range []string{"host", "container"} {
@@ -230,7 +272,8 @@ func TestOtherKindsRefuseVMFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Disk: "copy"}, {Name: "g", PinVCPUs: "0"}, {Name: "g", RTPriority: 1}} {
+		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Disk: "copy"}, {Name: "g", PinVCPUs: "0"}, {Name: "g", RTPriority: 1},
+			{Name: "g", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, MAC: tapMAC}}} {
 			if _, err := k.New(spec, guest.Env{}); err == nil {
 				t.Errorf("kind %s accepted %+v", name, spec)
 			}
@@ -249,7 +292,7 @@ func TestChooseAccelTCGNeedsNoProbe(t *testing.T) {
 }
 
 func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
-	c := kernelCmdline("/dev/vda", "g", "/init", "/w", 2300000)
+	c := kernelCmdline("/dev/vda", "g", "/init", "/w", 2300000, nil)
 	params, _, _ := strings.Cut(c, " -- ")
 	if !strings.Contains(params, "tsc_early_khz=2300000") {
 		t.Fatalf("cmdline: %s", c)

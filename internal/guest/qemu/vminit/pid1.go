@@ -52,6 +52,14 @@ func RunPID1(o PID1Options) error {
 			return err
 		}
 	}
+	// devtmpfs has no /dev/fd and /dev/std*, which udev or a container
+	// runtime would add; tools write to them (sockperf --full-log
+	// /dev/stdout).
+	for name, target := range devLinks {
+		if err := os.Symlink(target, name); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("link %s: %w", name, err)
+		}
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT, ""); err != nil {
 		return fmt.Errorf("remount / read-write: %w", err)
 	}
@@ -73,6 +81,17 @@ func RunPID1(o PID1Options) error {
 	}
 	if err := loopbackUp(); err != nil {
 		logf("loopback: %v", err)
+	}
+	if v, ok := params[ParamNet]; ok {
+		// The host asked for a network: a guest without it would only
+		// fail its network workloads later, for no visible reason.
+		c, err := ParseNetConfig(v)
+		if err != nil {
+			return err
+		}
+		if err := configureNet(c); err != nil {
+			return err
+		}
 	}
 	port := params[ParamPort]
 	if port == "" {
@@ -141,6 +160,14 @@ func RunPID1(o PID1Options) error {
 	logf("powering off: %s", why)
 	shutdown()
 	return nil
+}
+
+// devLinks are the links every Linux /dev is expected to have.
+var devLinks = map[string]string{
+	"/dev/fd":     "/proc/self/fd",
+	"/dev/stdin":  "/proc/self/fd/0",
+	"/dev/stdout": "/proc/self/fd/1",
+	"/dev/stderr": "/proc/self/fd/2",
 }
 
 // shutdown stops every process, leaves the root disk clean and powers the

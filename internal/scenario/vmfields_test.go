@@ -1,0 +1,42 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestVMFieldsParseAndExpand(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}}
+	src := `name: t
+guests:
+  - kind: host
+  - kind: vm
+    runtime: microvm
+    vcpus: 2
+    accel: tcg
+    disk: copy
+    pin_vcpus: "0-1"
+    rt_priority: 10
+workloads:
+  - workload: scenario-test
+`
+	spec, err := Parse("t.yaml", []byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := spec.Expand().Guests[1].Spec
+	if g.VCPUs != 2 || g.Accel != "tcg" || g.Disk != "copy" || g.PinVCPUs != "0-1" || g.RTPriority != 10 || g.Runtime != "microvm" {
+		t.Fatalf("expanded VM spec = %+v", g)
+	}
+	bad := strings.NewReplacer("vcpus: 2", "vcpus: 0", "accel: tcg", "accel: hvf", "disk: copy", "disk: thin",
+		`pin_vcpus: "0-1"`, `pin_vcpus: "1-0"`, "rt_priority: 10", "rt_priority: 100").Replace(src)
+	_, err = Parse("t.yaml", []byte(bad), o)
+	if err == nil {
+		t.Fatal("bad VM fields accepted")
+	}
+	for _, want := range []string{"guests[1].vcpus", "guests[1].accel", "guests[1].disk", "guests[1].pin_vcpus", "guests[1].rt_priority", "one of auto, kvm, tcg"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
