@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -13,44 +12,25 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
+
+	"github.com/vfleet/vfleet/internal/nsthread"
 )
 
 // inThrowawayNetns runs fn on an OS thread moved into a new, unnamed
 // network namespace. The namespace has no bind mount under /run/netns, so
 // once the thread leaves it nothing refers to it and the kernel deletes it
 // with every link inside: cleanup cannot be forgotten or skipped.
-//
-// The thread is moved back before it is handed back to the scheduler. If
-// that fails, the goroutine exits still locked, so that the runtime
-// retires the thread instead of running other goroutines in the wrong
-// namespace (the main thread cannot be retired and stays parked, which is
-// why moving back comes first).
 func inThrowawayNetns(ctx context.Context, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("open the current network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			// unshare failed, so the thread never left.
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("create a network namespace: %w", err)
-			return
-		}
-		ns.Close()
-		err = fn()
-		if serr := netns.Set(orig); serr != nil {
-			done <- errors.Join(err, fmt.Errorf("return to the original network namespace: %w", serr))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- err
+		done <- nsthread.Do(netns.None(), func() error {
+			ns, err := netns.New()
+			if err != nil {
+				return fmt.Errorf("create a network namespace: %w", err)
+			}
+			ns.Close()
+			return fn()
+		})
 	}()
 	select {
 	case err := <-done:

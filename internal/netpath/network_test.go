@@ -10,55 +10,20 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/nsthread"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
-
-// inNS runs fn on a thread inside the namespace at path; sockets fn
-// creates stay there when the thread leaves.
-func inNS(t *testing.T, path string, fn func() error) error {
-	t.Helper()
-	target, err := netns.GetFromPath(path)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			done <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			done <- err
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			done <- err // the thread stays locked and is retired
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
-}
 
 // echoServer listens in the peer and echoes one line per connection.
 func echoServer(t *testing.T, nsPath string) int {
 	t.Helper()
 	var l net.Listener
-	if err := inNS(t, nsPath, func() (err error) { l, err = net.Listen("tcp4", "0.0.0.0:0"); return err }); err != nil {
+	if err := nsthread.DoPath(nsPath, func() (err error) { l, err = net.Listen("tcp4", "0.0.0.0:0"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
@@ -78,7 +43,7 @@ func echoServer(t *testing.T, nsPath string) int {
 func roundTrips(t *testing.T, nsPath string, addr netip.AddrPort, n int) error {
 	t.Helper()
 	var c net.Conn
-	err := inNS(t, nsPath, func() (err error) {
+	err := nsthread.DoPath(nsPath, func() (err error) {
 		c, err = net.DialTimeout("tcp4", addr.String(), 5*time.Second)
 		return err
 	})

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/nsthread"
 )
 
 // kindNetns is the ledger kind of a named network namespace.
@@ -50,54 +50,35 @@ type namespace struct {
 	nl     *netlink.Handle
 }
 
-// createNamed makes a named namespace, recorded in the ledger first. The
-// creating thread is moved back before anything else can run on it, and
-// retired if that fails, so no goroutine ever runs in the wrong namespace.
+// createNamed makes a named namespace, recorded in the ledger first.
+// NewNamed moves the calling thread into the new namespace, so it runs on
+// a thread of its own that nsthread brings back.
 func createNamed(led *ledger.Ledger, name string) (*namespace, error) {
 	entry, err := led.Record(kindNetns, name, nil)
 	if err != nil {
 		return nil, err
 	}
-	type result struct {
-		h   netns.NsHandle
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("open the current network namespace: %w", err)}
-			return
-		}
-		defer orig.Close()
-		h, err := netns.NewNamed(name)
-		if serr := netns.Set(orig); serr != nil {
-			// Stay locked: the runtime retires this thread with the goroutine.
-			done <- result{h: h, err: errors.Join(err, fmt.Errorf("return to the original network namespace: %w", serr))}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- result{h: h, err: err}
-	}()
-	r := <-done
-	if r.err != nil {
-		if r.h.IsOpen() {
-			r.h.Close()
+	var handle netns.NsHandle
+	err = nsthread.Do(netns.None(), func() (err error) {
+		handle, err = netns.NewNamed(name)
+		return err
+	})
+	if err != nil {
+		if handle.IsOpen() {
+			handle.Close()
 		}
 		_ = deleteNamed(name)
 		_ = led.Done(entry)
-		return nil, fmt.Errorf("create network namespace %s: %w", name, r.err)
+		return nil, fmt.Errorf("create network namespace %s: %w", name, err)
 	}
-	h, err := netlink.NewHandleAt(r.h)
+	h, err := netlink.NewHandleAt(handle)
 	if err != nil {
-		r.h.Close()
+		handle.Close()
 		_ = deleteNamed(name)
 		_ = led.Done(entry)
 		return nil, fmt.Errorf("netlink into namespace %s: %w", name, err)
 	}
-	return &namespace{entry: entry, name: name, handle: r.h, nl: h}, nil
+	return &namespace{entry: entry, name: name, handle: handle, nl: h}, nil
 }
 
 func (n *namespace) close() {
@@ -109,30 +90,10 @@ func (n *namespace) close() {
 // (sysctls under /proc/sys/net and counters under /proc/net are those of the
 // reading thread's namespace).
 func (n *namespace) do(fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(n.handle); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter network namespace %s: %w", n.name, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			done <- errors.Join(ferr, fmt.Errorf("leave network namespace %s: %w", n.name, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
+	if err := nsthread.Do(n.handle, fn); err != nil {
+		return fmt.Errorf("in network namespace %s: %w", n.name, err)
+	}
+	return nil
 }
 
 // readFile reads a file as seen from inside the namespace.

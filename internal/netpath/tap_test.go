@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/vfleet/vfleet/internal/nsthread"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -154,7 +155,7 @@ func TestAttachTap(t *testing.T) {
 		}
 		f := openTapIn(t, n.host, link.HostIf)
 		var conn net.Conn
-		if err := inNS(t, n.PeerNS(), func() (err error) {
+		if err := nsthread.DoPath(n.PeerNS(), func() (err error) {
 			conn, err = net.Dial("udp4", netip.AddrPortFrom(link.Addr.Addr(), 9).String())
 			return err
 		}); err != nil {

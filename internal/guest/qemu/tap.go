@@ -4,18 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-)
 
-// tapFlags match those the run's network creates the tap with (netpath):
-// an Ethernet device, no packet-information prefix, and a virtio-net
-// header on every frame, which is what lets QEMU hand the guest's checksum
-// and segmentation offloads to the host's stack (vnet_hdr=on).
-const tapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
+	"github.com/vfleet/vfleet/internal/netpath"
+	"github.com/vfleet/vfleet/internal/nsthread"
+)
 
 // openTap opens the persistent tap name in the namespace at nsPath, for
 // QEMU to inherit. A tap can only be opened by name from inside its own
@@ -41,42 +37,18 @@ func openTap(nsPath, name string) (*os.File, error) {
 	if t, ok := l.(*netlink.Tuntap); !ok || t.Mode != netlink.TUNTAP_MODE_TAP {
 		return nil, fmt.Errorf("%s in %s is a %s device, not a tap", name, nsPath, l.Type())
 	}
-	type result struct {
-		f   *os.File
-		err error
+	var f *os.File
+	err = nsthread.Do(target, func() (err error) {
+		f, err = attachTap(name)
+		return err
+	})
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, fmt.Errorf("tap %s: %w", name, err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("open the current network namespace: %w", err)}
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("enter %s: %w", nsPath, err)}
-			return
-		}
-		f, ferr := attachTap(name)
-		if err := netns.Set(orig); err != nil {
-			// Stay locked: the runtime retires this thread with the goroutine.
-			done <- result{f: f, err: errors.Join(ferr, fmt.Errorf("return to the original network namespace: %w", err))}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- result{f: f, err: ferr}
-	}()
-	r := <-done
-	if r.err != nil {
-		if r.f != nil {
-			r.f.Close()
-		}
-		return nil, fmt.Errorf("tap %s: %w", name, r.err)
-	}
-	return r.f, nil
+	return f, nil
 }
 
 // attachTap opens /dev/net/tun and attaches it to the tap called name in
@@ -91,7 +63,7 @@ func attachTap(name string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	ifr.SetUint16(tapFlags)
+	ifr.SetUint16(netpath.TapFlags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		if errors.Is(err, unix.EBUSY) {

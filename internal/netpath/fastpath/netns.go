@@ -3,13 +3,14 @@ package fastpath
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/nsthread"
 )
 
 // nsKey identifies a network namespace by its nsfs inode, the same
@@ -90,33 +91,12 @@ func (sp *space) close() {
 // ifindex of a device map entry in the namespace of the thread updating
 // the map, so the XDP egress map must be filled from in there: updated
 // from anywhere else, the same numbers would name devices of the caller's
-// namespace. If the thread cannot return to its own namespace, it is
-// retired with its goroutine rather than reused.
+// namespace.
 func (sp *space) do(fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("open the current network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(sp.ns); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter network namespace %d: %w", sp.key.ino, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			done <- errors.Join(ferr, fmt.Errorf("return from network namespace %d: %w", sp.key.ino, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
+	if err := nsthread.Do(sp.ns, fn); err != nil {
+		return fmt.Errorf("network namespace %d: %w", sp.key.ino, err)
+	}
+	return nil
 }
 
 // setXDP attaches the program fd (or detaches, with fd -1) on ifindex in

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/vfleet/vfleet/internal/nsthread"
 )
 
 // topology is the layout the fast paths serve, built for a test: a
@@ -161,18 +162,13 @@ func (tp *topology) remove() error {
 // runs on it.
 func newTestNS(name string) (*testNS, error) {
 	ns := &testNS{name: name, h: -1}
-	err := onThread(func() error {
-		orig, err := netns.Get()
-		if err != nil {
-			return err
-		}
-		defer orig.Close()
+	err := nsthread.Do(netns.None(), func() error {
 		h, err := netns.NewNamed(name)
 		if err != nil {
 			return fmt.Errorf("create network namespace %s: %w", name, err)
 		}
 		ns.h = h
-		return netns.Set(orig)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -205,48 +201,10 @@ func (ns *testNS) remove() error {
 	return nil
 }
 
-// onThread runs fn on a locked thread. If fn leaves the thread in another
-// namespace and fails to come back, the thread is retired with its
-// goroutine instead of being reused.
-func onThread(fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- err
-			return
-		}
-		defer orig.Close()
-		err = fn()
-		if cur, cerr := netns.Get(); cerr == nil {
-			same := cur.Equal(orig)
-			cur.Close()
-			if same {
-				runtime.UnlockOSThread()
-			}
-		}
-		done <- err
-	}()
-	return <-done
-}
-
 // do runs fn on a thread inside the namespace: sockets fn creates stay in
 // it wherever they are used later.
 func (ns *testNS) do(fn func() error) error {
-	return onThread(func() error {
-		orig, err := netns.Get()
-		if err != nil {
-			return err
-		}
-		defer orig.Close()
-		if err := netns.Set(ns.h); err != nil {
-			return fmt.Errorf("enter %s: %w", ns.name, err)
-		}
-		ferr := fn()
-		return errors.Join(ferr, netns.Set(orig))
-	})
+	return nsthread.Do(ns.h, fn)
 }
 
 func (ns *testNS) sysctl(key, value string) error {
