@@ -27,6 +27,7 @@ guests:
   - {name: macvlan, kind: container, network: macvlan}
   - {name: xdp, kind: container, network: xdp}
   - {name: tc, kind: container, network: tc}
+  - {name: veth, kind: container, network: veth}
 workloads:
   - {id: rr, workload: net-latency, params: {proto: tcp}}
   - {id: bulk, workload: net-throughput, params: {proto: tcp, msg_size: 16384}}
@@ -86,7 +87,7 @@ func TestNetworkRunOverEveryPath(t *testing.T) {
 			t.Errorf("%s %s: placement not stored: %v", s.Group, s.Metric, s.Params)
 		}
 	}
-	for _, g := range []string{"host", "bridge", "routed", "macvlan", "xdp", "tc"} {
+	for _, g := range []string{"host", "bridge", "routed", "macvlan", "xdp", "tc", "veth"} {
 		for _, m := range []string{"net.rtt_us", "net.cpu_us_per_transaction", "net.host_busy_cores"} {
 			if !metrics[g][m] {
 				t.Errorf("group %s has no %s (has %v)", g, m, metrics[g])

@@ -9,18 +9,20 @@
 //   - routed:  the host side forwards IP between guest and peer subnets;
 //   - macvlan: guests on macvlan (bridge mode) children of an uplink veth;
 //   - xdp, tc: our own eBPF fast paths (package fastpath) on the routed
-//     layout, bypassing the host side's IP forwarding.
+//     layout, bypassing the host side's IP forwarding;
+//   - veth:    a guest's veth ending in the peer itself, the floor for a
+//     guest as direct is for the host side.
 //
-// Every path has its own uplink veth to the peer and its own subnet, so one
-// run can hold guests on several paths at once and each path's packets
-// cross only its own devices. Addresses come from 198.18.0.0/15, the range
+// Every path has its own subnet and, but for veth, its own uplink veth to
+// the peer, so one run can hold guests on several paths at once and each
+// path's packets cross only its own devices. Addresses come from 198.18.0.0/15, the range
 // set aside for benchmarking, and are derived from the path and the guest's
 // index, as are MAC addresses, so a run is reproducible and readable.
 //
 // Lifecycle: Create records each namespace in the run's ledger before it
 // exists and builds the host side, the peer and every path's uplink;
 // Attach gives one guest its namespace and interface (AttachTap gives a VM
-// a tap in the host side instead); Close deletes the
-// namespaces, which takes every link, bridge and attached program with
-// them. Nothing is created in the root namespace.
+// a tap in the host side instead); Close deletes the namespaces, which
+// takes every link, bridge and attached program with them. Nothing is
+// created in the root namespace.
 package netpath

@@ -77,6 +77,10 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
+		if !p.hasUplink() {
+			n.paths = append(n.paths, p)
+			continue
+		}
 		if err := n.uplink(p); err != nil {
 			return n, fmt.Errorf("network path %s: %w", p, err)
 		}
@@ -268,6 +272,13 @@ func (n *Network) wire(gns *namespace, link Link) error {
 		if err := vethPair(n.host, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, br); err != nil {
 			return err
 		}
+	case Veth:
+		if err := vethPair(n.peer, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, nil); err != nil {
+			return err
+		}
+		if err := addAddr(n.peer.nl, link.HostIf, link.HostIP); err != nil {
+			return err
+		}
 	default:
 		if err := vethPair(n.host, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, nil); err != nil {
 			return err
@@ -349,6 +360,10 @@ func (n *Network) Describe() map[string]string {
 	var paths []string
 	for _, p := range n.paths {
 		paths = append(paths, string(p))
+		if !p.hasUplink() {
+			d["path."+string(p)+".uplink"] = "none: each guest's veth ends in the peer"
+			continue
+		}
 		u := UplinkOf(p)
 		d["path."+string(p)+".uplink"] = fmt.Sprintf("%s %s <-> peer %s %s", u.HostIf, u.Host, u.PeerIf, u.Peer)
 		if set := n.fast[p]; set != nil {

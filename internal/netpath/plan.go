@@ -18,11 +18,14 @@ const (
 	Macvlan Path = "macvlan"
 	XDP     Path = "xdp"
 	TC      Path = "tc"
+	// Veth puts a guest on a veth pair whose other end is in the peer:
+	// no host side at all, the floor a guest's own isolation sits on.
+	Veth Path = "veth"
 )
 
 // GuestPaths are the paths a scenario may put guests on. Direct is the
 // host side's own link and belongs to the baseline alone.
-var GuestPaths = []Path{Bridge, Routed, Macvlan, XDP, TC}
+var GuestPaths = []Path{Bridge, Routed, Macvlan, XDP, TC, Veth}
 
 // index numbers each path's uplink and subnet; it is part of every address,
 // so it must never change for an existing path.
@@ -40,6 +43,8 @@ func (p Path) index() int {
 		return 4
 	case Macvlan:
 		return 5
+	case Veth:
+		return 6
 	}
 	return -1
 }
@@ -95,6 +100,10 @@ type Uplink struct {
 	Routes []netip.Prefix
 }
 
+// hasUplink reports whether the path reaches the peer through an uplink
+// from the host side; a veth guest's link ends in the peer itself.
+func (p Path) hasUplink() bool { return p != Veth }
+
 // UplinkOf returns where a path's traffic enters the peer.
 func UplinkOf(p Path) Uplink {
 	u := Uplink{HostIf: "up-" + string(p), PeerIf: "pp-" + string(p)}
@@ -116,8 +125,10 @@ func UplinkOf(p Path) Uplink {
 
 // Link is the addressing of one guest's interface on a path.
 type Link struct {
-	Path    Path
-	HostIf  string       // host-side end ("" for macvlan: no host-side device)
+	Path Path
+	// HostIf is the far end of the guest's link: in the host side, or in
+	// the peer for the veth path; "" for macvlan (no device of its own).
+	HostIf  string
 	Addr    netip.Prefix // the guest's address on eth0
 	Gateway netip.Addr   // the guest's default route, invalid for switched paths
 	HostIP  netip.Prefix // the host side's address on HostIf, routed paths only
@@ -156,6 +167,11 @@ func LinkOf(p Path, n int) (Link, error) {
 	l.Gateway = l.HostIP.Addr()
 	l.Addr = netip.PrefixFrom(addrAdd(base, 2), 30)
 	l.HostMAC = mac(p, n, 2)
+	if p == Veth {
+		// The far end is the peer's own interface: the guest reaches the
+		// peer at the address across its /30.
+		l.Peer = l.HostIP.Addr()
+	}
 	return l, nil
 }
 
@@ -165,6 +181,8 @@ func (p Path) ifPrefix() string {
 		return "x"
 	case TC:
 		return "t"
+	case Veth:
+		return "v"
 	}
 	return "r"
 }

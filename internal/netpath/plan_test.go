@@ -9,6 +9,9 @@ import (
 func TestEveryPathHasDistinctSubnets(t *testing.T) {
 	seen := map[netip.Prefix]Path{}
 	for _, p := range append([]Path{Direct}, GuestPaths...) {
+		if !p.hasUplink() {
+			continue
+		}
 		u := UplinkOf(p)
 		for _, pre := range []netip.Prefix{u.Host.Masked(), p.pathBlock()} {
 			if p.switched() && pre == u.Host.Masked() {
@@ -26,7 +29,7 @@ func TestEveryPathHasDistinctSubnets(t *testing.T) {
 }
 
 func TestRoutedLinksArePointToPointAndUnique(t *testing.T) {
-	for _, p := range []Path{Routed, XDP, TC} {
+	for _, p := range []Path{Routed, XDP, TC, Veth} {
 		addrs := map[netip.Addr]bool{}
 		macs := map[string]bool{}
 		for n := 0; n < MaxGuestsPerPath; n++ {
@@ -55,7 +58,11 @@ func TestRoutedLinksArePointToPointAndUnique(t *testing.T) {
 			if len(l.HostIf) > 15 {
 				t.Fatalf("interface name %q longer than the kernel allows", l.HostIf)
 			}
-			if l.Peer != UplinkOf(p).Peer.Addr() {
+			if p == Veth {
+				if l.Peer != l.Gateway {
+					t.Fatalf("veth guest %d reaches the peer at %s, not across its link", n, l.Peer)
+				}
+			} else if l.Peer != UplinkOf(p).Peer.Addr() {
 				t.Fatalf("%s guest %d reaches the peer at %s", p, n, l.Peer)
 			}
 		}

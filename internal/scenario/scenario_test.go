@@ -321,7 +321,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, guests, name, network, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
 		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
-			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, routed, macvlan, xdp, tc)`}},
+			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, routed, macvlan, xdp, tc, veth)`}},
 		{"group path without a network section", "name: t\nguests:\n  - {kind: host}\n  - {kind: container, network: xdp}\n" + work,
 			[]string{`t.yaml:4:32: guests[1].network: a data path needs a network section`}},
 		{"baseline on a path", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host, network: xdp}\n" + work,
