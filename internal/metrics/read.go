@@ -21,6 +21,13 @@ type Usage struct {
 	MemoryBytes float64
 	// HasCPU and HasMemory say which of the two could be read.
 	HasCPU, HasMemory bool
+	// ReadBytes and WriteBytes are what the guest's processes (and the
+	// children they have waited for) made the block layer read and write:
+	// /proc/PID/io, which every kind has — the agent of a host guest, a
+	// container's init, a VM's QEMU, whose disk is its guest's. HasIO says
+	// they could be read.
+	ReadBytes, WriteBytes float64
+	HasIO                 bool
 	// Net is nil when the guest shares the host's network namespace (its
 	// counters would be the host's) or has no process to read them from.
 	Net []NetDev
@@ -157,6 +164,22 @@ func (s source) read() (Usage, error) {
 			}
 		}
 	}
+	if len(s.pids) > 0 {
+		u.HasIO = true
+		for _, pid := range s.pids {
+			b, err := os.ReadFile(filepath.Join(s.procDir, strconv.Itoa(pid), "io"))
+			if err == nil {
+				var r, w float64
+				r, w, err = ParseProcIO(b)
+				u.ReadBytes += r
+				u.WriteBytes += w
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("process %d: io: %w", pid, err))
+				u.HasIO = false
+			}
+		}
+	}
 	if s.netDev != "" {
 		b, err := os.ReadFile(s.netDev)
 		if err == nil {
@@ -167,6 +190,37 @@ func (s source) read() (Usage, error) {
 		}
 	}
 	return u, errors.Join(errs...)
+}
+
+// ParseProcIO returns read_bytes and write_bytes of /proc/PID/io: bytes
+// the process caused to be fetched from and sent to storage (page-cache
+// hits are not in them; rchar and wchar would count those too).
+func ParseProcIO(b []byte) (read, write float64, err error) {
+	var haveR, haveW bool
+	for _, line := range strings.Split(string(b), "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var dst *float64
+		switch key {
+		case "read_bytes":
+			dst, haveR = &read, true
+		case "write_bytes":
+			dst, haveW = &write, true
+		default:
+			continue
+		}
+		v, perr := strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+		if perr != nil {
+			return 0, 0, fmt.Errorf("%w: /proc/PID/io %s %q", ErrFormat, key, strings.TrimSpace(value))
+		}
+		*dst = float64(v)
+	}
+	if !haveR || !haveW {
+		return 0, 0, fmt.Errorf("%w: /proc/PID/io without read_bytes and write_bytes: %q", ErrFormat, short(b))
+	}
+	return read, write, nil
 }
 
 // ErrFormat says a file did not look the way the kernel writes it.

@@ -121,9 +121,12 @@ func fakeRoot(t testing.TB) string {
 	link("proc/self/ns/net", "net:[4026531840]")
 	put("proc/4242/stat", "proc/python.stat")
 	put("proc/4242/status", "proc/python.status")
+	put("proc/4242/io", "proc/dd.io")
+	put("proc/9/io", "proc/dd.io")
 	link("proc/4242/ns/net", "net:[4026531840]")
 	put("proc/4343/stat", "proc/odd-comm.stat")
 	put("proc/4343/status", "proc/odd-comm.status")
+	put("proc/4343/io", "proc/dd.io")
 	put("proc/4343/net/dev", "proc/net-dev")
 	link("proc/4343/ns/net", "net:[4026532999]")
 	return root
@@ -137,12 +140,15 @@ func TestSourcesResolveEveryLayout(t *testing.T) {
 		pids   []int
 		want   Usage
 	}{
-		{"cgroup v1", "/vfleet/r7-abcdef/c-0", []int{1}, Usage{CPUSeconds: 0.280115349, MemoryBytes: 52690944, HasCPU: true, HasMemory: true}},
+		{"cgroup v1", "/vfleet/r7-abcdef/c-0", []int{9}, Usage{CPUSeconds: 0.280115349, MemoryBytes: 52690944, HasCPU: true, HasMemory: true,
+			ReadBytes: 8388608, WriteBytes: 8413184, HasIO: true}},
 		{"cgroup v2", "vfleet/r7-abcdef/c-1", nil, Usage{CPUSeconds: 0.280439, MemoryBytes: 52690944, HasCPU: true, HasMemory: true}},
-		{"cgroup v2 without the memory controller", "vfleet/r7-abcdef/c-2", []int{4242}, Usage{CPUSeconds: 0.280439, HasCPU: true}},
-		{"process in the host's netns", "", []int{4242}, Usage{CPUSeconds: 0.87, MemoryBytes: 14088 * 1024, HasCPU: true, HasMemory: true}},
+		{"cgroup v2 without the memory controller", "vfleet/r7-abcdef/c-2", []int{4242}, Usage{CPUSeconds: 0.280439, HasCPU: true,
+			ReadBytes: 8388608, WriteBytes: 8413184, HasIO: true}},
+		{"process in the host's netns", "", []int{4242}, Usage{CPUSeconds: 0.87, MemoryBytes: 14088 * 1024, HasCPU: true, HasMemory: true,
+			ReadBytes: 8388608, WriteBytes: 8413184, HasIO: true}},
 		{"two processes, own netns", "", []int{4343, 4242}, Usage{CPUSeconds: 0.87, MemoryBytes: (14088 + 1728) * 1024, HasCPU: true, HasMemory: true,
-			Net: []NetDev{{Interface: "ifb0"}, {Interface: "ifb1"}, {Interface: "eth0", RxBytes: 420292920, RxPackets: 13774, TxBytes: 875753, TxPackets: 9396}}}},
+			ReadBytes: 2 * 8388608, WriteBytes: 2 * 8413184, HasIO: true, Net: []NetDev{{Interface: "ifb0"}, {Interface: "ifb1"}, {Interface: "eth0", RxBytes: 420292920, RxPackets: 13774, TxBytes: 875753, TxPackets: 9396}}}},
 	} {
 		got, err := resolveSource(root, tc.cgroup, tc.pids).read()
 		if err != nil {
@@ -176,5 +182,19 @@ func TestKernelThreadHasNoResidentSet(t *testing.T) {
 	got, err := ParseProcStatusRSS([]byte("Name:\tkthreadd\nState:\tS (sleeping)\nPid:\t2\n"))
 	if err != nil || got != 0 {
 		t.Fatalf("got %v, %v; want 0, nil", got, err)
+	}
+}
+
+func TestParseProcIO(t *testing.T) {
+	r, w, err := ParseProcIO(recorded(t, "proc/dd.io"))
+	// dd wrote and read back 8 MiB with O_DIRECT; the write adds a little
+	// file-system metadata.
+	if err != nil || r != 8388608 || w != 8413184 {
+		t.Fatalf("ParseProcIO = %v, %v, %v", r, w, err)
+	}
+	for _, bad := range []string{"", "rchar: 1\nwchar: 2\n", "read_bytes: x\nwrite_bytes: 1\n"} {
+		if _, _, err := ParseProcIO([]byte(bad)); !errors.Is(err, ErrFormat) {
+			t.Errorf("ParseProcIO(%q) = %v, want ErrFormat", bad, err)
+		}
 	}
 }

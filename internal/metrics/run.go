@@ -49,6 +49,10 @@ var (
 	descDataPathPassed = prometheus.NewDesc("vfleet_datapath_passed_packets_total",
 		"Packets an eBPF data path handed to the stack, by the reason it could not forward them.",
 		[]string{"run", "path", "reason"}, nil)
+	descBlockRead = prometheus.NewDesc("vfleet_guest_block_read_bytes_total",
+		"Bytes the guest's processes made the block layer read (/proc/PID/io read_bytes; for a VM, its QEMU's).", guestLabels, nil)
+	descBlockWrite = prometheus.NewDesc("vfleet_guest_block_write_bytes_total",
+		"Bytes the guest's processes made the block layer write (/proc/PID/io write_bytes; for a VM, its QEMU's).", guestLabels, nil)
 	descNetRxBytes = prometheus.NewDesc("vfleet_guest_network_receive_bytes_total",
 		"Bytes received by an interface of the guest's own network namespace.", netLabels, nil)
 	descNetTxBytes = prometheus.NewDesc("vfleet_guest_network_transmit_bytes_total",
@@ -264,6 +268,10 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if u.HasMemory {
 			ch <- prometheus.MustNewConstMetric(descGuestMem, prometheus.GaugeValue, u.MemoryBytes, lv.labels...)
+		}
+		if u.HasIO {
+			ch <- prometheus.MustNewConstMetric(descBlockRead, prometheus.CounterValue, u.ReadBytes, lv.labels...)
+			ch <- prometheus.MustNewConstMetric(descBlockWrite, prometheus.CounterValue, u.WriteBytes, lv.labels...)
 		}
 		for _, n := range u.Net {
 			l := append(append([]string(nil), lv.labels...), n.Interface)
