@@ -6,55 +6,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
-// fakeKind's guests answer every request with a recorded sysbench output,
-// except those named in failExec; their "process" is this test process.
-type fakeKind struct {
-	mu       sync.Mutex
-	failExec map[string]bool
-	output   []byte
-}
-
-func (k *fakeKind) Name() string                        { return "fake" }
-func (k *fakeKind) Probe(context.Context, string) error { return nil }
-func (k *fakeKind) New(s guest.Spec, _ guest.Env) (guest.Guest, error) {
-	return &fakeGuest{k: k, spec: s}, nil
-}
-
-type fakeGuest struct {
-	k    *fakeKind
-	spec guest.Spec
-}
-
-func (g *fakeGuest) Spec() guest.Spec { return g.spec }
-func (g *fakeGuest) Info() guest.Info {
+// fake's guests answer with a recorded sysbench output; their "process"
+// is this test process, so the collector has real files to read.
+var fake = guesttest.NewFake("fake", func(guest.Spec) guest.Info {
 	return guest.Info{Kind: "fake", ScratchDir: "/scratch", PIDs: []int{os.Getpid()}}
-}
-func (g *fakeGuest) Start(ctx context.Context) error { return ctx.Err() }
-func (g *fakeGuest) Stop(context.Context) error      { return nil }
-func (g *fakeGuest) Exec(ctx context.Context, _ agent.Request) (agent.Reply, error) {
-	g.k.mu.Lock()
-	defer g.k.mu.Unlock()
-	if g.k.failExec[g.spec.Name] {
-		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
-	}
-	return agent.Reply{V: 1, Stdout: g.k.output, WallNS: 2e9}, ctx.Err()
-}
-
-var fake = &fakeKind{}
+})
 
 func init() { guest.Register(fake) }
 
@@ -63,9 +32,8 @@ func TestRunnerFeedsTheCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.mu.Lock()
-	fake.output, fake.failExec = out, map[string]bool{"other-1": true}
-	fake.mu.Unlock()
+	fake.Reset(out)
+	fake.FailExec("other-1")
 	spec, err := scenario.Parse("t.yaml", []byte(`name: t
 repetitions: 2
 warmup: 1

@@ -10,70 +10,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
-// fakeKind stands in for a real isolation kind: its guests answer exec
-// requests with a recorded sysbench output, fail where told to, and count
-// their starts and stops.
-type fakeKind struct {
-	mu       sync.Mutex
-	started  map[string]int
-	stopped  map[string]int
-	failExec map[string]bool // guest name -> its execs fail
-	failBoot map[string]bool
-	onExec   func(guest string) // called before answering
-	output   []byte
-}
-
-func (k *fakeKind) Name() string                        { return "fake" }
-func (k *fakeKind) Probe(context.Context, string) error { return nil }
-func (k *fakeKind) New(s guest.Spec, _ guest.Env) (guest.Guest, error) {
-	return &fakeGuest{k: k, spec: s}, nil
-}
-
-type fakeGuest struct {
-	k    *fakeKind
-	spec guest.Spec
-}
-
-func (g *fakeGuest) Spec() guest.Spec { return g.spec }
-func (g *fakeGuest) Info() guest.Info { return guest.Info{Kind: "fake", ScratchDir: "/scratch"} }
-func (g *fakeGuest) Start(ctx context.Context) error {
-	g.k.mu.Lock()
-	defer g.k.mu.Unlock()
-	if g.k.failBoot[g.spec.Name] {
-		return errors.New("boot failed")
-	}
-	g.k.started[g.spec.Name]++
-	return ctx.Err()
-}
-func (g *fakeGuest) Stop(context.Context) error {
-	g.k.mu.Lock()
-	defer g.k.mu.Unlock()
-	g.k.stopped[g.spec.Name]++
-	return nil
-}
-func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, error) {
-	if g.k.onExec != nil {
-		g.k.onExec(g.spec.Name)
-	}
-	if err := ctx.Err(); err != nil {
-		return agent.Reply{}, err
-	}
-	if req.Dir != "/scratch" || req.TimeoutMS <= 0 {
-		return agent.Reply{}, fmt.Errorf("runner sent dir %q timeout %d", req.Dir, req.TimeoutMS)
-	}
-	if g.k.failExec[g.spec.Name] {
-		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
-	}
-	return agent.Reply{V: 1, Stdout: g.k.output, WallNS: 2e9, Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8}}, nil
-}
-
-var fake = &fakeKind{}
+// fake stands in for a real isolation kind: its guests answer with a
+// recorded sysbench output.
+var fake = guesttest.NewFake("fake", func(guest.Spec) guest.Info { return guest.Info{Kind: "fake", ScratchDir: "/scratch"} })
 
 func init() { guest.Register(fake) }
 
@@ -82,11 +27,7 @@ func reset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	fake.started, fake.stopped = map[string]int{}, map[string]int{}
-	fake.failExec, fake.failBoot = map[string]bool{}, map[string]bool{}
-	fake.onExec, fake.output = nil, out
+	fake.Reset(out)
 }
 
 const fakeScenario = `name: t
@@ -123,7 +64,7 @@ func setup(t *testing.T) (*scenario.Plan, Options) {
 
 func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 	plan, opts := setup(t)
-	fake.failExec["other-1"] = true
+	fake.FailExec("other-1")
 	id, err := Run(context.Background(), plan, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -147,9 +88,10 @@ func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 	if len(failures) != 3 || failures[0].Guest != "other-1" || !strings.Contains(failures[0].Stderr, "out of luck") {
 		t.Fatalf("failures = %+v", failures)
 	}
-	for name, n := range fake.started {
-		if fake.stopped[name] != n {
-			t.Errorf("guest %s started %d times, stopped %d", name, n, fake.stopped[name])
+	stopped := fake.Stopped()
+	for name, n := range fake.Started() {
+		if stopped[name] != n {
+			t.Errorf("guest %s started %d times, stopped %d", name, n, stopped[name])
 		}
 	}
 	assertNoState(t, opts.StateRoot)
@@ -157,7 +99,7 @@ func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 
 func TestGuestThatFailsToStartIsRecordedAndSkipped(t *testing.T) {
 	plan, opts := setup(t)
-	fake.failBoot["other-0"] = true
+	fake.FailBoot("other-0")
 	id, err := Run(context.Background(), plan, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -176,12 +118,12 @@ func TestInterruptedRunKeepsSamplesAndTearsDown(t *testing.T) {
 	plan, opts := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	execs := 0
-	fake.onExec = func(string) {
+	fake.OnExec(func(string) {
 		execs++
 		if execs == 6 { // after the warm-ups and the first measured round
 			cancel()
 		}
-	}
+	})
 	id, err := Run(ctx, plan, opts)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -194,8 +136,8 @@ func TestInterruptedRunKeepsSamplesAndTearsDown(t *testing.T) {
 	if len(samples) != 2 {
 		t.Fatalf("%d samples kept, want the 2 measured before the interrupt", len(samples))
 	}
-	if len(fake.stopped) != 3 {
-		t.Fatalf("stopped = %v, want all 3 guests", fake.stopped)
+	if stopped := fake.Stopped(); len(stopped) != 3 {
+		t.Fatalf("stopped = %v, want all 3 guests", stopped)
 	}
 	assertNoState(t, opts.StateRoot)
 }
@@ -203,7 +145,7 @@ func TestInterruptedRunKeepsSamplesAndTearsDown(t *testing.T) {
 func TestNoGuestAtAllFailsTheRun(t *testing.T) {
 	plan, opts := setup(t)
 	for _, g := range []string{"base", "other-0", "other-1"} {
-		fake.failBoot[g] = true
+		fake.FailBoot(g)
 	}
 	id, err := Run(context.Background(), plan, opts)
 	if !errors.Is(err, ErrNoGuests) {
@@ -311,20 +253,20 @@ func TestAdaptiveRepetitionsStopWhenPrecise(t *testing.T) {
 
 func TestAdaptiveRepetitionsGoOnWhileNoisyUpToTheMaximum(t *testing.T) {
 	_, opts := setup(t)
-	steady := fake.output
+	steady := fake.Output()
 	noisy := []byte(strings.Replace(string(steady), "4283.31", "2000.00", 1))
 	calls := 0
-	fake.onExec = func(g string) {
+	fake.OnExec(func(g string) {
 		// Only the "other" group is noisy; base stays precise.
 		if strings.HasPrefix(g, "other") {
 			calls++
 			if calls%2 == 0 {
-				fake.output = noisy
+				fake.SetOutput(noisy)
 				return
 			}
 		}
-		fake.output = steady
-	}
+		fake.SetOutput(steady)
+	})
 	id, err := Run(context.Background(), adaptivePlan(t, opts), opts)
 	if err != nil {
 		t.Fatal(err)

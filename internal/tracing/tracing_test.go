@@ -22,8 +22,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
@@ -102,49 +102,11 @@ func attr(s *tracepb.Span, key string) *commonpb.AnyValue {
 
 func id(b []byte) string { return hex.EncodeToString(b) }
 
-// fakeKind's guests answer with a recorded sysbench output, except those
-// in failExec; onExec runs before each answer.
-type fakeKind struct {
-	mu       sync.Mutex
-	failExec map[string]bool
-	onExec   func()
-	output   []byte
-}
-
-func (k *fakeKind) Name() string                        { return "fake" }
-func (k *fakeKind) Probe(context.Context, string) error { return nil }
-func (k *fakeKind) New(s guest.Spec, _ guest.Env) (guest.Guest, error) {
-	return &fakeGuest{k: k, spec: s}, nil
-}
-
-type fakeGuest struct {
-	k    *fakeKind
-	spec guest.Spec
-}
-
-func (g *fakeGuest) Spec() guest.Spec { return g.spec }
-func (g *fakeGuest) Info() guest.Info {
-	return guest.Info{Kind: "fake", Runtime: "r1", ScratchDir: "/scratch", PIDs: []int{4242}, Cgroup: "/vfleet/x/" + g.spec.Name, BootTime: 3 * time.Millisecond}
-}
-func (g *fakeGuest) Start(ctx context.Context) error { return ctx.Err() }
-func (g *fakeGuest) Stop(context.Context) error      { return nil }
-func (g *fakeGuest) Exec(ctx context.Context, _ agent.Request) (agent.Reply, error) {
-	g.k.mu.Lock()
-	onExec, fail, out := g.k.onExec, g.k.failExec[g.spec.Name], g.k.output
-	g.k.mu.Unlock()
-	if onExec != nil {
-		onExec()
-	}
-	if err := ctx.Err(); err != nil {
-		return agent.Reply{}, err
-	}
-	if fail {
-		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
-	}
-	return agent.Reply{V: 1, Stdout: out, WallNS: 2e9}, nil
-}
-
-var fake = &fakeKind{}
+// fake's guests answer with a recorded sysbench output and describe
+// themselves fully, so every span attribute has a value.
+var fake = guesttest.NewFake("fake", func(s guest.Spec) guest.Info {
+	return guest.Info{Kind: "fake", Runtime: "r1", ScratchDir: "/scratch", PIDs: []int{4242}, Cgroup: "/vfleet/x/" + s.Name, BootTime: 3 * time.Millisecond}
+})
 
 func init() { guest.Register(fake) }
 
@@ -173,9 +135,13 @@ func runTraced(t *testing.T, ctx context.Context, tr *Tracer, failExec map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.mu.Lock()
-	fake.output, fake.failExec, fake.onExec = out, failExec, onExec
-	fake.mu.Unlock()
+	fake.Reset(out)
+	for name := range failExec {
+		fake.FailExec(name)
+	}
+	if onExec != nil {
+		fake.OnExec(func(string) { onExec() })
+	}
 	spec, err := scenario.Parse("t.yaml", []byte(scenarioText), scenario.Options{KnownKinds: []string{"fake"}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,150 @@
+package guesttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+)
+
+// Fake is a guest kind for the tests of what drives guests (the runner,
+// its metrics and traces): its guests start and stop instantly and answer
+// every request with a fixed output, fail where told to, and count their
+// starts and stops. Register it from the test package's init.
+type Fake struct {
+	name string
+	info func(guest.Spec) guest.Info
+
+	mu       sync.Mutex
+	output   []byte
+	failExec map[string]bool
+	failBoot map[string]bool
+	onExec   func(guestName string)
+	started  map[string]int
+	stopped  map[string]int
+}
+
+// NewFake returns a kind registered under name whose guests report
+// info(spec); requests must use that info's ScratchDir and a timeout.
+func NewFake(name string, info func(guest.Spec) guest.Info) *Fake {
+	f := &Fake{name: name, info: info}
+	f.Reset(nil)
+	return f
+}
+
+// Reset forgets failures, hooks and counts and sets the output every
+// request gets.
+func (f *Fake) Reset(output []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.output = output
+	f.failExec, f.failBoot = map[string]bool{}, map[string]bool{}
+	f.started, f.stopped = map[string]int{}, map[string]int{}
+	f.onExec = nil
+}
+
+// SetOutput changes what requests get from now on; it may be called from
+// an OnExec hook.
+func (f *Fake) SetOutput(b []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.output = b
+}
+
+// Output is what requests get now.
+func (f *Fake) Output() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.output
+}
+
+// FailExec makes every request to the named guest exit 1.
+func (f *Fake) FailExec(guestName string) { f.set(f.failExec, guestName) }
+
+// FailBoot makes the named guest fail to start.
+func (f *Fake) FailBoot(guestName string) { f.set(f.failBoot, guestName) }
+
+func (f *Fake) set(m map[string]bool, guestName string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m[guestName] = true
+}
+
+// OnExec runs fn, with the guest's name, before each answer.
+func (f *Fake) OnExec(fn func(guestName string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onExec = fn
+}
+
+// Started and Stopped count each guest's starts and stops.
+func (f *Fake) Started() map[string]int { return f.counts(f.started) }
+func (f *Fake) Stopped() map[string]int { return f.counts(f.stopped) }
+
+func (f *Fake) counts(m map[string]int) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (f *Fake) Name() string                        { return f.name }
+func (f *Fake) Probe(context.Context, string) error { return nil }
+func (f *Fake) New(s guest.Spec, _ guest.Env) (guest.Guest, error) {
+	return &fakeGuest{f: f, spec: s}, nil
+}
+
+type fakeGuest struct {
+	f    *Fake
+	spec guest.Spec
+}
+
+func (g *fakeGuest) Spec() guest.Spec { return g.spec }
+func (g *fakeGuest) Info() guest.Info { return g.f.info(g.spec) }
+
+func (g *fakeGuest) Start(ctx context.Context) error {
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	if g.f.failBoot[g.spec.Name] {
+		return errors.New("boot failed")
+	}
+	g.f.started[g.spec.Name]++
+	return ctx.Err()
+}
+
+func (g *fakeGuest) Stop(context.Context) error {
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	g.f.stopped[g.spec.Name]++
+	return nil
+}
+
+// Exec calls the hook without holding the lock, so the hook may change
+// the output.
+func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, error) {
+	g.f.mu.Lock()
+	hook := g.f.onExec
+	g.f.mu.Unlock()
+	if hook != nil {
+		hook(g.spec.Name)
+	}
+	if err := ctx.Err(); err != nil {
+		return agent.Reply{}, err
+	}
+	if dir := g.Info().ScratchDir; req.Dir != dir || req.TimeoutMS <= 0 {
+		return agent.Reply{}, fmt.Errorf("request with dir %q timeout %d, want dir %q and a timeout", req.Dir, req.TimeoutMS, dir)
+	}
+	g.f.mu.Lock()
+	fail, out := g.f.failExec[g.spec.Name], g.f.output
+	g.f.mu.Unlock()
+	if fail {
+		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
+	}
+	return agent.Reply{V: 1, Stdout: out, WallNS: 2e9, Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8}}, nil
+}
