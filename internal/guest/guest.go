@@ -133,6 +133,10 @@ type Env struct {
 	// overlay layers, bundles and logs.
 	StateDir string
 	Ledger   *ledger.Ledger
+	// Detached guests outlive the vfleet process that started them (a
+	// long-lived fleet): kinds whose guests are vfleet's children must not
+	// tie their lives to it. Their ledger still records every resource.
+	Detached bool
 }
 
 // Info describes a running guest; it is stored with the run.

@@ -163,7 +163,39 @@ func RunAB(ctx context.Context, a, b *scenario.Plan, opts Options) ([2]int64, er
 	return [2]int64{ids[0], ids[1]}, err
 }
 
-func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []int64, err error) {
+// Launch builds plan's network and starts its guests as a long-lived
+// fleet and returns with them running: the run stays "running" in the
+// store, its ledger keeps every resource, and undoing that ledger (`vfleet
+// fleet down`, `vfleet clean`) is what ends it. On failure, whatever was
+// started is torn down before Launch returns. The plan's steps are not run.
+func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, key string, err error) {
+	opts = withDefaults(opts)
+	r, err := newRun(ctx, plan, opts)
+	if err != nil {
+		return 0, "", err
+	}
+	r.detached = true
+	opts.Observer.RunStarted(RunEvent{ID: r.id, Key: r.key, Scenario: plan.Spec.Name, Guests: len(plan.Guests)})
+	err = r.setup(ctx)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		r.led.Close()
+		return r.id, r.key, nil
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.TeardownTimeout)
+	defer cancel()
+	err = errors.Join(err, r.teardown(tctx))
+	status := store.StatusFailed
+	if ferr := opts.Store.FinishRun(tctx, r.id, status, time.Now().UTC()); ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	opts.Observer.RunFinished(r.id, status)
+	return r.id, r.key, err
+}
+
+func withDefaults(opts Options) Options {
 	if opts.StartConcurrency <= 0 {
 		opts.StartConcurrency = 4
 	}
@@ -173,6 +205,11 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
+	return opts
+}
+
+func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []int64, err error) {
+	opts = withDefaults(opts)
 	ids = make([]int64, len(plans))
 	var runs []*run
 	// Final statuses are written even when ctx is cancelled: an interrupted
@@ -271,6 +308,8 @@ type run struct {
 	plan   *scenario.Plan
 	opts   Options
 	status string
+	// detached: the guests are a long-lived fleet's (see Launch).
+	detached bool
 
 	led      *ledger.Ledger
 	dirEntry ledger.Entry
@@ -298,7 +337,7 @@ func (r *run) setup(ctx context.Context) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led}
+	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led, Detached: r.detached}
 	if r.plan.Spec.Network != nil {
 		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
 		nr, err := newNetRun(ctx, r.plan, env, r.key)
@@ -398,6 +437,9 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 			} else {
 				info := g.Info()
 				rec.BootNS, rec.Details = info.BootTime.Nanoseconds(), info.Details
+				if info.AgentAddr != "" {
+					rec.Details = mergeDetails(rec.Details, map[string]string{"agent_addr": info.AgentAddr})
+				}
 				if r.net != nil {
 					rec.Details = mergeDetails(rec.Details, r.net.guestDetails(pg.Spec.Name))
 				}
