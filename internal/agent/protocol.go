@@ -45,7 +45,17 @@ type Request struct {
 	// MaxOutput is how many bytes of stdout and of stderr to keep; 0 means
 	// MaxOutput, more than MaxOutputLimit is refused.
 	MaxOutput int64 `json:"max_output,omitempty"`
+	// StartAtUnixNS, when set, is the moment on the agent's own clock at
+	// which to start the process: the host sends it, corrected by each
+	// agent's clock offset, to many guests at once so a workload starts
+	// everywhere together. A moment already past starts at once; one more
+	// than MaxStartDelay ahead is refused.
+	StartAtUnixNS int64 `json:"start_at_unix_ns,omitempty"`
 }
+
+// MaxStartDelay bounds how far ahead a Request may schedule its start, so a
+// mistaken clock cannot park an agent for hours.
+const MaxStartDelay = time.Minute
 
 // Rusage is the resource usage of the executed process and the children it
 // waited for, as reported by wait4(2).
@@ -71,6 +81,13 @@ type Reply struct {
 	Truncated bool   `json:"truncated,omitempty"`
 	WallNS    int64  `json:"wall_ns"`
 	Rusage    Rusage `json:"rusage"`
+	// StartedUnixNS and EndedUnixNS bracket the process on the agent's
+	// clock, so runs in many guests can be placed on one time line.
+	StartedUnixNS int64 `json:"started_unix_ns,omitempty"`
+	EndedUnixNS   int64 `json:"ended_unix_ns,omitempty"`
+	// AgentUnixNS is the agent's clock when it answered a ping: with the
+	// round trip around it, the offset of the guest's clock from the host's.
+	AgentUnixNS int64 `json:"agent_unix_ns,omitempty"`
 }
 
 // Wall is the execution's wall-clock time.

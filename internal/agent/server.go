@@ -92,21 +92,49 @@ func (s *Server) ServeConn(ctx context.Context, rw io.ReadWriter) error {
 	if err := enc.Encode(s.Hello); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
-	r := bufio.NewReaderSize(rw, 64<<10)
+	// Lines are read on their own goroutine so that a client that hangs up
+	// mid-request is noticed at once: its work is stopped rather than left
+	// running until its timeout (a background load, an interrupted run).
+	connCtx, hangUp := context.WithCancelCause(ctx)
+	defer hangUp(nil)
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() {
+		r := bufio.NewReaderSize(rw, 64<<10)
+		for {
+			line, err := readLine(r)
+			if err != nil {
+				readErr <- err
+				hangUp(errClientGone)
+				return
+			}
+			select {
+			case lines <- line:
+			case <-connCtx.Done():
+				return
+			}
+		}
+	}()
 	for {
-		line, err := readLine(r)
-		if errors.Is(err, io.EOF) {
+		var line []byte
+		select {
+		case line = <-lines:
+		case err := <-readErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-connCtx.Done():
 			return nil
 		}
-		if err != nil {
-			return err
-		}
-		reply := s.handle(ctx, line)
+		reply := s.handle(connCtx, line)
 		if err := enc.Encode(reply); err != nil {
 			return fmt.Errorf("send reply: %w", err)
 		}
 	}
 }
+
+var errClientGone = errors.New("client hung up")
 
 // maxRequest bounds one request line; a request is argv and env, so
 // anything larger is garbage or hostile.
@@ -149,6 +177,7 @@ func (s *Server) handle(ctx context.Context, line []byte) Reply {
 	}
 	switch req.Op {
 	case OpPing:
+		reply.AgentUnixNS = time.Now().UnixNano()
 		return reply
 	case OpExec, "":
 		return s.exec(ctx, req)
@@ -211,7 +240,25 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 	stdout, stderr := limitedBuffer{limit: limit}, limitedBuffer{limit: limit}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 
+	if req.StartAtUnixNS != 0 {
+		wait := time.Until(time.Unix(0, req.StartAtUnixNS))
+		if wait > MaxStartDelay {
+			reply.Error = fmt.Sprintf("exec: start %s ahead, more than the %s allowed (are the clocks apart?)", wait.Round(time.Millisecond), MaxStartDelay)
+			return reply
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				reply.Error = stopReason(ctx)
+				return reply
+			}
+		}
+	}
 	start := time.Now()
+	reply.StartedUnixNS = start.UnixNano()
 	if err := cmd.Start(); err != nil {
 		reply.Error = fmt.Sprintf("exec %s: %v", req.Argv[0], err)
 		return reply
@@ -233,13 +280,21 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 		waitErr = s.killGroup(cmd.Process.Pid, done)
 	case <-ctx.Done():
 		waitErr = s.killGroup(cmd.Process.Pid, done)
-		reply.Error = "agent shutting down"
+		reply.Error = stopReason(ctx)
 	}
 	reply.WallNS = time.Since(start).Nanoseconds()
+	reply.EndedUnixNS = start.UnixNano() + reply.WallNS
 	reply.Stdout, reply.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
 	reply.Truncated = stdout.truncated || stderr.truncated
 	fillStatus(&reply, cmd.ProcessState, waitErr)
 	return reply
+}
+
+func stopReason(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), errClientGone) {
+		return "stopped: the client hung up"
+	}
+	return "agent shutting down"
 }
 
 func (s *Server) killGroup(pid int, done <-chan error) error {
