@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -10,41 +11,125 @@ import (
 // Expand turns the spec into the guests to start and the steps to run.
 //
 // A group with count 1 keeps its name; a group with count N yields
-// NAME-0 … NAME-(N-1). Steps go workload by workload: first the warm-ups
-// (each guest in turn), then repetition by repetition with every guest in
-// turn, so that slow drift of the machine (heat, other tenants) touches
-// every guest alike instead of biasing whichever ran last.
+// NAME-0 … NAME-(N-1). Steps go phase by phase (one per fleet size),
+// then workload by workload: first the warm-ups, then repetition by
+// repetition, and within a repetition every noise profile and every mode
+// in turn, each guest in turn when alone. Slow drift of the machine (heat,
+// other tenants) so touches every guest and every case alike instead of
+// biasing whichever ran last.
 func (s *Spec) Expand() *Plan {
 	plan := &Plan{Spec: s}
+	var fixed []string
 	for _, g := range s.Guests {
 		for i := 0; i < g.Count; i++ {
-			plan.Guests = append(plan.Guests, PlannedGuest{Group: g.Name, Network: g.Network, Spec: guest.Spec{
+			pg := PlannedGuest{Group: g.Name, Network: g.Network, Spec: guest.Spec{
 				Name: guestName(g, i), Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
 				VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
-			}})
+			}}
+			plan.Guests = append(plan.Guests, pg)
+			switch {
+			case s.noiseGroup(g.Name):
+				plan.NoiseGuests = append(plan.NoiseGuests, pg.Spec.Name)
+			case !s.scaled(g):
+				fixed = append(fixed, pg.Spec.Name)
+			}
 		}
 	}
+	if s.Noise != nil && s.Noise.On == NoiseOnHost {
+		plan.Guests = append(plan.Guests, PlannedGuest{Group: NoiseGuest, Spec: guest.Spec{Name: NoiseGuest, Kind: DefaultKind}})
+		plan.NoiseGuests = append(plan.NoiseGuests, NoiseGuest)
+	}
+	sizes := []int{0}
+	if s.Fleet != nil && len(s.Fleet.Scale) > 0 {
+		sizes = s.Fleet.Scale
+	}
+	for i, size := range sizes {
+		phase := Phase{FleetSize: size}
+		for _, g := range s.Guests {
+			if !s.scaled(g) {
+				continue
+			}
+			for j := 0; j < size; j++ {
+				phase.Scaled = append(phase.Scaled, guestName(g, j))
+			}
+		}
+		measured := append(append([]string(nil), fixed...), phase.Scaled...)
+		phase.Guests = append(append([]string(nil), plan.NoiseGuests...), measured...)
+		plan.Phases = append(plan.Phases, phase)
+		plan.Steps = append(plan.Steps, s.phaseSteps(plan, i, size, measured)...)
+	}
+	return plan
+}
+
+// phaseSteps lists one phase's steps over its measured guests.
+func (s *Spec) phaseSteps(plan *Plan, phase, size int, measured []string) []Step {
+	groupOf := map[string]string{}
+	for _, g := range plan.Guests {
+		groupOf[g.Spec.Name] = g.Group
+	}
+	modes := []string{ModeAlone}
+	if s.Fleet != nil && len(s.Fleet.Modes) > 0 {
+		modes = s.Fleet.Modes
+	}
+	profiles := []string{""}
+	if s.Noise != nil {
+		profiles = s.Noise.Profiles
+	}
+	labelled := map[string]bool{}
+	for _, k := range s.labelKeys() {
+		labelled[k] = true
+	}
+	var steps []Step
 	for _, w := range s.Workloads {
 		d := w.Duration
 		if d == 0 {
 			d = s.Duration
 		}
-		step := func(g PlannedGuest, rep int, warm bool) Step {
-			return Step{Guest: g.Spec.Name, Group: g.Group, WorkloadID: w.ID, Workload: w.Workload,
-				Params: copyParams(w.Params), Duration: d, Repetition: rep, Warmup: warm}
+		round := func(rep int, warm bool) {
+			for _, profile := range profiles {
+				for _, mode := range modes {
+					base := Step{WorkloadID: w.ID, Workload: w.Workload, Duration: d, Repetition: rep, Warmup: warm,
+						Phase: phase, Noise: profile, Labels: labels(labelled, size, mode, profile)}
+					if mode == ModeTogether {
+						st := base
+						st.Params = copyParams(w.Params)
+						st.Together = measured
+						steps = append(steps, st)
+						continue
+					}
+					for _, name := range measured {
+						st := base
+						st.Guest, st.Group, st.Params = name, groupOf[name], copyParams(w.Params)
+						steps = append(steps, st)
+					}
+				}
+			}
 		}
 		for rep := 0; rep < s.Warmup; rep++ {
-			for _, g := range plan.Guests {
-				plan.Steps = append(plan.Steps, step(g, rep, true))
-			}
+			round(rep, true)
 		}
 		for rep := 0; rep < s.Repetitions; rep++ {
-			for _, g := range plan.Guests {
-				plan.Steps = append(plan.Steps, step(g, rep, false))
-			}
+			round(rep, false)
 		}
 	}
-	return plan
+	return steps
+}
+
+func labels(labelled map[string]bool, size int, mode, profile string) map[string]string {
+	if len(labelled) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	if labelled[LabelFleetSize] {
+		out[LabelFleetSize] = strconv.Itoa(size)
+	}
+	if labelled[LabelMode] {
+		out[LabelMode] = mode
+	}
+	if labelled[LabelNoise] {
+		out[LabelNoise] = profile
+	}
+	return out
 }
 
 // guestName names the i-th guest of a group; Parse relies on it to check

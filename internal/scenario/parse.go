@@ -255,9 +255,11 @@ func (p *parser) name(dst *string) func(*yaml.Node, string) {
 }
 
 func (p *parser) spec(n *yaml.Node, s *Spec) {
-	var guestsNode, workloadsNode, baselineNode, networkNode, adaptiveNode *yaml.Node
+	var guestsNode, workloadsNode, baselineNode, networkNode, adaptiveNode, fleetNode, noiseNode *yaml.Node
 	seen := p.fields(n, "", map[string]func(*yaml.Node, string){
 		"network":     func(v *yaml.Node, _ string) { networkNode = v },
+		"fleet":       func(v *yaml.Node, _ string) { fleetNode = v },
+		"noise":       func(v *yaml.Node, _ string) { noiseNode = v },
 		"adaptive":    func(v *yaml.Node, _ string) { adaptiveNode = v },
 		"name":        p.name(&s.Name),
 		"description": p.str(&s.Description),
@@ -282,6 +284,12 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	if adaptiveNode != nil {
 		s.Adaptive = p.adaptive(adaptiveNode, s.Repetitions)
 	}
+	if fleetNode != nil {
+		s.Fleet = p.fleet(fleetNode)
+	}
+	if noiseNode != nil {
+		s.Noise = p.noise(noiseNode)
+	}
 	if guestsNode != nil {
 		p.guests(guestsNode, s)
 	}
@@ -289,6 +297,7 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 		p.workloads(workloadsNode, s)
 	}
 	p.baseline(n, baselineNode, s)
+	p.checkFleet(n, s)
 }
 
 // vmKind is the kind whose guests attach to a path through a tap, which
@@ -461,6 +470,12 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				p.errorf(memNode, path+".memory", "%q is not allowed: %v", mem, err)
 			}
 			g.MemoryBytes = b
+		}
+		if s.scaled(g) && seen["count"] != nil {
+			p.errorf(seen["count"], path+".count", "fleet.scale sets this group's count; remove count here")
+		}
+		if s.scaled(g) {
+			g.Count = s.Fleet.Scale[len(s.Fleet.Scale)-1]
 		}
 		if g.Name == "" {
 			kindCount[g.Kind]++

@@ -318,7 +318,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"two documents", "name: t\n" + guests + work + "---\nname: u\n",
 			[]string{"t.yaml:6:1: a scenario is one YAML document"}},
 		{"not a mapping", "- name: t\n",
-			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, guests, name, network, repetitions, warmup, workloads"}},
+			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, fleet, guests, name, network, noise, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
 		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
 			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, routed, macvlan, xdp, tc, veth)`}},

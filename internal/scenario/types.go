@@ -27,6 +27,11 @@ type Spec struct {
 	// Adaptive, when set, adds repetitions beyond Repetitions until the
 	// results are precise enough; nil runs exactly Repetitions.
 	Adaptive *Adaptive
+	// Fleet is the `fleet:` section; nil runs each step in one guest at a
+	// time with every guest started once.
+	Fleet *Fleet
+	// Noise is the `noise:` section; nil for no aggressors.
+	Noise *Noise
 }
 
 // Adaptive is the `adaptive:` section: repeat each workload until the 95%
@@ -89,9 +94,23 @@ type WorkloadEntry struct {
 
 // Plan is a Spec expanded into the guests to start and the ordered steps to run.
 type Plan struct {
-	Spec   *Spec
+	Spec *Spec
+	// Guests are every guest any phase runs, the network built for all.
 	Guests []PlannedGuest
+	// Phases run in order; a scenario without fleet.scale has one.
+	Phases []Phase
 	Steps  []Step
+	// NoiseGuests run the aggressors and no step.
+	NoiseGuests []string
+}
+
+// Phase is one fleet size of a sweep: its guests are started before its
+// steps, and those of scaled groups stopped after them.
+type Phase struct {
+	FleetSize int // 0 without fleet.scale
+	Guests    []string
+	// Scaled are the phase's guests that belong to it alone.
+	Scaled []string
 }
 
 // PlannedGuest is one guest to start, with the group it came from.
@@ -113,4 +132,14 @@ type Step struct {
 	Duration   time.Duration
 	Repetition int  // 0-based among measured steps; warm-ups count separately
 	Warmup     bool // the result is discarded
+	// Together, when set, lists the guests that start the step at one
+	// moment; Guest and Group are then empty.
+	Together []string
+	Phase    int
+	// Noise is the aggressor profile running meanwhile; "" or NoiseNone
+	// for none.
+	Noise string
+	// Labels are stored with the step's samples beside its parameters
+	// (fleet size, mode, noise profile) where the scenario varies them.
+	Labels map[string]string
 }

@@ -1,0 +1,258 @@
+package scenario
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Fleet is the `fleet:` section: how many guests run a step at once, where
+// they are pinned, what a failed start does, and the fleet sizes to sweep.
+type Fleet struct {
+	// Modes lists how each step runs, every mode in turn: ModeAlone (one
+	// guest at a time, the others idle) and ModeTogether (every measured
+	// guest at the same moment). Empty means alone, unlabelled.
+	Modes   []string
+	Pinning Pinning
+	// AllOrNothing stops the run when any guest fails to start; otherwise
+	// the fleet goes on with the guests that did.
+	AllOrNothing bool
+	// Scale lists fleet sizes: the suite runs once per size with that many
+	// guests in every scaled group (each group that is neither a bare host
+	// nor the noise group), each size a freshly launched fleet.
+	Scale []int
+}
+
+// How a step runs in a fleet.
+const (
+	ModeAlone    = "alone"
+	ModeTogether = "together"
+)
+
+// Pinning strategies.
+const (
+	PinNone   = "none"
+	PinSpread = "spread"
+)
+
+// Pinning places guests on host CPUs. The pool is the host's online CPUs
+// less the first Reserve (left to the host) and less the noise CPUs.
+type Pinning struct {
+	// Strategy PinNone confines guests to the pool as a whole (when the
+	// pool is smaller than the host); PinSpread gives each guest its own
+	// CPUs, one per vCPU, spaced as far apart as the topology allows.
+	Strategy string
+	Reserve  int
+}
+
+// Noise is the `noise:` section: aggressors that run while the measured
+// guests run, each step repeated under every profile.
+type Noise struct {
+	// Profiles are NoiseProfiles names; NoiseNone measures without noise.
+	Profiles []string
+	// On is NoiseOnHost, or the name of a guest group whose guests run the
+	// aggressors and nothing else.
+	On string
+	// CPUs is the cpuset the aggressors are pinned to, and which measured
+	// guests are kept off. Empty: the first half of the host's CPUs.
+	CPUs string
+}
+
+// NoiseOnHost runs the aggressors on the bare host, in a guest of this
+// name that the run adds.
+const NoiseOnHost = "host"
+
+// NoiseGuest names the guest that runs host-side aggressors.
+const NoiseGuest = "noise"
+
+// NoiseNone is the profile without aggressors.
+const NoiseNone = "none"
+
+// NoiseProfiles are the aggressor profiles, documented in docs/fleet.md.
+var NoiseProfiles = []string{NoiseNone, "cpu", "memory", "io", "network"}
+
+// fleet reads the `fleet:` section.
+func (p *parser) fleet(n *yaml.Node) *Fleet {
+	f := &Fleet{Pinning: Pinning{Strategy: PinNone}}
+	p.fields(n, "fleet", map[string]func(*yaml.Node, string){
+		"concurrency": func(v *yaml.Node, path string) {
+			f.Modes = p.words(v, path, []string{ModeAlone, ModeTogether})
+		},
+		"pinning": func(v *yaml.Node, path string) { p.pinning(v, path, &f.Pinning) },
+		"all_or_nothing": func(v *yaml.Node, path string) {
+			if s, ok := p.scalar(v, path); ok {
+				b, err := strconv.ParseBool(s)
+				if err != nil {
+					p.errorf(v, path, "%q is not allowed: want true or false", s)
+				}
+				f.AllOrNothing = b
+			}
+		},
+		"scale": func(v *yaml.Node, path string) { f.Scale = p.sizes(v, path) },
+	})
+	if len(f.Scale) > 0 && f.Modes == nil {
+		// A fleet size matters through what the guests do at once.
+		f.Modes = []string{ModeTogether}
+	}
+	return f
+}
+
+// words reads a value or a list of distinct values, each one of allowed.
+func (p *parser) words(n *yaml.Node, path string, allowed []string) []string {
+	items := []*yaml.Node{deref(n)}
+	if deref(n).Kind == yaml.SequenceNode {
+		items = p.list(n, path, "values")
+	}
+	var out []string
+	for i, item := range items {
+		at := path
+		if len(items) > 1 {
+			at = fmt.Sprintf("%s[%d]", path, i)
+		}
+		v, ok := p.scalar(item, at)
+		switch {
+		case !ok:
+		case !contains(allowed, v):
+			p.errorf(item, at, "%q is not allowed: want one of %s", v, strings.Join(allowed, ", "))
+		case contains(out, v):
+			p.errorf(item, at, "%q is listed twice", v)
+		default:
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (p *parser) pinning(n *yaml.Node, path string, pin *Pinning) {
+	if deref(n).Kind == yaml.ScalarNode {
+		p.oneOf(&pin.Strategy, PinNone, PinSpread)(n, path)
+		return
+	}
+	p.fields(n, path, map[string]func(*yaml.Node, string){
+		"strategy": p.oneOf(&pin.Strategy, PinNone, PinSpread),
+		"reserve":  p.integer(&pin.Reserve, 0, maxCPU),
+	})
+}
+
+// sizes reads the scale list: distinct fleet sizes, run smallest first so
+// the sweep's curve grows left to right as it is measured.
+func (p *parser) sizes(n *yaml.Node, path string) []int {
+	var out []int
+	seen := map[int]bool{}
+	for i, item := range p.list(n, path, "fleet sizes") {
+		var size int
+		at := fmt.Sprintf("%s[%d]", path, i)
+		p.integer(&size, 1, MaxCount)(item, at)
+		if size == 0 {
+			continue
+		}
+		if seen[size] {
+			p.errorf(item, at, "fleet size %d is listed twice", size)
+			continue
+		}
+		seen[size] = true
+		out = append(out, size)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// noise reads the `noise:` section.
+func (p *parser) noise(n *yaml.Node) *Noise {
+	ns := &Noise{On: NoiseOnHost}
+	seen := p.fields(n, "noise", map[string]func(*yaml.Node, string){
+		"profiles": func(v *yaml.Node, path string) { ns.Profiles = p.words(v, path, NoiseProfiles) },
+		"on":       p.name(&ns.On),
+		"cpus": func(v *yaml.Node, path string) {
+			if s, ok := p.scalar(v, path); ok {
+				if err := checkCPUSet(s); err != nil {
+					p.errorf(v, path, "%q is not allowed: %v", s, err)
+				}
+				ns.CPUs = s
+			}
+		},
+	})
+	if seen != nil && seen["profiles"] == nil {
+		p.errorf(n, "noise.profiles", "missing (required; some of: %s)", strings.Join(NoiseProfiles, ", "))
+	}
+	return ns
+}
+
+// scaled reports whether the fleet sweep sets the group's count.
+func (s *Spec) scaled(g GuestGroup) bool {
+	return s.Fleet != nil && len(s.Fleet.Scale) > 0 && g.Kind != DefaultKind && !s.noiseGroup(g.Name)
+}
+
+// noiseGroup reports whether the group runs the aggressors.
+func (s *Spec) noiseGroup(name string) bool {
+	return s.Noise != nil && s.Noise.On != NoiseOnHost && s.Noise.On == name
+}
+
+// checkFleet validates what the fleet and noise sections say about the
+// groups, once every group is known.
+func (p *parser) checkFleet(root *yaml.Node, s *Spec) {
+	if f := s.Fleet; f != nil && len(f.Scale) > 0 {
+		any := false
+		for _, g := range s.Guests {
+			any = any || s.scaled(g)
+		}
+		if !any {
+			p.errorf(root, "fleet.scale", "no guest group to scale: the sweep sets the count of every group that is neither kind %s nor the noise group", DefaultKind)
+		}
+	}
+	if s.Adaptive != nil && (len(s.labelKeys()) > 0) {
+		p.errorf(root, "adaptive", "adaptive repetitions compare like with like; they cannot be combined with fleet.scale, several fleet.concurrency modes or noise profiles")
+	}
+	if s.Noise == nil {
+		return
+	}
+	if s.Noise.On == NoiseOnHost {
+		for _, g := range s.Guests {
+			if g.Name == NoiseGuest {
+				p.errorf(root, "noise.on", "noise on the host runs in a guest named %q, which a guest group already uses; rename the group", NoiseGuest)
+			}
+		}
+		return
+	}
+	var names []string
+	for _, g := range s.Guests {
+		names = append(names, g.Name)
+		if g.Name != s.Noise.On {
+			continue
+		}
+		switch {
+		case g.Kind == vmKind:
+			p.errorf(root, "noise.on", "group %q is a vm: aggressors run in hosts or containers (a VM has one agent connection, which the measured work needs)", g.Name)
+		case g.Name == s.Baseline:
+			p.errorf(root, "noise.on", "group %q is the baseline; the aggressors need a group of their own", g.Name)
+		}
+		return
+	}
+	p.errorf(root, "noise.on", "%q is neither host nor a guest group (groups: %s)", s.Noise.On, strings.Join(names, ", "))
+}
+
+// Sample labels a fleet adds to the parameters stored with each sample.
+const (
+	LabelFleetSize = "fleet_size"
+	LabelMode      = "mode"
+	LabelNoise     = "noise"
+)
+
+// labelKeys lists the labels this scenario's samples carry: only those
+// that vary, so a plain scenario's samples stay comparable with older runs.
+func (s *Spec) labelKeys() []string {
+	var keys []string
+	if s.Fleet != nil && len(s.Fleet.Scale) > 0 {
+		keys = append(keys, LabelFleetSize)
+	}
+	if s.Fleet != nil && len(s.Fleet.Modes) > 1 {
+		keys = append(keys, LabelMode)
+	}
+	if s.Noise != nil && len(s.Noise.Profiles) > 1 {
+		keys = append(keys, LabelNoise)
+	}
+	return keys
+}

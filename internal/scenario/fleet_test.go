@@ -1,0 +1,140 @@
+package scenario
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestFleetSweepExpandsPhaseByPhase(t *testing.T) {
+	src := `name: sweep
+repetitions: 2
+warmup: 0
+fleet:
+  scale: [3, 1]
+  pinning: {strategy: spread, reserve: 1}
+guests:
+  - kind: host
+  - name: c
+    kind: container
+workloads:
+  - workload: scenario-test
+`
+	spec, err := Parse("t.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Fleet.Scale; !reflect.DeepEqual(got, []int{1, 3}) {
+		t.Errorf("scale = %v, want smallest first", got)
+	}
+	if spec.Fleet.Pinning != (Pinning{Strategy: PinSpread, Reserve: 1}) || !reflect.DeepEqual(spec.Fleet.Modes, []string{ModeTogether}) {
+		t.Errorf("fleet = %+v, want spread/reserve 1 and together by default", spec.Fleet)
+	}
+	plan := spec.Expand()
+	if len(plan.Guests) != 4 {
+		t.Fatalf("guests = %d, want the host and the largest size's 3", len(plan.Guests))
+	}
+	want := []Phase{
+		{FleetSize: 1, Guests: []string{"host", "c-0"}, Scaled: []string{"c-0"}},
+		{FleetSize: 3, Guests: []string{"host", "c-0", "c-1", "c-2"}, Scaled: []string{"c-0", "c-1", "c-2"}},
+	}
+	if !reflect.DeepEqual(plan.Phases, want) {
+		t.Errorf("phases = %+v\nwant %+v", plan.Phases, want)
+	}
+	if len(plan.Steps) != 4 {
+		t.Fatalf("steps = %d, want 2 phases × 2 repetitions", len(plan.Steps))
+	}
+	last := plan.Steps[3]
+	if last.Phase != 1 || !reflect.DeepEqual(last.Together, []string{"host", "c-0", "c-1", "c-2"}) || last.Guest != "" {
+		t.Errorf("last step = %+v, want phase 1 run together by every measured guest", last)
+	}
+	if last.Labels[LabelFleetSize] != "3" || last.Labels[LabelMode] != "" {
+		t.Errorf("labels = %v, want the fleet size only (one mode is not a label)", last.Labels)
+	}
+}
+
+func TestConsolidationCasesAndNoiseInterleave(t *testing.T) {
+	src := `name: m
+repetitions: 1
+warmup: 0
+fleet: {concurrency: [alone, together]}
+noise: {profiles: [none, cpu], cpus: "0"}
+guests:
+  - kind: host
+  - name: c
+    kind: container
+workloads:
+  - workload: scenario-test
+`
+	spec, err := Parse("t.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := spec.Expand()
+	if !reflect.DeepEqual(plan.NoiseGuests, []string{NoiseGuest}) || plan.Guests[len(plan.Guests)-1].Spec.Kind != DefaultKind {
+		t.Fatalf("noise guests = %v, want the run's own host-side noise guest", plan.NoiseGuests)
+	}
+	var got []string
+	for _, st := range plan.Steps {
+		who := st.Guest
+		if st.Together != nil {
+			who = strings.Join(st.Together, "+")
+		}
+		got = append(got, st.Labels[LabelNoise]+"/"+st.Labels[LabelMode]+"/"+who)
+	}
+	want := []string{"none/alone/host", "none/alone/c", "none/together/host+c", "cpu/alone/host", "cpu/alone/c", "cpu/together/host+c"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("steps = %v\nwant %v", got, want)
+	}
+}
+
+func TestPlainScenarioCarriesNoLabels(t *testing.T) {
+	spec, err := Parse("t.yaml", []byte(minimal), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := spec.Expand()
+	if len(plan.Phases) != 1 || plan.Phases[0].FleetSize != 0 {
+		t.Errorf("phases = %+v, want one unsized phase", plan.Phases)
+	}
+	for _, st := range plan.Steps {
+		if st.Labels != nil || st.Together != nil {
+			t.Fatalf("step %+v: a scenario without fleet or noise must run and store as before", st)
+		}
+	}
+}
+
+func TestFleetErrors(t *testing.T) {
+	const work = "workloads:\n  - workload: scenario-test\n"
+	const guests = "guests:\n  - kind: host\n  - name: c\n    kind: container\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"count of a scaled group", "name: t\nfleet: {scale: [1, 2]}\nguests:\n  - kind: host\n  - kind: container\n    count: 4\n" + work,
+			"t.yaml:6:12: guests[1].count: fleet.scale sets this group's count; remove count here"},
+		{"nothing to scale", "name: t\nfleet: {scale: [2]}\nguests:\n  - kind: host\n" + work,
+			"fleet.scale: no guest group to scale"},
+		{"size twice", "name: t\nfleet: {scale: [2, 2]}\n" + guests + work, "fleet.scale[1]: fleet size 2 is listed twice"},
+		{"size zero", "name: t\nfleet: {scale: [0]}\n" + guests + work, `fleet.scale[0]: "0" is not allowed: want a whole number from 1 to 4096`},
+		{"unknown mode", "name: t\nfleet: {concurrency: [alone, paired]}\n" + guests + work,
+			`fleet.concurrency[1]: "paired" is not allowed: want one of alone, together`},
+		{"unknown pinning", "name: t\nfleet: {pinning: packed}\n" + guests + work, `fleet.pinning: "packed" is not allowed: want one of none, spread`},
+		{"bad all_or_nothing", "name: t\nfleet: {all_or_nothing: maybe}\n" + guests + work, `fleet.all_or_nothing: "maybe" is not allowed: want true or false`},
+		{"unknown profile", "name: t\nnoise: {profiles: [none, gpu]}\n" + guests + work,
+			`noise.profiles[1]: "gpu" is not allowed: want one of none, cpu, memory, io, network`},
+		{"profiles missing", "name: t\nnoise: {on: host}\n" + guests + work, "noise.profiles: missing"},
+		{"noise on unknown group", "name: t\nnoise: {profiles: [cpu], on: z}\n" + guests + work, `noise.on: "z" is neither host nor a guest group (groups: host, c)`},
+		{"noise on the baseline", "name: t\nbaseline: c\nnoise: {profiles: [cpu], on: c}\n" + guests + work, `noise.on: group "c" is the baseline`},
+		{"noise name taken", "name: t\nnoise: {profiles: [cpu]}\nguests:\n  - kind: host\n  - name: noise\n    kind: container\n" + work,
+			`noise.on: noise on the host runs in a guest named "noise"`},
+		{"bad noise cpus", "name: t\nnoise: {profiles: [cpu], cpus: \"a\"}\n" + guests + work, `noise.cpus: "a" is not allowed`},
+		{"adaptive with cases", "name: t\nadaptive: {target: 5%}\nfleet: {concurrency: [alone, together]}\n" + guests + work,
+			"adaptive: adaptive repetitions compare like with like"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tc.src), opts)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
