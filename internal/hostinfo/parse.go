@@ -90,27 +90,54 @@ func ParseCPUListCount(r io.Reader) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s := strings.TrimSpace(string(b))
+	cpus, err := ParseCPUList(string(b))
+	return len(cpus), err
+}
+
+// ParseCPUList reads a kernel cpu list ("0-3,6,8-9") into its CPUs, in order.
+func ParseCPUList(list string) ([]int, error) {
+	s := strings.TrimSpace(list)
 	if s == "" {
-		return 0, errors.New("empty cpu list")
+		return nil, errors.New("empty cpu list")
 	}
-	n := 0
+	var cpus []int
 	for _, part := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil {
-			return 0, fmt.Errorf("cpu list %q: %w", s, err)
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
 		}
 		b := a
 		if isRange {
 			if b, err = strconv.Atoi(hi); err != nil {
-				return 0, fmt.Errorf("cpu list %q: %w", s, err)
+				return nil, fmt.Errorf("cpu list %q: %w", s, err)
 			}
 			if b < a {
-				return 0, fmt.Errorf("cpu list %q: descending range %s", s, part)
+				return nil, fmt.Errorf("cpu list %q: descending range %s", s, part)
 			}
 		}
-		n += b - a + 1
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
 	}
-	return n, nil
+	return cpus, nil
+}
+
+// FormatCPUList writes CPUs as a kernel cpu list, ranges folded: the form
+// cpusets, taskset and QEMU's pinning take.
+func FormatCPUList(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
 }

@@ -244,11 +244,12 @@ func (n *netRun) waitListening(ctx context.Context, s workload.Server, srv *serv
 // exec runs one measured network step: background load first, then the
 // measured client, pinned as the scenario says, with the host's CPU time
 // sampled around it.
-func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, st scenario.Step) (agent.Reply, cpuUse, error) {
-	if err := n.ensureServers(ctx, st.Guest, w, st.Params); err != nil {
+func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, st scenario.Step, startAt int64) (agent.Reply, cpuUse, error) {
+	name := g.Spec().Name
+	if err := n.ensureServers(ctx, name, w, st.Params); err != nil {
 		return agent.Reply{}, cpuUse{}, err
 	}
-	ne, err := w.NetCommand(st.Params, st.Duration, n.views[st.Guest].peer)
+	ne, err := w.NetCommand(st.Params, st.Duration, n.views[name].peer)
 	if err != nil {
 		return agent.Reply{}, cpuUse{}, err
 	}
@@ -274,7 +275,7 @@ func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, 
 	}
 	before, cerr := readCPU()
 	reply, err := g.Exec(ctx, agent.Request{Argv: pinned(n.cfg.ClientCPU, ne.Argv), Dir: g.Info().ScratchDir,
-		TimeoutMS: ne.Timeout.Milliseconds(), MaxOutput: ne.MaxOutput})
+		TimeoutMS: ne.Timeout.Milliseconds(), MaxOutput: ne.MaxOutput, StartAtUnixNS: startAt})
 	after, cerr2 := readCPU()
 	bg.Wait()
 	close(bgErrs)

@@ -178,6 +178,13 @@ func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, k
 	opts.Observer.RunStarted(RunEvent{ID: r.id, Key: r.key, Scenario: plan.Spec.Name, Guests: len(plan.Guests)})
 	err = r.setup(ctx)
 	if err == nil {
+		names := make([]string, len(plan.Guests))
+		for i, pg := range plan.Guests {
+			names[i] = pg.Spec.Name
+		}
+		err = r.startGuests(ctx, names)
+	}
+	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
@@ -257,13 +264,36 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 		}
 		active = append(active, r)
 	}
-	if cerr := ctx.Err(); cerr != nil {
-		markAll(active, store.StatusIncomplete)
-		return ids, errors.Join(append(errs, fmt.Errorf("interrupted while starting guests: %w", cerr))...)
-	}
-	if serr := runSteps(ctx, active, opts.Progress); serr != nil {
-		markAll(active, store.StatusIncomplete)
-		return ids, errors.Join(append(errs, serr)...)
+	for phase := 0; ; phase++ {
+		var inPhase []*run
+		for _, r := range active {
+			if phase < len(r.plan.Phases) {
+				inPhase = append(inPhase, r)
+			}
+		}
+		if len(inPhase) == 0 {
+			break
+		}
+		for _, r := range inPhase {
+			if serr := r.startPhase(ctx, phase); serr != nil {
+				markAll(active, store.StatusIncomplete)
+				if errors.Is(serr, ErrNoGuests) || errors.Is(serr, errAllOrNothing) {
+					r.status = store.StatusFailed
+				}
+				return ids, errors.Join(append(errs, serr)...)
+			}
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			markAll(active, store.StatusIncomplete)
+			return ids, errors.Join(append(errs, fmt.Errorf("interrupted while starting guests: %w", cerr))...)
+		}
+		if serr := runSteps(ctx, inPhase, phase, opts.Progress); serr != nil {
+			markAll(active, store.StatusIncomplete)
+			return ids, errors.Join(append(errs, serr)...)
+		}
+		for _, r := range inPhase {
+			r.endPhase(ctx, phase)
+		}
 	}
 	markAll(active, store.StatusComplete)
 	return ids, errors.Join(errs...)
@@ -313,9 +343,14 @@ type run struct {
 
 	led      *ledger.Ledger
 	dirEntry ledger.Entry
+	env      guest.Env
 	guests   map[string]guest.Guest // started guests by name
 	net      *netRun                // nil when the scenario has no network
 	records  map[string]store.GuestRecord
+	placed   placement
+	// launched holds, for the guests of the latest start, how long after
+	// it began each one was ready.
+	launched map[string]time.Duration
 	// headlines holds each group's measured values of each workload's
 	// headline metric, for adaptive repetitions.
 	headlines map[headlineKey][]float64
@@ -338,6 +373,12 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led, Detached: r.detached}
+	r.env = env
+	r.guests = map[string]guest.Guest{}
+	r.records = map[string]store.GuestRecord{}
+	if err := r.placeGuests(); err != nil {
+		return err
+	}
 	if r.plan.Spec.Network != nil {
 		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
 		nr, err := newNetRun(ctx, r.plan, env, r.key)
@@ -349,17 +390,25 @@ func (r *run) setup(ctx context.Context) error {
 			no.NetworkReady(r.id, nr.net)
 		}
 	}
-	return r.startGuests(ctx, env)
+	return nil
 }
 
 // runSteps interleaves the runs' steps: step i of each run in turn, the
 // order reversed every other step.
-func runSteps(ctx context.Context, runs []*run, progress Progress) error {
+func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) error {
 	total := 0
 	for _, r := range runs {
-		total += len(r.plan.Steps)
+		for _, st := range r.plan.Steps {
+			if st.Phase == phase {
+				total++
+			}
+		}
 	}
-	progress.Phase("measure", total)
+	name := "measure"
+	if size := runs[0].plan.Phases[phase].FleetSize; size > 0 {
+		name = fmt.Sprintf("measure at fleet size %d", size)
+	}
+	progress.Phase(name, total)
 	for i := 0; ; i++ {
 		order := runs
 		if i%2 == 1 {
@@ -375,6 +424,15 @@ func runSteps(ctx context.Context, runs []*run, progress Progress) error {
 				return fmt.Errorf("interrupted: %w", err)
 			}
 			st := r.plan.Steps[i]
+			if st.Phase != phase {
+				continue
+			}
+			if st.Together != nil {
+				err := r.runTogether(ctx, st)
+				progress.Item(r.label+describe(st), err)
+				r.extendIfImprecise(i, progress)
+				continue
+			}
 			g, ok := r.guests[st.Guest]
 			kind := ""
 			if ok {
@@ -388,7 +446,9 @@ func runSteps(ctx context.Context, runs []*run, progress Progress) error {
 				progress.Item(r.label+describe(st), err)
 				continue
 			}
+			stopNoise := r.startNoise(ctx, st)
 			err := r.runStep(ctx, g, st)
+			stopNoise()
 			done(err)
 			progress.Item(r.label+describe(st), err)
 			r.extendIfImprecise(i, progress)
@@ -411,12 +471,25 @@ func reversed(runs []*run) []*run {
 	return out
 }
 
-func (r *run) startGuests(ctx context.Context, env guest.Env) error {
-	planned := r.plan.Guests
+// startGuests starts the named guests of the plan, a bounded number at a
+// time, recording each one's start and how long after the first call it
+// was ready.
+func (r *run) startGuests(ctx context.Context, names []string) error {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var planned []scenario.PlannedGuest
+	for _, pg := range r.plan.Guests {
+		if want[pg.Spec.Name] {
+			planned = append(planned, pg)
+		}
+	}
 	r.opts.Progress.Phase(r.label+"start guests", len(planned))
-	r.guests = map[string]guest.Guest{}
-	records := map[string]store.GuestRecord{}
-	r.records = records
+	records := r.records
+	env := r.env
+	began := time.Now()
+	r.launched = map[string]time.Duration{}
 	var mu sync.Mutex
 	sem := make(chan struct{}, r.opts.StartConcurrency)
 	var wg sync.WaitGroup
@@ -443,6 +516,8 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 				if r.net != nil {
 					rec.Details = mergeDetails(rec.Details, r.net.guestDetails(pg.Spec.Name))
 				}
+				rec.Details = mergeDetails(rec.Details, r.placed.details[pg.Spec.Name])
+				r.launched[pg.Spec.Name] = time.Since(began)
 				if info.Runtime != "" {
 					rec.Runtime = info.Runtime
 				}
@@ -461,6 +536,9 @@ func (r *run) startGuests(ctx context.Context, env guest.Env) error {
 	}
 	if len(r.guests) == 0 && ctx.Err() == nil {
 		return ErrNoGuests
+	}
+	if len(r.launched) < len(planned) && ctx.Err() == nil && r.plan.Spec.Fleet != nil && r.plan.Spec.Fleet.AllOrNothing {
+		return fmt.Errorf("%w: %d of %d guests started", errAllOrNothing, len(r.launched), len(planned))
 	}
 	return nil
 }
@@ -485,66 +563,95 @@ func describe(st scenario.Step) string {
 	if st.Warmup {
 		rep = "warm-up"
 	}
-	return fmt.Sprintf("%s on %s (%s)", st.WorkloadID, st.Guest, rep)
+	who := st.Guest
+	if st.Together != nil {
+		who = fmt.Sprintf("%d guests together", len(st.Together))
+	}
+	if st.Noise != "" {
+		rep += ", noise " + st.Noise
+	}
+	return fmt.Sprintf("%s on %s (%s)", st.WorkloadID, who, rep)
 }
 
 // runStep executes one step; its error is also recorded as a failure
 // unless the run was interrupted.
 func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) error {
-	w, err := workload.Lookup(st.Workload)
-	if err != nil {
+	m, err := r.measure(ctx, g, st, 0)
+	if err != nil || st.Warmup {
 		return err
 	}
-	reply, use, err := r.exec(ctx, g, w, st)
+	_, err = r.record(ctx, g, st, m)
+	return err
+}
+
+// measurement is one guest's outcome of one step.
+type measurement struct {
+	parsed []workload.Sample
+	reply  agent.Reply
+	use    *cpuUse // nil for a workload that is not a network one
+}
+
+// measure runs the step's tool in g, at startAt on the agent's clock (0:
+// at once), and parses its output; a failure is recorded.
+func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, startAt int64) (measurement, error) {
+	name, group := g.Spec().Name, r.records[g.Spec().Name].Group
+	w, err := workload.Lookup(st.Workload)
+	if err != nil {
+		return measurement{}, err
+	}
+	reply, use, err := r.exec(ctx, g, w, st, startAt)
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return measurement{}, ctx.Err()
 	}
 	if err == nil && !reply.Succeeded() {
 		err = execError(reply)
 	}
 	if err != nil {
-		return r.failure(ctx, st.Guest, st.Group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
 	}
 	parsed, err := w.Parse(reply.Stdout, reply.Stderr)
 	if err != nil {
-		return r.failure(ctx, st.Guest, st.Group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
 	}
-	if st.Warmup {
-		return nil
-	}
-	params := st.Params
-	if use != nil {
-		parsed = append(parsed, costSamples(parsed, *use)...)
-		params = mergeParams(st.Params, r.net.placement(st.Guest))
-	}
+	return measurement{parsed: parsed, reply: reply, use: use}, nil
+}
+
+// record stores a guest's samples of a step and returns them.
+func (r *run) record(ctx context.Context, g guest.Guest, st scenario.Step, m measurement) ([]store.Sample, error) {
 	spec := g.Spec()
+	parsed, params := m.parsed, mergeParams(st.Params, st.Labels)
+	if m.use != nil {
+		parsed = append(parsed, costSamples(parsed, *m.use)...)
+		params = mergeParams(params, r.net.placement(spec.Name))
+	}
 	now := time.Now().UTC()
 	samples := make([]store.Sample, 0, len(parsed))
 	for _, p := range parsed {
 		samples = append(samples, store.Sample{
-			RunID: r.id, Guest: st.Guest, Group: st.Group, Kind: spec.Kind, Runtime: g.Info().Runtime,
+			RunID: r.id, Guest: spec.Name, Group: r.records[spec.Name].Group, Kind: spec.Kind, Runtime: g.Info().Runtime,
 			WorkloadID: st.WorkloadID, Workload: st.Workload, Params: params, Repetition: st.Repetition,
 			Metric: p.Metric, Unit: p.Unit, Value: p.Value, Better: p.Better, Hist: p.Hist, At: now,
-			WallNS: reply.WallNS, CPUNS: reply.Rusage.UserNS + reply.Rusage.SysNS,
+			WallNS: m.reply.WallNS, CPUNS: m.reply.Rusage.UserNS + m.reply.Rusage.SysNS,
 		})
 	}
 	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
-		return fmt.Errorf("store samples: %w", err)
+		return nil, fmt.Errorf("store samples: %w", err)
 	}
+	st.Group = r.records[spec.Name].Group
 	r.noteHeadline(st, parsed)
 	r.opts.Observer.SamplesStored(r.id, samples)
-	return nil
+	return samples, nil
 }
 
 // exec runs a step's tool in the guest: a network workload through the
 // run's network (servers on the peer, CPU use measured around it), any
 // other directly. use is nil for a workload that is not a network one.
-func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st scenario.Step) (reply agent.Reply, use *cpuUse, err error) {
+func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st scenario.Step, startAt int64) (reply agent.Reply, use *cpuUse, err error) {
 	if nw, ok := w.(workload.Networked); ok {
 		if r.net == nil {
 			return agent.Reply{}, nil, workload.ErrNeedsNetwork
 		}
-		reply, u, err := r.net.exec(ctx, g, nw, st)
+		reply, u, err := r.net.exec(ctx, g, nw, st, startAt)
 		return reply, &u, err
 	}
 	ex, err := w.Command(st.Params, st.Duration)
@@ -554,7 +661,7 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if ex.WorkDir == "" {
 		ex.WorkDir = g.Info().ScratchDir
 	}
-	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: ex.Timeout.Milliseconds(), MaxOutput: ex.MaxOutput})
+	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: ex.Timeout.Milliseconds(), MaxOutput: ex.MaxOutput, StartAtUnixNS: startAt})
 	return reply, nil, err
 }
 

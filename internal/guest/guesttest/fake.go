@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
@@ -25,6 +26,11 @@ type Fake struct {
 	onExec   func(guestName string)
 	started  map[string]int
 	stopped  map[string]int
+	// skew is how far each guest's clock is ahead of the host's; startAt
+	// records, on the host's clock, when each guest was asked to start
+	// its latest request.
+	skew    map[string]time.Duration
+	startAt map[string]time.Time
 }
 
 // NewFake returns a kind registered under name whose guests report
@@ -43,7 +49,27 @@ func (f *Fake) Reset(output []byte) {
 	f.output = output
 	f.failExec, f.failBoot = map[string]bool{}, map[string]bool{}
 	f.started, f.stopped = map[string]int{}, map[string]int{}
+	f.skew, f.startAt = map[string]time.Duration{}, map[string]time.Time{}
 	f.onExec = nil
+}
+
+// SetClockSkew puts the named guest's clock d ahead of the host's.
+func (f *Fake) SetClockSkew(guestName string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.skew[guestName] = d
+}
+
+// StartedAt says, on the host's clock, when each guest's latest timed
+// request was asked to start.
+func (f *Fake) StartedAt() map[string]time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]time.Time, len(f.startAt))
+	for k, v := range f.startAt {
+		out[k] = v
+	}
+	return out
 }
 
 // SetOutput changes what requests get from now on; it may be called from
@@ -137,14 +163,27 @@ func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, e
 	if err := ctx.Err(); err != nil {
 		return agent.Reply{}, err
 	}
+	g.f.mu.Lock()
+	skew := g.f.skew[g.spec.Name]
+	g.f.mu.Unlock()
+	if req.Op == agent.OpPing {
+		return agent.Reply{V: 1, AgentUnixNS: time.Now().Add(skew).UnixNano()}, nil
+	}
 	if dir := g.Info().ScratchDir; req.Dir != dir || req.TimeoutMS <= 0 {
 		return agent.Reply{}, fmt.Errorf("request with dir %q timeout %d, want dir %q and a timeout", req.Dir, req.TimeoutMS, dir)
 	}
+	started := time.Now().Add(skew)
 	g.f.mu.Lock()
+	if req.StartAtUnixNS != 0 {
+		started = time.Unix(0, req.StartAtUnixNS)
+		g.f.startAt[g.spec.Name] = started.Add(-skew)
+	}
 	fail, out := g.f.failExec[g.spec.Name], g.f.output
 	g.f.mu.Unlock()
 	if fail {
 		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
 	}
-	return agent.Reply{V: 1, Stdout: out, WallNS: 2e9, Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8}}, nil
+	const wall = 2 * time.Second
+	return agent.Reply{V: 1, Stdout: out, WallNS: wall.Nanoseconds(), Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8},
+		StartedUnixNS: started.UnixNano(), EndedUnixNS: started.Add(wall).UnixNano()}, nil
 }

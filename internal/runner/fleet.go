@@ -1,0 +1,363 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// errAllOrNothing ends a run whose scenario wants every guest or none.
+var errAllOrNothing = errors.New("fleet.all_or_nothing: a guest failed to start")
+
+// cpuSysDir is where the host's CPU topology is read.
+const cpuSysDir = "/sys/devices/system/cpu"
+
+// placeGuests applies the scenario's pinning before anything starts.
+func (r *run) placeGuests() error {
+	spec := r.plan.Spec
+	if spec.Fleet == nil && spec.Noise == nil {
+		return nil
+	}
+	cpus, err := readTopology(cpuSysDir)
+	if err != nil {
+		return err
+	}
+	if r.placed, err = place(r.plan, cpus); err != nil {
+		return err
+	}
+	r.opts.Progress.Logf("%s%s", r.label, r.placed.summary)
+	return nil
+}
+
+// startPhase starts the guests the phase needs that are not running yet
+// and, in a fleet, stores how long the launch took.
+func (r *run) startPhase(ctx context.Context, phase int) error {
+	ph := r.plan.Phases[phase]
+	var missing []string
+	for _, name := range ph.Guests {
+		if r.guests[name] == nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	began := time.Now()
+	err := r.startGuests(ctx, missing)
+	if len(r.launched) > 0 {
+		elapsed := time.Since(began)
+		r.opts.Progress.Logf("%s%d of %d guests ready in %s (%.1f per second)", r.label, len(r.launched), len(missing),
+			elapsed.Round(time.Millisecond), float64(len(r.launched))/elapsed.Seconds())
+	}
+	if err != nil || r.plan.Spec.Fleet == nil {
+		return err
+	}
+	return r.storeLaunch(ctx, ph)
+}
+
+// Launch samples: a pseudo-workload of their own, so the launch of every
+// fleet size lands in the report's tables and scaling curves.
+const (
+	launchWorkload    = "launch"
+	metricReady       = "launch.ready_s"
+	metricGroupReady  = "launch.all_ready_s"
+	metricGroupPerSec = "launch.guests_per_s"
+)
+
+// storeLaunch records each started guest's time to agent-ready and, per
+// group, when its last guest was ready and the launch rate.
+func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
+	params := workload.Params{}
+	if ph.FleetSize > 0 {
+		params[scenario.LabelFleetSize] = strconv.Itoa(ph.FleetSize)
+	}
+	noise := map[string]bool{}
+	for _, n := range r.plan.NoiseGuests {
+		noise[n] = true
+	}
+	now := time.Now().UTC()
+	sample := func(name, group, kind, runtime, metric, unit string, v float64, better workload.Better) store.Sample {
+		return store.Sample{RunID: r.id, Guest: name, Group: group, Kind: kind, Runtime: runtime, WorkloadID: launchWorkload,
+			Workload: launchWorkload, Params: params, Metric: metric, Unit: unit, Value: v, Better: better, At: now}
+	}
+	type groupLaunch struct {
+		kind, runtime string
+		last          time.Duration
+		n             int
+	}
+	groups := map[string]*groupLaunch{}
+	var samples []store.Sample
+	for name, readyAfter := range r.launched {
+		if noise[name] {
+			continue
+		}
+		g := r.guests[name]
+		rec := r.records[name]
+		samples = append(samples, sample(name, rec.Group, rec.Kind, rec.Runtime, metricReady, "s", g.Info().BootTime.Seconds(), workload.LowerIsBetter))
+		gl := groups[rec.Group]
+		if gl == nil {
+			gl = &groupLaunch{kind: rec.Kind, runtime: rec.Runtime}
+			groups[rec.Group] = gl
+		}
+		gl.n++
+		gl.last = max(gl.last, readyAfter)
+	}
+	for group, gl := range groups {
+		samples = append(samples,
+			sample(group, group, gl.kind, gl.runtime, metricGroupReady, "s", gl.last.Seconds(), workload.LowerIsBetter),
+			sample(group, group, gl.kind, gl.runtime, metricGroupPerSec, "guests/s", float64(gl.n)/gl.last.Seconds(), workload.HigherIsBetter))
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i].Guest < samples[j].Guest })
+	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
+		return fmt.Errorf("store launch times: %w", err)
+	}
+	r.opts.Observer.SamplesStored(r.id, samples)
+	return nil
+}
+
+// endPhase stops the guests that belong to this fleet size alone, so the
+// next size is launched afresh; the last phase's guests are left to the
+// run's teardown.
+func (r *run) endPhase(ctx context.Context, phase int) {
+	if phase == len(r.plan.Phases)-1 {
+		return
+	}
+	scaled := r.plan.Phases[phase].Scaled
+	if len(scaled) == 0 {
+		return
+	}
+	r.opts.Progress.Phase(r.label+"stop guests", len(scaled))
+	var wg sync.WaitGroup
+	for _, name := range scaled {
+		g := r.guests[name]
+		if g == nil {
+			continue
+		}
+		delete(r.guests, name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := g.Stop(ctx)
+			r.opts.Observer.GuestStopped(guestEvent(r.id, r.records[name].Group, g.Spec(), g), err)
+			r.opts.Progress.Item(name, err)
+		}()
+	}
+	wg.Wait()
+}
+
+// Timing of a synchronized start: the moment is set far enough ahead for
+// every request to arrive, growing with the fleet since requests go out
+// from one process.
+const (
+	togetherLead         = 200 * time.Millisecond
+	togetherLeadPerGuest = 2 * time.Millisecond
+)
+
+// runTogether starts the step in all its guests at one moment: each
+// agent's clock offset is measured, the moment translated to each clock,
+// and every guest's request sent at once. Each guest's samples are stored
+// as usual, and per group the sum of its rates and how well the guests'
+// runs overlapped.
+func (r *run) runTogether(ctx context.Context, st scenario.Step) error {
+	type member struct {
+		g      guest.Guest
+		offset time.Duration
+		m      measurement
+		err    error
+	}
+	var members []*member
+	for _, name := range st.Together {
+		g := r.guests[name]
+		if g == nil {
+			continue // it failed to start, which is recorded already
+		}
+		members = append(members, &member{g: g})
+	}
+	if len(members) == 0 {
+		return errors.New("no guest of the step is running")
+	}
+	done := r.opts.Observer.StepStarted(StepEvent{RunID: r.id, Guest: fmt.Sprintf("%d guests", len(members)), WorkloadID: st.WorkloadID,
+		Workload: st.Workload, Params: st.Params, Repetition: st.Repetition, Warmup: st.Warmup})
+	parallel(members, func(m *member) {
+		m.offset, _, m.err = agent.ClockOffset(ctx, m.g.Exec)
+	})
+	stopNoise := r.startNoise(ctx, st)
+	start := time.Now().Add(togetherLead + time.Duration(len(members))*togetherLeadPerGuest)
+	parallel(members, func(m *member) {
+		if m.err != nil {
+			return
+		}
+		m.m, m.err = r.measure(ctx, m.g, st, start.Add(m.offset).UnixNano())
+	})
+	stopNoise()
+	var errs []error
+	var stored []store.Sample
+	var windows []window
+	for _, m := range members {
+		if m.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.g.Spec().Name, m.err))
+			continue
+		}
+		if st.Warmup {
+			continue
+		}
+		samples, err := r.record(ctx, m.g, st, m.m)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		stored = append(stored, samples...)
+		// Back to the host's clock, where all guests' runs line up.
+		windows = append(windows, window{
+			group: r.records[m.g.Spec().Name].Group,
+			start: time.Unix(0, m.m.reply.StartedUnixNS).Add(-m.offset),
+			end:   time.Unix(0, m.m.reply.EndedUnixNS).Add(-m.offset),
+		})
+	}
+	if len(stored) > 0 {
+		if err := r.storeFleetTotals(ctx, st, stored, windows); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	err := errors.Join(errs...)
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	done(err)
+	return err
+}
+
+func parallel[T any](items []T, fn func(T)) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(it)
+		}()
+	}
+	wg.Wait()
+}
+
+// window is when one guest's run of a step ran, on the host's clock.
+type window struct {
+	group      string
+	start, end time.Time
+}
+
+// Fleet aggregate metrics of a step run together.
+const (
+	// totalPrefix marks a group's sum over its guests of a rate.
+	totalPrefix = "total."
+	// metricOverlap is the share of the mean run that all the group's
+	// guests ran at once: near 100% when the start barrier held.
+	metricOverlap = "fleet.overlap_pct"
+	// metricStartSkew is the spread of the group's start moments.
+	metricStartSkew = "fleet.start_skew_us"
+)
+
+// summable reports whether a metric is a rate whose sum over guests is
+// the fleet's aggregate (operations, bytes or bits per second).
+func summable(unit string) bool {
+	return strings.HasSuffix(unit, "/s") || unit == "IOPS"
+}
+
+// storeFleetTotals adds, per group, the sum of each rate over its guests,
+// the overlap of their runs and the skew of their starts, stored under the
+// group's name as guest.
+func (r *run) storeFleetTotals(ctx context.Context, st scenario.Step, samples []store.Sample, windows []window) error {
+	type key struct{ group, metric string }
+	sums := map[key]store.Sample{}
+	var order []key
+	for _, s := range samples {
+		if !summable(s.Unit) || math.IsNaN(s.Value) {
+			continue
+		}
+		k := key{s.Group, s.Metric}
+		agg, ok := sums[k]
+		if !ok {
+			agg = s
+			agg.Guest, agg.Metric, agg.Value, agg.Hist, agg.CPUNS, agg.WallNS = s.Group, totalPrefix+s.Metric, 0, nil, 0, 0
+			order = append(order, k)
+		}
+		agg.Value += s.Value
+		sums[k] = agg
+	}
+	var out []store.Sample
+	for _, k := range order {
+		out = append(out, sums[k])
+	}
+	byGroup := map[string][]window{}
+	for _, w := range windows {
+		byGroup[w.group] = append(byGroup[w.group], w)
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	for _, group := range groups {
+		ws := byGroup[group]
+		overlap, skew := overlapOf(ws)
+		var like store.Sample
+		for _, s := range samples {
+			if s.Group == group {
+				like = s
+				break
+			}
+		}
+		like.Guest, like.Hist, like.CPUNS, like.WallNS = group, nil, 0, 0
+		o, sk := like, like
+		o.Metric, o.Unit, o.Value, o.Better = metricOverlap, "%", overlap*100, workload.HigherIsBetter
+		sk.Metric, sk.Unit, sk.Value, sk.Better = metricStartSkew, "us", float64(skew.Microseconds()), workload.LowerIsBetter
+		out = append(out, o, sk)
+	}
+	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, out); err != nil {
+		return fmt.Errorf("store fleet totals: %w", err)
+	}
+	r.opts.Observer.SamplesStored(r.id, out)
+	return nil
+}
+
+// overlapOf returns the common window of the runs as a share of their
+// mean length, and the spread of their starts.
+func overlapOf(ws []window) (overlap float64, skew time.Duration) {
+	if len(ws) == 0 {
+		return 0, 0
+	}
+	first, last := ws[0].start, ws[0].start
+	commonStart, commonEnd := ws[0].start, ws[0].end
+	var total time.Duration
+	for _, w := range ws {
+		if w.start.Before(first) {
+			first = w.start
+		}
+		if w.start.After(last) {
+			last = w.start
+		}
+		if w.start.After(commonStart) {
+			commonStart = w.start
+		}
+		if w.end.Before(commonEnd) {
+			commonEnd = w.end
+		}
+		total += w.end.Sub(w.start)
+	}
+	mean := total / time.Duration(len(ws))
+	if mean <= 0 || !commonEnd.After(commonStart) {
+		return 0, last.Sub(first)
+	}
+	return float64(commonEnd.Sub(commonStart)) / float64(mean), last.Sub(first)
+}

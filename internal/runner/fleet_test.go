@@ -1,0 +1,187 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+func fleetPlan(t *testing.T, src string, opts Options) *scenario.Plan {
+	t.Helper()
+	spec, err := scenario.Parse("t.yaml", []byte(src), scenario.Options{KnownKinds: []string{"fake", "host"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec.Expand()
+}
+
+func TestScaleSweepLaunchesEachSizeAfreshAndSumsTheFleet(t *testing.T) {
+	_, opts := setup(t)
+	plan := fleetPlan(t, `name: sweep
+repetitions: 1
+warmup: 0
+duration: 1s
+baseline: c
+fleet: {scale: [1, 3]}
+guests:
+  - {name: c, kind: fake}
+workloads:
+  - workload: cpu
+`, opts)
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, stopped := fake.Started(), fake.Stopped()
+	if started["c-0"] != 2 || started["c-1"] != 1 || started["c-2"] != 1 {
+		t.Errorf("starts = %v: want c-0 launched for both sizes, c-1 and c-2 for size 3", started)
+	}
+	for name, n := range started {
+		if stopped[name] != n {
+			t.Errorf("%s started %d times, stopped %d", name, n, stopped[name])
+		}
+	}
+	samples, _ := opts.Store.Samples(context.Background(), id)
+	type key struct{ size, guest, metric string }
+	got := map[key]float64{}
+	for _, s := range samples {
+		got[key{s.Params[scenario.LabelFleetSize], s.Guest, s.Metric}] = s.Value
+	}
+	per := got[key{"3", "c-2", "events_per_sec"}]
+	if per == 0 || got[key{"3", "c", "total.events_per_sec"}] != 3*per || got[key{"1", "c", "total.events_per_sec"}] != per {
+		t.Errorf("per guest %v, totals %v (size 3) and %v (size 1): want the sum over the fleet", per,
+			got[key{"3", "c", "total.events_per_sec"}], got[key{"1", "c", "total.events_per_sec"}])
+	}
+	if o := got[key{"3", "c", metricOverlap}]; math.Abs(o-100) > 1 {
+		t.Errorf("overlap = %v%%, want ~100%% for runs started together", o)
+	}
+	for _, size := range []string{"1", "3"} {
+		if _, ok := got[key{size, "c", metricGroupReady}]; !ok {
+			t.Errorf("no launch time stored for fleet size %s", size)
+		}
+	}
+	if _, ok := got[key{"3", "c-1", metricReady}]; !ok {
+		t.Errorf("no per-guest ready time at size 3")
+	}
+	assertNoState(t, opts.StateRoot)
+}
+
+// Guests whose clocks are seconds apart must still be asked to start at
+// one host moment: the offsets are measured and applied per guest.
+func TestTogetherStartsAtOneMomentWhateverTheGuestClocks(t *testing.T) {
+	_, opts := setup(t)
+	plan := fleetPlan(t, `name: sync
+repetitions: 1
+warmup: 0
+duration: 1s
+baseline: c
+fleet: {concurrency: together}
+guests:
+  - {name: c, kind: fake, count: 3}
+workloads:
+  - workload: cpu
+`, opts)
+	fake.SetClockSkew("c-0", 5*time.Second)
+	fake.SetClockSkew("c-2", -3*time.Second)
+	before := time.Now()
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := fake.StartedAt()
+	if len(at) != 3 {
+		t.Fatalf("timed starts = %v, want one per guest", at)
+	}
+	for name, moment := range at {
+		if d := moment.Sub(at["c-1"]).Abs(); d > 5*time.Millisecond {
+			t.Errorf("%s asked to start %s apart from c-1", name, d)
+		}
+		if moment.Before(before) {
+			t.Errorf("%s asked to start before the run began", name)
+		}
+	}
+	samples, _ := opts.Store.Samples(context.Background(), id)
+	for _, s := range samples {
+		if s.Metric == metricStartSkew && s.Value > 5000 {
+			t.Errorf("stored start skew %v us, want the offsets corrected", s.Value)
+		}
+	}
+}
+
+func TestAllOrNothingEndsTheRunOnOneFailedStart(t *testing.T) {
+	_, opts := setup(t)
+	plan := fleetPlan(t, `name: strict
+repetitions: 1
+warmup: 0
+duration: 1s
+baseline: c
+fleet: {all_or_nothing: true}
+guests:
+  - {name: c, kind: fake, count: 4}
+workloads:
+  - workload: cpu
+`, opts)
+	fake.FailBoot("c-2")
+	id, err := Run(context.Background(), plan, opts)
+	if !errors.Is(err, errAllOrNothing) {
+		t.Fatalf("err = %v, want the all-or-nothing failure", err)
+	}
+	run, _ := opts.Store.GetRun(context.Background(), id)
+	if run.Status != store.StatusFailed {
+		t.Errorf("status = %s, want failed", run.Status)
+	}
+	samples, _ := opts.Store.Samples(context.Background(), id)
+	for _, s := range samples {
+		if s.WorkloadID != launchWorkload {
+			t.Fatalf("a step ran after a guest failed to start: %+v", s)
+		}
+	}
+	started, stopped := fake.Started(), fake.Stopped()
+	if len(started) != 3 {
+		t.Errorf("started = %v, want the 3 that could", started)
+	}
+	for name, n := range started {
+		if stopped[name] != n {
+			t.Errorf("%s started %d times, stopped %d", name, n, stopped[name])
+		}
+	}
+	assertNoState(t, opts.StateRoot)
+}
+
+func TestFleetGoesOnWithTheGuestsThatStarted(t *testing.T) {
+	_, opts := setup(t)
+	plan := fleetPlan(t, `name: lenient
+repetitions: 1
+warmup: 0
+duration: 1s
+baseline: c
+fleet: {concurrency: together}
+guests:
+  - {name: c, kind: fake, count: 4}
+workloads:
+  - workload: cpu
+`, opts)
+	fake.FailBoot("c-2")
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, _ := opts.Store.Samples(context.Background(), id)
+	per, total := 0.0, 0.0
+	for _, s := range samples {
+		switch s.Metric {
+		case "events_per_sec":
+			per = s.Value
+		case "total.events_per_sec":
+			total = s.Value
+		}
+	}
+	if per == 0 || total != 3*per {
+		t.Errorf("total %v for per-guest %v: want the 3 running guests summed", total, per)
+	}
+}
