@@ -93,8 +93,10 @@ type jsonReport struct {
 	Latency   []jsonLatency  `json:"latency"`
 	Cost      []CostRow      `json:"cost"`
 	Scaling   []ScalingCurve `json:"scaling"`
-	Samples   []jsonSample   `json:"samples"`
-	Failures  []jsonFailure  `json:"failures"`
+	// Interference is null unless the run measured alone and together.
+	Interference *Interference `json:"interference"`
+	Samples      []jsonSample  `json:"samples"`
+	Failures     []jsonFailure `json:"failures"`
 }
 
 type jsonRun struct {
@@ -193,6 +195,15 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 		// Empty lists rather than null, so a reader can range over them.
 		Cost: append([]CostRow{}, c.Cost...), Scaling: append([]ScalingCurve{}, c.Scaling...),
 		Samples: make([]jsonSample, len(samples)), Failures: make([]jsonFailure, len(c.Failures)),
+	}
+	if m := c.Interference; m != nil {
+		clean := *m
+		clean.Rows = make([]InterferenceRow, len(m.Rows))
+		for i, r := range m.Rows {
+			clean.Rows[i] = r
+			clean.Rows[i].Cells = sanitizeCells(r.Cells)
+		}
+		out.Interference = &clean
 	}
 	for i, r := range c.Latency {
 		out.Latency[i] = toJSONLatency(r)

@@ -14,6 +14,7 @@ import (
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // chart is one workload's horizontal bar chart of normalised values.
@@ -60,19 +61,19 @@ func buildCharts(c Comparison) []chart {
 	for _, r := range c.Rows {
 		for _, cell := range r.Cells {
 			if cell.Comparable {
-				maxX[r.WorkloadID] = math.Max(maxX[r.WorkloadID], cell.Normalized.CIHigh)
+				maxX[r.Entry()] = math.Max(maxX[r.Entry()], cell.Normalized.CIHigh)
 			}
 		}
 	}
 	for _, r := range c.Rows {
-		i, ok := index[r.WorkloadID]
+		i, ok := index[r.Entry()]
 		if !ok {
 			i = len(charts)
-			index[r.WorkloadID] = i
-			charts = append(charts, chart{Title: r.WorkloadID, Width: chartWidth})
+			index[r.Entry()] = i
+			charts = append(charts, chart{Title: r.Entry(), Width: chartWidth})
 		}
 		ch := &charts[i]
-		end, step := axis(maxX[r.WorkloadID])
+		end, step := axis(maxX[r.Entry()])
 		scale := plotWidth / end
 		for j, cell := range r.Cells {
 			if !cell.Comparable {
@@ -155,6 +156,8 @@ type htmlData struct {
 	Cost        []htmlCost
 	CostNote    string
 	Scaling     []scalingChart
+	// Interference is nil unless the run measured alone and together.
+	Interference *htmlInterference
 }
 
 type htmlCost struct {
@@ -228,33 +231,52 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		d.Index = append(d.Index, hi)
 	}
 	for _, r := range c.Rows {
-		hr := htmlRow{Workload: r.WorkloadID, Metric: r.Metric, Unit: r.Unit, Arrow: arrow(string(r.Better))}
-		for _, cell := range r.Cells {
-			hc := htmlCell{Ratio: "—"}
-			if cell.Present {
-				hc.Raw = formatQuantity(cell.Summary.Mean, r.Unit)
-				hc.Ratio = "n/a"
-				if cell.Comparable {
-					hc.Ratio = formatRatio(cell.Normalized.Ratio)
-					// One repetition bounds nothing: say so rather than print
-					// an interval of zero width, as the terminal table does.
-					hc.CI = "[no interval]"
-					if cell.Normalized.CIHigh > cell.Normalized.CILow {
-						hc.CI = "[" + formatRatio(cell.Normalized.CILow) + ", " + formatRatio(cell.Normalized.CIHigh) + "]"
-					}
-				}
-				switch verdict(cell, string(r.Better)) {
-				case 1:
-					hc.Class = "better"
-				case -1:
-					hc.Class = "worse"
-				}
-			}
-			hr.Cells = append(hr.Cells, hc)
+		d.Rows = append(d.Rows, htmlRowOf(r.Entry(), r.Metric, r.Unit, r.Better, r.Cells))
+	}
+	if m := c.Interference; m != nil {
+		d.Interference = &htmlInterference{}
+		for _, col := range m.Columns {
+			d.Interference.Columns = append(d.Interference.Columns, col.Label)
 		}
-		d.Rows = append(d.Rows, hr)
+		for _, r := range m.Rows {
+			d.Interference.Rows = append(d.Interference.Rows, htmlRowOf(r.Entry(), r.Metric, r.Unit, r.Better, r.Cells))
+		}
 	}
 	return pageTemplate.Execute(w, d)
+}
+
+// htmlInterference is the consolidation matrix as the page shows it.
+type htmlInterference struct {
+	Columns []string
+	Rows    []htmlRow
+}
+
+func htmlRowOf(entry, metric, unit string, better workload.Better, cells []Cell) htmlRow {
+	hr := htmlRow{Workload: entry, Metric: metric, Unit: unit, Arrow: arrow(string(better))}
+	for _, cell := range cells {
+		hc := htmlCell{Ratio: "—"}
+		if cell.Present {
+			hc.Raw = formatQuantity(cell.Summary.Mean, unit)
+			hc.Ratio = "n/a"
+			if cell.Comparable {
+				hc.Ratio = formatRatio(cell.Normalized.Ratio)
+				// One repetition bounds nothing: say so rather than print
+				// an interval of zero width, as the terminal table does.
+				hc.CI = "[no interval]"
+				if cell.Normalized.CIHigh > cell.Normalized.CILow {
+					hc.CI = "[" + formatRatio(cell.Normalized.CILow) + ", " + formatRatio(cell.Normalized.CIHigh) + "]"
+				}
+			}
+			switch verdict(cell, string(better)) {
+			case 1:
+				hc.Class = "better"
+			case -1:
+				hc.Class = "worse"
+			}
+		}
+		hr.Cells = append(hr.Cells, hc)
+	}
+	return hr
 }
 
 func htmlCostRows(rows []CostRow) []htmlCost {

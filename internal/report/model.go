@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"strings"
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
@@ -30,6 +31,9 @@ type Comparison struct {
 	// Scaling holds the curves of headline metrics over a parameter, where
 	// the run has entries of one workload that differ in that alone.
 	Scaling []ScalingCurve
+	// Interference is the consolidation matrix; nil unless the run
+	// measured workloads both alone and together.
+	Interference *Interference
 }
 
 // Column is one guest group.
@@ -53,14 +57,48 @@ func (c Column) Label() string {
 	return label
 }
 
-// Row is one metric of one workload entry.
+// Row is one metric of one workload entry in one case.
 type Row struct {
-	WorkloadID string          `json:"workload_id"`
-	Metric     string          `json:"metric"`
-	Unit       string          `json:"unit"`
-	Better     workload.Better `json:"better"`
-	Cells      []Cell          `json:"cells"` // parallel to Comparison.Columns
+	WorkloadID string `json:"workload_id"`
+	// Case names the fleet case the row was measured in ("fleet_size=10
+	// noise=cpu"): empty for a run that varies none.
+	Case   string          `json:"case,omitempty"`
+	Metric string          `json:"metric"`
+	Unit   string          `json:"unit"`
+	Better workload.Better `json:"better"`
+	Cells  []Cell          `json:"cells"` // parallel to Comparison.Columns
 }
+
+// Entry names the row's workload entry and case together, the way tables
+// and plots title it.
+func (r Row) Entry() string { return entryName(r.WorkloadID, r.Case) }
+
+func entryName(workloadID, c string) string {
+	if c == "" {
+		return workloadID
+	}
+	return workloadID + " [" + c + "]"
+}
+
+// caseParams are the parameters a fleet adds to its samples to tell its
+// cases apart (the scenario package's labels): a row is per case, since
+// a value at fleet size 100 or under noise is not a repetition of one at
+// size 1 or in quiet.
+var caseParams = []string{"fleet_size", "mode", "noise"}
+
+// caseOf names a sample's case from its parameters.
+func caseOf(p workload.Params) string {
+	var parts []string
+	for _, k := range caseParams {
+		if v, ok := p[k]; ok {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// entryOf names a sample's workload entry and case.
+func entryOf(s store.Sample) string { return entryName(s.WorkloadID, caseOf(s.Params)) }
 
 // Cell summarises one group's repetitions of a row.
 type Cell struct {
@@ -95,7 +133,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 	if run.Baseline != "" {
 		addColumn(run.Baseline)
 	}
-	type rowKey struct{ workload, metric string }
+	type rowKey struct{ workload, cse, metric string }
 	rowIndex := map[rowKey]int{}
 	values := map[rowKey]map[string][]float64{}
 	for _, s := range samples {
@@ -103,10 +141,10 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 			// A run whose guest records are missing still has its samples'.
 			col.Kind, col.Runtime = s.Kind, s.Runtime
 		}
-		k := rowKey{s.WorkloadID, s.Metric}
+		k := rowKey{s.WorkloadID, caseOf(s.Params), s.Metric}
 		if _, ok := rowIndex[k]; !ok {
 			rowIndex[k] = len(c.Rows)
-			c.Rows = append(c.Rows, Row{WorkloadID: s.WorkloadID, Metric: s.Metric, Unit: s.Unit, Better: s.Better})
+			c.Rows = append(c.Rows, Row{WorkloadID: s.WorkloadID, Case: k.cse, Metric: s.Metric, Unit: s.Unit, Better: s.Better})
 			values[k] = map[string][]float64{}
 		}
 		if !finite(s.Value) {
@@ -122,7 +160,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 	}
 	for i := range c.Rows {
 		row := &c.Rows[i]
-		k := rowKey{row.WorkloadID, row.Metric}
+		k := rowKey{row.WorkloadID, row.Case, row.Metric}
 		row.Cells = make([]Cell, len(c.Columns))
 		var base stats.Summary
 		baseOK := false
@@ -155,6 +193,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 	c.Latency = buildLatency(samples, c.Columns)
 	c.Cost = buildCost(samples, c.Columns, c.Rows)
 	c.Scaling = buildScaling(c, samples)
+	c.Interference = buildInterference(c)
 	return c
 }
 
@@ -178,7 +217,7 @@ func overheadIndex(c Comparison) []stats.Estimate {
 			if base < 0 || !r.Cells[j].Present || !r.Cells[base].Present {
 				continue
 			}
-			terms = append(terms, stats.IndexTerm{Workload: r.WorkloadID, Guest: r.Cells[j].values, Base: r.Cells[base].values,
+			terms = append(terms, stats.IndexTerm{Workload: r.Entry(), Guest: r.Cells[j].values, Base: r.Cells[base].values,
 				LowerIsBetter: r.Better == workload.LowerIsBetter})
 		}
 		out[j] = stats.OverheadIndex(terms, stats.DefaultConfidence)

@@ -48,11 +48,19 @@ better, so above 1.00 is always better), with a 95% interval from the spread of 
 <h2>Comparison table</h2>
 <table>
 <tr><th>workload</th><th>metric</th>{{range .Columns}}<th>{{.Label}}</th>{{end}}</tr>
-{{range .Rows}}<tr><td>{{.Workload}}</td><td>{{.Metric}} {{.Arrow}}</td>{{range .Cells}}<td class="num {{.Class}}">{{.Ratio}}{{if .Raw}}<br><span class="muted">{{.Raw}}</span>{{end}}{{if .CI}}<br><span class="muted">{{.CI}}</span>{{end}}</td>{{end}}</tr>
-{{end}}</table>
+{{template "rows" .Rows}}</table>
 {{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}
 <p><a download="vfleet-run-{{.Run.ID}}.csv" href="{{.CSVHref}}">Download every raw sample (CSV)</a> ·
 <a download="vfleet-run-{{.Run.ID}}.json" href="{{.JSONHref}}">Download the run, its summaries and every sample (JSON)</a></p>
+
+{{with .Interference}}<h2>Interference</h2>
+<p class="muted">Each workload's headline metric measured with one guest at a time (the others idle) and with every guest
+running it at the same moment, against the baseline alone = 1.00: (1) the baseline while the guests idle, (2) each guest
+while the baseline idles, (3) all of them concurrently.</p>
+<table>
+<tr><th>workload</th><th>metric</th>{{range .Columns}}<th>{{.}}</th>{{end}}</tr>
+{{template "rows" .Rows}}</table>
+{{end}}
 
 {{if .Scaling}}<h2>Scaling</h2>
 <p class="muted">Where the run has entries of one workload that differ in a single numeric parameter: each group's mean
@@ -116,6 +124,8 @@ dotted lines mark p90 and p99. A curve further left is faster; a curve that reac
 <pre>{{.Scenario}}</pre>
 </body>
 </html>
+{{define "rows"}}{{range .}}<tr><td>{{.Workload}}</td><td>{{.Metric}} {{.Arrow}}</td>{{range .Cells}}<td class="num {{.Class}}">{{.Ratio}}{{if .Raw}}<br><span class="muted">{{.Raw}}</span>{{end}}{{if .CI}}<br><span class="muted">{{.CI}}</span>{{end}}</td>{{end}}</tr>
+{{end}}{{end}}
 `
 
 // pageCSS is shared by the run report and the A/B comparison page, so

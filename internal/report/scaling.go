@@ -83,11 +83,12 @@ func entryParams(samples []store.Sample) (map[string]workload.Params, map[string
 	states := map[string]*state{}
 	adapters := map[string]string{}
 	for _, s := range samples {
-		st := states[s.WorkloadID]
+		entry := entryOf(s)
+		st := states[entry]
 		if st == nil {
 			st = &state{values: map[string]string{}, mixed: map[string]bool{}, counts: map[string]int{}}
-			states[s.WorkloadID] = st
-			adapters[s.WorkloadID] = s.Workload
+			states[entry] = st
+			adapters[entry] = s.Workload
 		}
 		st.n++
 		for k, v := range s.Params {
@@ -129,10 +130,11 @@ func buildScaling(c Comparison, samples []store.Sample) []ScalingCurve {
 	seen := map[string]bool{}
 	rowOf := map[[2]string]Row{}
 	for _, r := range c.Rows {
-		rowOf[[2]string{r.WorkloadID, r.Metric}] = r
-		if !seen[r.WorkloadID] {
-			seen[r.WorkloadID] = true
-			entries = append(entries, entryInfo{id: r.WorkloadID, adapter: adapters[r.WorkloadID], headline: r, params: params[r.WorkloadID]})
+		id := r.Entry()
+		rowOf[[2]string{id, r.Metric}] = r
+		if !seen[id] {
+			seen[id] = true
+			entries = append(entries, entryInfo{id: id, adapter: adapters[id], headline: r, params: params[id]})
 		}
 	}
 	// Entries are comparable only when they run the same tool and lead
@@ -190,6 +192,16 @@ func buildScaling(c Comparison, samples []store.Sample) []ScalingCurve {
 				if curve, ok := scalingCurve(c, rowOf, groups[sig], k); ok {
 					all = append(all, found{first: index[groups[sig][0].id], curve: curve})
 				}
+				if k != fleetSizeParam {
+					continue
+				}
+				// Over fleet size, the fleet's aggregate beside the per-guest
+				// score: where the sum stops growing is the host's capacity.
+				if total, ok := totalFamily(rowOf, groups[sig]); ok {
+					if curve, ok := scalingCurve(c, rowOf, total, k); ok {
+						all = append(all, found{first: index[groups[sig][0].id], curve: curve})
+					}
+				}
 			}
 		}
 	}
@@ -199,6 +211,28 @@ func buildScaling(c Comparison, samples []store.Sample) []ScalingCurve {
 		out[i] = f.curve
 	}
 	return out
+}
+
+// fleetSizeParam is the case parameter of a fleet sweep.
+const fleetSizeParam = "fleet_size"
+
+// totalPrefix marks the fleet's sum of a rate over a group's guests, as
+// the runner stores it.
+const totalPrefix = "total."
+
+// totalFamily is the family with each entry's headline swapped for its
+// fleet total; ok is false unless every entry has one.
+func totalFamily(rowOf map[[2]string]Row, family []entryInfo) ([]entryInfo, bool) {
+	out := make([]entryInfo, len(family))
+	for i, e := range family {
+		r, ok := rowOf[[2]string{e.id, totalPrefix + e.headline.Metric}]
+		if !ok {
+			return nil, false
+		}
+		e.headline = r
+		out[i] = e
+	}
+	return out, true
 }
 
 // numericParam reads a parameter as a finite number.

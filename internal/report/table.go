@@ -36,7 +36,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	rows := [][]string{header}
 	colours := [][]int{make([]int, len(header))}
 	for _, r := range c.Rows {
-		line := []string{fmt.Sprintf("%s %s %s", r.WorkloadID, r.Metric, arrow(string(r.Better)))}
+		line := []string{fmt.Sprintf("%s %s %s", r.Entry(), r.Metric, arrow(string(r.Better)))}
 		col := []int{0}
 		for _, cell := range r.Cells {
 			line = append(line, cellText(cell, r.Unit))
@@ -61,6 +61,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	if note := nonFiniteNote(c.NonFinite); note != "" {
 		fmt.Fprintln(w, "note: "+note)
 	}
+	writeInterference(w, c.Interference)
 	writeLatency(w, c.Latency)
 	writeCost(w, c.Cost)
 	writeFailures(w, c.Failures)
