@@ -91,7 +91,7 @@ func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 		code int
 	}{
 		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"lxc\"", 1},
-		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: default", 1},
+		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: consolidation-matrix, default", 1},
 		{[]string{"report", "latest"}, "no results database at", 1},
 		{[]string{"report", "1", "--format", "pdf"}, "allowed: table, html, json, csv", 2},
 		{[]string{"run", "--bogus"}, "unknown flag: --bogus", 2},

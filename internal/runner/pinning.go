@@ -105,6 +105,10 @@ func spreadOrder(cpus []hostCPU) []int {
 type placement struct {
 	// noiseCPUs is the aggressors' cpuset; empty without noise.
 	noiseCPUs string
+	// hostCPUs confines the measured work of bare-host guests, which take
+	// no cpuset, when reserve or noise took CPUs: their tools run under
+	// taskset. Empty when the whole host is the pool.
+	hostCPUs string
 	// details are stored with each guest's record.
 	details map[string]map[string]string
 	// summary says it in a line, for the progress log.
@@ -154,6 +158,9 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 	}
 	sortedPool := append([]int(nil), pool...)
 	sort.Ints(sortedPool)
+	if len(pool) < len(online) {
+		pl.hostCPUs = hostinfo.FormatCPUList(sortedPool)
+	}
 	noiseGuests := map[string]bool{}
 	for _, n := range plan.NoiseGuests {
 		noiseGuests[n] = true
@@ -167,6 +174,9 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 				g.CPUs = pl.noiseCPUs
 			}
 			pl.details[g.Name] = map[string]string{"pinning": "noise", "pinned_cpus": pl.noiseCPUs}
+			continue
+		case g.Kind == scenario.DefaultKind && pl.hostCPUs != "":
+			pl.details[g.Name] = map[string]string{"pinning": "taskset", "pinned_cpus": pl.hostCPUs}
 			continue
 		case g.Kind == scenario.DefaultKind || g.CPUs != "" || g.PinVCPUs != "":
 			continue

@@ -108,8 +108,9 @@ workloads: [{workload: cpu}]
 	for _, g := range p.Guests {
 		byName[g.Spec.Name] = g.Spec.CPUs
 	}
-	if pl.noiseCPUs != "0" || byName["n"] != "0" || byName["c"] != "1" || byName["host"] != "" {
-		t.Errorf("noise %q, cpusets %v: want aggressors on 0, the container on 1, the host unpinned", pl.noiseCPUs, byName)
+	if pl.noiseCPUs != "0" || byName["n"] != "0" || byName["c"] != "1" || byName["host"] != "" || pl.hostCPUs != "1" {
+		t.Errorf("noise %q, cpusets %v, host %q: want aggressors on 0, the container on 1, the host's tools under taskset on 1",
+			pl.noiseCPUs, byName, pl.hostCPUs)
 	}
 }
 
