@@ -20,7 +20,10 @@ func newCleanCommand(g *globalOptions) *cobra.Command {
 		Long: `Remove whatever killed runs left behind. Every run records each resource it creates in
 a ledger before creating it; clean undoes the ledgers of runs whose vfleet process is gone,
 newest resource first, and says what it removed. Runs still in progress are left alone
-unless --force is given.`,
+unless --force is given.
+
+Fleets ('vfleet fleet up') are removed too: the process that started one has exited once
+it is up. To remove a single fleet, use 'vfleet fleet down NAME'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireRoot("vfleet clean"); err != nil {

@@ -64,6 +64,7 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario).`,
 		newDoctorCommand(g),
 		newCleanCommand(g),
 		newServeCommand(g),
+		newFleetCommand(g),
 	)
 	return root
 }

@@ -261,17 +261,35 @@ func Clean(ctx context.Context, root string, opts CleanOptions) ([]Removed, erro
 		if !r.IsDir() {
 			continue
 		}
-		dir := filepath.Join(root, r.Name())
-		if !opts.Force && ownerAlive(dir) {
+		removed, err := CleanRun(ctx, root, r.Name(), opts)
+		if errors.Is(err, ErrOwnerAlive) {
 			continue
 		}
-		removed, err := cleanOne(ctx, dir, r.Name(), opts.Progress)
 		all = append(all, removed...)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("run %s: %w", r.Name(), err))
+			errs = append(errs, err)
 		}
 	}
 	return all, errors.Join(errs...)
+}
+
+// ErrOwnerAlive says a run's ledger belongs to a vfleet process that is
+// still running: its resources are in use.
+var ErrOwnerAlive = errors.New("the run's vfleet process is still running")
+
+// CleanRun is Clean for the one ledger of run under root (a run that has
+// none has nothing to undo). A ledger whose owner is alive is refused with
+// ErrOwnerAlive unless opts.Force is set.
+func CleanRun(ctx context.Context, root, run string, opts CleanOptions) ([]Removed, error) {
+	dir := filepath.Join(root, run)
+	if !opts.Force && ownerAlive(dir) {
+		return nil, fmt.Errorf("run %s: %w", run, ErrOwnerAlive)
+	}
+	removed, err := cleanOne(ctx, dir, run, opts.Progress)
+	if err != nil {
+		return removed, fmt.Errorf("run %s: %w", run, err)
+	}
+	return removed, nil
 }
 
 func cleanOne(ctx context.Context, dir, run string, progress func(Removed)) ([]Removed, error) {

@@ -109,11 +109,8 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Chroot:    layer.Merged,
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGKILL, // a killed vfleet takes its baseline agent along
-	}
+	cmd.SysProcAttr = g.env.ProcAttr()
+	cmd.SysProcAttr.Chroot = layer.Merged
 	if err := startIn(g.Spec().NetNS, cmd); err != nil {
 		return nil, guest.Info{}, fmt.Errorf("start agent: %w", err)
 	}

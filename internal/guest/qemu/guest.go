@@ -194,6 +194,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		"qemu_start_to_ready":   ready.String(),
 		"guest_uptime_at_ready": strconv.FormatFloat(client.Hello().KernelUptime, 'f', 2, 64) + "s",
 	})
+	// Not Info.AgentAddr, where clients may come at once: this channel
+	// serves one at a time, and the vfleet that started the VM holds it. A
+	// fleet's later commands reach the VM here once its `up` has exited.
+	details["agent_socket"] = cfg.AgentSocket
 	if g.pins != nil {
 		if err := pinThreads(threads, g.pins); err != nil {
 			return fail(err)
@@ -224,10 +228,7 @@ func (g *Guest) launch(qemu string, cfg launchConfig, extra []*os.File, undo *gu
 	cmd := exec.Command(qemu, qemuArgv(cfg)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGKILL, // a killed vfleet takes its VMs along
-	}
+	cmd.SysProcAttr = g.env.ProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}

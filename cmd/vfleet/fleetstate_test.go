@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+func TestFleetNames(t *testing.T) {
+	for _, ok := range []string{"quick", "a", "net-2"} {
+		if err := checkFleetName(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "../etc", "Quick", "-x", "a/b", ".hidden", strings.Repeat("a", 41)} {
+		if err := checkFleetName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestFleetStatePublishReadList(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fleets")
+	want := fleetState{Name: "quick", RunID: 7, RunKey: "r7-abcdef", Scenario: "quick", Source: "/s.yaml", DB: "/r.db",
+		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Guests:  []fleetGuest{{Name: "host", Group: "host", Kind: "host", AgentAddr: "/a.sock", PIDs: []int{42}}}}
+	if err := publishFleet(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readFleet(dir, "quick")
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, want)
+	}
+
+	other := want
+	other.RunID = 8
+	if err := publishFleet(dir, other); !errors.Is(err, errFleetExists) {
+		t.Fatalf("publishing over a fleet: err = %v, want errFleetExists", err)
+	}
+	if got, _ := readFleet(dir, "quick"); got.RunID != 7 {
+		t.Fatalf("the first fleet's state was replaced: %+v", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("files left in the fleets directory: %v", entries)
+	}
+
+	// A file being written (dot-prefixed) and stray files are not fleets.
+	os.WriteFile(filepath.Join(dir, ".net.123.tmp"), []byte("{"), 0o600)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o600)
+	second := want
+	second.Name = "net"
+	if err := publishFleet(dir, second); err != nil {
+		t.Fatal(err)
+	}
+	all, err := listFleets(dir)
+	if err != nil || len(all) != 2 || all[0].Name != "net" || all[1].Name != "quick" {
+		t.Fatalf("listFleets = %+v, %v; want net and quick", all, err)
+	}
+
+	if err := removeFleet(dir, "net"); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeFleet(dir, "net"); err != nil {
+		t.Fatalf("removing a removed fleet: %v", err)
+	}
+	var nf noFleetError
+	if _, err := readFleet(dir, "net"); !errors.As(err, &nf) || !reflect.DeepEqual(nf.others, []string{"quick"}) {
+		t.Fatalf("reading a removed fleet: %v; want noFleetError listing quick", err)
+	}
+}
+
+func TestFleetStateRejectsCorruptFileClearly(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(fleetPath(dir, "bad"), []byte("{not json"), 0o600)
+	_, err := readFleet(dir, "bad")
+	if err == nil || !strings.Contains(err.Error(), fleetPath(dir, "bad")) {
+		t.Fatalf("corrupt state file: %v; want an error naming the file", err)
+	}
+	if _, err := readFleet(dir, "../bad"); err == nil || errors.As(err, new(noFleetError)) {
+		t.Fatalf("a name with a path in it must be refused as a name: %v", err)
+	}
+}
+
+func TestResolveFleet(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := resolveFleet(dir, ""); !errors.As(err, new(noFleetError)) {
+		t.Fatalf("no fleets: %v", err)
+	}
+	for _, n := range []string{"a", "b"} {
+		if err := publishFleet(dir, fleetState{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := resolveFleet(dir, "")
+		if n == "a" && (err != nil || s.Name != "a") {
+			t.Fatalf("the only fleet: %+v, %v", s, err)
+		}
+		if n == "b" && (err == nil || !errors.As(err, new(usageError))) {
+			t.Fatalf("two fleets, none named: %v", err)
+		}
+	}
+	if s, err := resolveFleet(dir, "b"); err != nil || s.Name != "b" {
+		t.Fatalf("named: %+v, %v", s, err)
+	}
+}
+
+func TestFleetGoneOnceItsLedgerIs(t *testing.T) {
+	stateDir := t.TempDir()
+	s := fleetState{Name: "x", RunKey: "r1-000000"}
+	if !fleetGone(stateDir, s.RunKey) {
+		t.Fatal("a fleet without a ledger is gone")
+	}
+	if err := os.MkdirAll(filepath.Join(ledgerRoot(stateDir), s.RunKey), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if fleetGone(stateDir, s.RunKey) {
+		t.Fatal("a fleet with its ledger is not gone")
+	}
+}
+
+func TestFleetGuestsInPlanOrderWithAgents(t *testing.T) {
+	plan := &scenario.Plan{Guests: []scenario.PlannedGuest{
+		{Group: "host", Spec: guest.Spec{Name: "host"}},
+		{Group: "vm", Spec: guest.Spec{Name: "vm"}},
+		{Group: "c", Spec: guest.Spec{Name: "c-0"}},
+	}}
+	records := map[string]store.GuestRecord{
+		"host":            {Group: "host", Kind: "host", Details: map[string]string{"agent_addr": "/h.sock"}},
+		"vm":              {Group: "vm", Kind: "vm", Runtime: "q35", Details: map[string]string{"agent_socket": "/v.sock"}},
+		"c-0":             {Group: "c", Kind: "container", Runtime: "runc", Details: map[string]string{"agent_addr": "/c.sock"}},
+		scenario.PeerName: {Group: scenario.PeerName, Kind: "host"},
+	}
+	got := fleetGuests(plan, records, map[string][]int{"host": {1}, "vm": {2}, "c-0": {3}})
+	want := []fleetGuest{
+		{Name: "host", Group: "host", Kind: "host", AgentAddr: "/h.sock", PIDs: []int{1}},
+		{Name: "vm", Group: "vm", Kind: "vm", Runtime: "q35", AgentAddr: "/v.sock", PIDs: []int{2}},
+		{Name: "c-0", Group: "c", Kind: "container", Runtime: "runc", AgentAddr: "/c.sock", PIDs: []int{3}},
+		{Name: scenario.PeerName, Group: scenario.PeerName, Kind: "host"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fleetGuests =\n%+v\nwant\n%+v", got, want)
+	}
+	s := fleetState{Name: "f", Guests: got}
+	if _, err := s.guest("nope"); err == nil || !strings.Contains(err.Error(), "guests: host, vm, c-0, peer") {
+		t.Fatalf("unknown guest: %v; want the known names", err)
+	}
+}
+
+func TestStatRunning(t *testing.T) {
+	for stat, want := range map[string]bool{
+		"42 (agent) S 1 42 42 0 -1":        true,
+		"42 (a) b) R 1 42 42 0 -1":         true,
+		"42 (vfleet-agent) Z 1 42 42 0 -1": false,
+		"42 (x) X 1":                       false,
+		"garbage":                          false,
+	} {
+		if got := statRunning(stat); got != want {
+			t.Errorf("statRunning(%q) = %v, want %v", stat, got, want)
+		}
+	}
+}
+
+func TestSignalNumber(t *testing.T) {
+	if n := signalNumber("killed"); n != 9 {
+		t.Errorf("killed = %d, want 9", n)
+	}
+	if n := signalNumber("terminated"); n != 15 {
+		t.Errorf("terminated = %d, want 15", n)
+	}
+	if n := signalNumber("no such"); n != 0 {
+		t.Errorf("unknown = %d, want 0", n)
+	}
+}
