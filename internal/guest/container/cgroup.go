@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -72,7 +73,7 @@ func undoCgroupPath(cgroupsPath string) error {
 	var errs []error
 	for _, m := range mounts {
 		for p := path.Clean(cgroupsPath); p != "/" && p != "."; p = path.Dir(p) {
-			err := unix.Rmdir(filepath.Join(m, p))
+			err := rmdirCgroup(filepath.Join(m, p), p == path.Clean(cgroupsPath))
 			if err == nil || errors.Is(err, unix.ENOENT) {
 				continue
 			}
@@ -84,4 +85,21 @@ func undoCgroupPath(cgroupsPath string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cgroupBusyWait bounds how long removing a container's own cgroup waits
+// for its last task to be gone: a container killed while starting (Ctrl-C
+// during a launch) leaves the runtime's init dying in it for a moment,
+// and the cgroup refuses removal (EBUSY) until the kernel has reaped it.
+const cgroupBusyWait = 3 * time.Second
+
+func rmdirCgroup(dir string, leaf bool) error {
+	deadline := time.Now().Add(cgroupBusyWait)
+	for {
+		err := unix.Rmdir(dir)
+		if !leaf || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
