@@ -468,7 +468,7 @@ func downloaded(t *testing.T, page, mediaType string) []byte {
 	return b
 }
 
-func TestBitRatesReadInSIPrefixes(t *testing.T) {
+func TestRatesAndSizesReadWithPrefixes(t *testing.T) {
 	for _, c := range []struct {
 		v    float64
 		unit string
@@ -480,6 +480,9 @@ func TestBitRatesReadInSIPrefixes(t *testing.T) {
 		{512, "bit/s", "512.0 bit/s"},
 		{18899, "IOPS", "18899 IOPS"},
 		{math.NaN(), "bit/s", "n/a bit/s"},
+		{265713664, "B", "253.4 MiB"},
+		{339968, "B", "332.0 KiB"},
+		{512, "B", "512.0 B"},
 	} {
 		if got := formatQuantity(c.v, c.unit); got != c.want {
 			t.Errorf("formatQuantity(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)

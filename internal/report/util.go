@@ -51,6 +51,17 @@ func formatQuantity(v float64, unit string) string {
 			}
 		}
 	}
+	if unit == "B" && finite(v) {
+		// Memory and disk sizes read in binary units, as tools print them.
+		for _, p := range []struct {
+			prefix string
+			scale  float64
+		}{{"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+			if math.Abs(v) >= p.scale {
+				return formatValue(v/p.scale) + " " + p.prefix + "B"
+			}
+		}
+	}
 	return formatValue(v) + " " + unit
 }
 
