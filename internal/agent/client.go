@@ -59,11 +59,22 @@ func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 	return c, nil
 }
 
+// Polling schedule of WaitReady: a container's agent listens a few
+// milliseconds after its runtime returns, so the first readyFastPolls
+// dials are readyFastDelay apart (a refused dial costs microseconds, a late
+// one delays the whole start); a guest that takes longer, a VM booting, is
+// then dialled ever less often, up to every readyMaxDelay.
+const (
+	readyFastDelay = time.Millisecond
+	readyFastPolls = 30
+	readyMaxDelay  = 100 * time.Millisecond
+)
+
 // WaitReady dials until the agent answers or ctx ends. A guest's agent
 // socket appears some time after the guest starts, so refusals are retried.
 func WaitReady(ctx context.Context, socketPath string) (*Client, error) {
-	delay := 5 * time.Millisecond
-	for {
+	delay := readyFastDelay
+	for attempt := 1; ; attempt++ {
 		c, err := Dial(ctx, socketPath)
 		if err == nil {
 			return c, nil
@@ -71,13 +82,13 @@ func WaitReady(ctx context.Context, socketPath string) (*Client, error) {
 		if errors.Is(err, ErrVersion) {
 			return nil, err
 		}
+		if attempt >= readyFastPolls {
+			delay = min(2*delay, readyMaxDelay)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("agent not ready: %w (last error: %v)", ctx.Err(), err)
 		case <-time.After(delay):
-		}
-		if delay < 100*time.Millisecond {
-			delay *= 2
 		}
 	}
 }

@@ -64,7 +64,10 @@ func (r *run) startPhase(ctx context.Context, phase int) error {
 	if err != nil || r.plan.Spec.Fleet == nil {
 		return err
 	}
-	return r.storeLaunch(ctx, ph)
+	if err := r.storeLaunch(ctx, ph); err != nil {
+		return err
+	}
+	return r.storeDensity(ctx, ph)
 }
 
 // Launch samples: a pseudo-workload of their own, so the launch of every

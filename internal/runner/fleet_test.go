@@ -68,6 +68,9 @@ workloads:
 	if _, ok := got[key{"3", "c-1", metricReady}]; !ok {
 		t.Errorf("no per-guest ready time at size 3")
 	}
+	if _, ok := got[key{"3", "c", metricVfleetCPU}]; !ok {
+		t.Errorf("no idle-fleet CPU stored at size 3")
+	}
 	assertNoState(t, opts.StateRoot)
 }
 

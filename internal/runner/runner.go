@@ -49,6 +49,9 @@ type Options struct {
 	TeardownTimeout time.Duration
 	// Observer is told what the run does (metrics, traces); nil for none.
 	Observer Observer
+	// IdleWindow is how long a fleet idles after its launch while vfleet's
+	// own CPU use is measured; 0 for the default.
+	IdleWindow time.Duration
 }
 
 // Observer is told what a run does, for metrics and traces. Its methods are
@@ -211,6 +214,9 @@ func withDefaults(opts Options) Options {
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
+	}
+	if opts.IdleWindow <= 0 {
+		opts.IdleWindow = defaultIdleWindow
 	}
 	return opts
 }

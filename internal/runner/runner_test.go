@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
@@ -59,7 +60,7 @@ func setup(t *testing.T) (*scenario.Plan, Options) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return spec.Expand(), Options{Store: st, StateRoot: t.TempDir(), Progress: silent{}}
+	return spec.Expand(), Options{Store: st, StateRoot: t.TempDir(), Progress: silent{}, IdleWindow: 10 * time.Millisecond}
 }
 
 func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {

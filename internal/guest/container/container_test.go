@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,5 +83,25 @@ func TestCgroupMounts(t *testing.T) {
 	got, err := CgroupMounts(strings.NewReader(info))
 	if err != nil || strings.Join(got, ",") != "/sys/fs/cgroup/cpu,/sys/fs/cgroup/unified" {
 		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
+func TestReadPidFile(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]int{"4242": 4242, "4242\n": 4242, "": 0, "0": 0, "-3": 0, "pid 12": 0} {
+		p := filepath.Join(dir, "container.pid")
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readPidFile(p)
+		if want > 0 && (err != nil || got != want) {
+			t.Errorf("%q: got %d, %v; want %d", content, got, err, want)
+		}
+		if want == 0 && (err == nil || !strings.Contains(err.Error(), p)) {
+			t.Errorf("%q: got %d, %v; want an error naming the file", content, got, err)
+		}
+	}
+	if _, err := readPidFile(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing pid file: %v", err)
 	}
 }

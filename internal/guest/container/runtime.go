@@ -3,14 +3,13 @@ package container
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
-
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/ledger"
@@ -62,17 +61,17 @@ func runtimeCmd(ctx context.Context, bin string, args ...string) ([]byte, error)
 	return out.Bytes(), nil
 }
 
-// containerPid asks the runtime for the container's init pid.
-func containerPid(ctx context.Context, bin, id string) (int, error) {
-	out, err := runtimeCmd(ctx, bin, "state", id)
+// readPidFile reads the pid a runtime's `run --pid-file` wrote.
+func readPidFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("read container pid: %w", err)
 	}
-	var st specs.State
-	if err := json.Unmarshal(out, &st); err != nil {
-		return 0, fmt.Errorf("parse %s state: %w", bin, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("container pid file %s holds %q, not a process id", path, guest.Tail(b, 40))
 	}
-	return st.Pid, nil
+	return pid, nil
 }
 
 // deleteContainer kills and deletes a container; a container that does not

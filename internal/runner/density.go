@@ -1,0 +1,175 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/density"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// defaultIdleWindow is how long a freshly launched fleet is left idle
+// while vfleet's own CPU use is measured: long enough for a periodic
+// wake-up (a timer, a health check) to show, short enough to repeat per
+// fleet size.
+const defaultIdleWindow = 3 * time.Second
+
+// Density samples, per guest and per group.
+const (
+	densityWorkload = "density"
+	// metricGuestPSS is everything the guest costs the host in memory: its
+	// processes on the host (for a VM, QEMU with the guest's RAM in it).
+	metricGuestPSS = "density.guest_pss_bytes"
+	// metricAgentPSS is vfleet's own share: its agent on the host. A VM's
+	// agent lives in the guest's RAM and is counted there.
+	metricAgentPSS = "density.vfleet_pss_bytes"
+	// metricDisk is what the guest's own layer and state take on disk,
+	// beside the image every guest shares.
+	metricDisk = "density.disk_bytes"
+	// metricIdleCPU is the CPU the group's host-side processes used while
+	// the fleet idled, and metricVfleetCPU what of it was vfleet's (its
+	// agents, and the vfleet process itself, the same for every group).
+	metricIdleCPU   = "density.idle_cpu_pct"
+	metricVfleetCPU = "density.vfleet_idle_cpu_pct"
+)
+
+// storeDensity measures the idle fleet of a phase: memory and disk per
+// guest, and the CPU vfleet and the guests use while nothing runs.
+func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
+	params := workload.Params{}
+	if ph.FleetSize > 0 {
+		params[scenario.LabelFleetSize] = strconv.Itoa(ph.FleetSize)
+	}
+	noise := map[string]bool{}
+	for _, n := range r.plan.NoiseGuests {
+		noise[n] = true
+	}
+	type member struct {
+		name, group string
+		pids        []int
+		agentOnHost bool
+	}
+	var members []member
+	for _, name := range ph.Guests {
+		g := r.guests[name]
+		if g == nil || noise[name] {
+			continue
+		}
+		info := g.Info()
+		members = append(members, member{name, r.records[name].Group, info.PIDs, g.Spec().Kind != vmKind})
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	groupMember := map[string]string{} // a guest of each group, for its kind
+	for _, m := range members {
+		groupMember[m.group] = m.name
+	}
+	groupCPU := func() map[string]time.Duration {
+		out := map[string]time.Duration{}
+		for _, m := range members {
+			t, err := density.CPUTime(m.pids)
+			if err == nil {
+				out[m.group] += t
+			}
+		}
+		return out
+	}
+	before, selfBefore := groupCPU(), ownCPU()
+	began := time.Now()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(r.opts.IdleWindow):
+	}
+	after, selfAfter := groupCPU(), ownCPU()
+	window := time.Since(began)
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / window.Seconds() }
+
+	now := time.Now().UTC()
+	var samples []store.Sample
+	add := func(guestName, group, metric, unit string, v float64) {
+		rec := r.records[guestName]
+		if guestName == group {
+			rec = r.records[groupMember[group]]
+		}
+		samples = append(samples, store.Sample{RunID: r.id, Guest: guestName, Group: group, Kind: rec.Kind, Runtime: rec.Runtime,
+			WorkloadID: densityWorkload, Workload: densityWorkload, Params: params, Metric: metric, Unit: unit, Value: v,
+			Better: workload.LowerIsBetter, At: now})
+	}
+	agentPSS, disk := map[string][]float64{}, map[string][]float64{}
+	for _, m := range members {
+		if u, err := density.Memory(m.pids); err == nil {
+			add(m.name, m.group, metricGuestPSS, "B", float64(u.PSS))
+			if m.agentOnHost {
+				add(m.name, m.group, metricAgentPSS, "B", float64(u.PSS))
+				agentPSS[m.group] = append(agentPSS[m.group], float64(u.PSS))
+			}
+		}
+		if b, err := density.DiskUsage(filepath.Join(r.env.StateDir, m.name)); err == nil {
+			add(m.name, m.group, metricDisk, "B", float64(b))
+			disk[m.group] = append(disk[m.group], float64(b))
+		}
+	}
+	groups := make([]string, 0, len(after))
+	for g := range after {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	selfPct := pct(selfAfter - selfBefore)
+	for _, g := range groups {
+		used := pct(after[g] - before[g])
+		add(g, g, metricIdleCPU, "%", used)
+		vfleet := selfPct
+		if len(agentPSS[g]) > 0 {
+			vfleet += used
+		}
+		add(g, g, metricVfleetCPU, "%", vfleet)
+		r.opts.Progress.Logf("%sidle %s: vfleet %.2f%% of a core (this process %.2f%%), guests' host processes %.2f%%; %s PSS of vfleet per guest, %s disk per guest",
+			r.label, g, vfleet, selfPct, used, formatBytes(mean(agentPSS[g])), formatBytes(mean(disk[g])))
+	}
+	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
+		return fmt.Errorf("store density: %w", err)
+	}
+	r.opts.Observer.SamplesStored(r.id, samples)
+	return nil
+}
+
+// ownCPU is this process's CPU time alone: its children (a baseline's
+// agent, a VM's QEMU) are counted with their guests.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+func formatBytes(b float64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", b/(1<<10))
+	default:
+		return fmt.Sprintf("%.0f B", b)
+	}
+}
