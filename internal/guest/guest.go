@@ -97,7 +97,9 @@ type TapConfig struct {
 }
 
 // VMFieldsSet names the VM-only fields a spec sets, for kinds that must
-// refuse them.
+// refuse them. RTPriority is not among them: each kind that takes it
+// gives it its own meaning (a VM's vCPU threads, a container's right to
+// real-time scheduling).
 func (s Spec) VMFieldsSet() []string {
 	var set []string
 	if s.Tap != nil {
@@ -114,9 +116,6 @@ func (s Spec) VMFieldsSet() []string {
 	}
 	if s.PinVCPUs != "" {
 		set = append(set, "pin_vcpus")
-	}
-	if s.RTPriority != 0 {
-		set = append(set, "rt_priority")
 	}
 	return set
 }

@@ -138,3 +138,34 @@ func TestFleetErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestContainersRunningTimerLatencyGetRealTime(t *testing.T) {
+	src := `name: rt
+guests:
+  - kind: host
+  - {name: c, kind: container}
+  - {name: d, kind: container, rt_priority: 10}
+workloads:
+  - {workload: timer-latency, params: {priority: 80}}
+`
+	spec, err := Parse("t.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, g := range spec.Guests {
+		got[g.Name] = g.RTPriority
+	}
+	if want := map[string]int{"host": 0, "c": 80, "d": 10}; !reflect.DeepEqual(got, want) {
+		t.Errorf("rt priorities = %v, want %v (a group's own setting kept)", got, want)
+	}
+	plain, err := Parse("t.yaml", []byte(minimal), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range plain.Guests {
+		if g.RTPriority != 0 {
+			t.Errorf("%s granted real time without a workload that needs it", g.Name)
+		}
+	}
+}

@@ -298,6 +298,30 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	}
 	p.baseline(n, baselineNode, s)
 	p.checkFleet(n, s)
+	grantRealTime(s)
+}
+
+// containerKind is the kind whose guests are granted real-time
+// scheduling when a workload needs it.
+const containerKind = "container"
+
+// grantRealTime gives container groups the real-time priority a workload
+// of the scenario needs (cyclictest's SCHED_FIFO threads), unless the
+// group names its own: a container is otherwise not allowed real-time
+// scheduling, and the measurement would fail in it alone.
+func grantRealTime(s *Spec) {
+	need := 0
+	for _, e := range s.Workloads {
+		w, err := workload.Lookup(e.Workload)
+		if rt, ok := w.(workload.RealTimer); err == nil && ok {
+			need = max(need, rt.RTPriority(e.Params))
+		}
+	}
+	for i := range s.Guests {
+		if g := &s.Guests[i]; g.Kind == containerKind && g.RTPriority == 0 {
+			g.RTPriority = need
+		}
+	}
 }
 
 // vmKind is the kind whose guests attach to a path through a tap, which

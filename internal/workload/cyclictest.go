@@ -54,6 +54,14 @@ const (
 	cyclictestMaxCPU      = 1023 // CPU_SETSIZE - 1, the largest CPU the affinity calls take
 )
 
+// RTPriority is the SCHED_FIFO priority of the measuring threads, and at
+// least 1: cyclictest checks that it may use SCHED_FIFO even when told to
+// run at priority 0.
+func (timerLatency) RTPriority(p Params) int {
+	prio, _ := strconv.Atoi(p["priority"])
+	return max(prio, 1)
+}
+
 func (w timerLatency) Validate(p Params) error {
 	if err := checkKeys(w, p); err != nil {
 		return err

@@ -74,6 +74,13 @@ type Workload interface {
 	Parse(stdout, stderr []byte) ([]Sample, error)
 }
 
+// RealTimer is a workload that needs real-time scheduling in its guest;
+// a container running it is granted real-time priorities up to
+// RTPriority (0: it needs none with these parameters).
+type RealTimer interface {
+	RTPriority(p Params) int
+}
+
 // ErrUnknown is returned by Lookup for a name that is not registered.
 var ErrUnknown = errors.New("unknown workload")
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/agent"
@@ -34,6 +35,9 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	}
 	if vm := spec.VMFieldsSet(); len(vm) > 0 {
 		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
+	}
+	if spec.RTPriority < 0 || spec.RTPriority > 99 {
+		return nil, fmt.Errorf("guest %s: rt_priority %d is not allowed: want 1 to 99", spec.Name, spec.RTPriority)
 	}
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, runtime: rt,
@@ -88,7 +92,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		Hostname: g.Spec().Name, RootPath: layer.Merged,
 		Args:        []string{g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir},
 		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes, CPULimit: g.Spec().CPULimit,
-		NetNS: g.Spec().NetNS,
+		NetNS: g.Spec().NetNS, RTPriority: g.Spec().RTPriority, RTRuntimeUS: g.rtRuntime(),
 		Binds: []Bind{{Source: sockDir, Destination: guest.AgentSocketDir}},
 	})
 	b, err := json.MarshalIndent(config, "", "  ")
@@ -104,6 +108,11 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 	undo.PushRelease(led, cgEntry)
+	if g.rtRuntime() > 0 {
+		if err := grantRTBudget(cpuV1Dir, cgroupsPath); err != nil {
+			return fail(err)
+		}
+	}
 	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin})
 	if err != nil {
 		return fail(err)
@@ -130,7 +139,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	return client, guest.Info{
 		Kind: KindName, Runtime: g.runtime, PIDs: []int{pid},
 		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir, AgentAddr: agentAddr,
-		Details: map[string]string{"container_id": g.id, "runtime_path": bin},
+		Details: g.details(bin),
 	}, nil
 }
 
@@ -152,4 +161,25 @@ func (g *Guest) runDetached(ctx context.Context, bin, bundleDir, logPath, pidPat
 		return fmt.Errorf("%s run: %w: %s", g.runtime, err, guest.Tail(log, 500))
 	}
 	return nil
+}
+
+// rtRuntime is the container's real-time budget under cgroup v1
+// real-time group scheduling; 0 when it needs none or the kernel keeps
+// none per cgroup.
+func (g *Guest) rtRuntime() int64 {
+	if g.Spec().RTPriority == 0 || !rtGroupScheduling(cpuV1Dir) {
+		return 0
+	}
+	return containerRTRuntimeUS
+}
+
+func (g *Guest) details(bin string) map[string]string {
+	d := map[string]string{"container_id": g.id, "runtime_path": bin}
+	if prio := g.Spec().RTPriority; prio > 0 {
+		d["rt_priority"] = strconv.Itoa(prio)
+		if rt := g.rtRuntime(); rt > 0 {
+			d["rt_runtime_us"] = strconv.FormatInt(rt, 10)
+		}
+	}
+	return d
 }

@@ -24,6 +24,17 @@ type BundleOptions struct {
 	MemoryBytes int64   // 0 for no limit
 	CPULimit    float64 // CPUs' worth of CPU time per period, 0 for no cap
 	NetNS       string  // network namespace to join, empty for a new one
+	// RTPriority, above 0, lets the container's processes use real-time
+	// scheduling and lock memory (CAP_SYS_NICE, CAP_IPC_LOCK), as a
+	// timer-latency measurement needs. The capability allows every
+	// priority: an RLIMIT_RTPRIO above the host's cannot be set from inside
+	// the container (raising a hard limit needs CAP_SYS_RESOURCE there).
+	RTPriority int
+	// RTRuntimeUS is the container's real-time budget per second under
+	// cgroup v1 real-time group scheduling, 0 where the kernel has none
+	// (cgroup v2 or no CONFIG_RT_GROUP_SCHED): without a budget such a
+	// cgroup's tasks cannot be made real-time at all.
+	RTRuntimeUS int64
 	// Binds are extra bind mounts: host path -> container path.
 	Binds []Bind
 }
@@ -101,6 +112,19 @@ func Bundle(o BundleOptions) *specs.Spec {
 	if o.MemoryBytes > 0 {
 		limit := o.MemoryBytes
 		s.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &limit}
+	}
+	if o.RTPriority > 0 {
+		// Locked memory too: a real-time measurement locks its pages so a
+		// page fault cannot pass for scheduling latency.
+		caps := append(append([]string(nil), defaultCaps...), "CAP_SYS_NICE", "CAP_IPC_LOCK")
+		s.Process.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
+	}
+	if o.RTPriority > 0 && o.RTRuntimeUS > 0 {
+		if s.Linux.Resources.CPU == nil {
+			s.Linux.Resources.CPU = &specs.LinuxCPU{}
+		}
+		period, runtime := uint64(rtPeriodUS), o.RTRuntimeUS
+		s.Linux.Resources.CPU.RealtimePeriod, s.Linux.Resources.CPU.RealtimeRuntime = &period, &runtime
 	}
 	return s
 }

@@ -56,6 +56,9 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.CPUs != "" || spec.MemoryBytes != 0 || spec.CPULimit != 0 {
 		return nil, fmt.Errorf("guest %s: the host baseline runs without limits; cpus, cpu_limit and memory are not allowed", spec.Name)
 	}
+	if spec.RTPriority != 0 {
+		return nil, fmt.Errorf("guest %s: the host baseline runs as root and may use real-time scheduling already; rt_priority is not allowed", spec.Name)
+	}
 	if vm := spec.VMFieldsSet(); len(vm) > 0 {
 		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
 	}

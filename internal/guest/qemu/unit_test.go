@@ -272,7 +272,7 @@ func TestOtherKindsRefuseVMFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Disk: "copy"}, {Name: "g", PinVCPUs: "0"}, {Name: "g", RTPriority: 1},
+		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Disk: "copy"}, {Name: "g", PinVCPUs: "0"},
 			{Name: "g", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, MAC: tapMAC}}} {
 			if _, err := k.New(spec, guest.Env{}); err == nil {
 				t.Errorf("kind %s accepted %+v", name, spec)
