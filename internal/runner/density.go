@@ -30,9 +30,13 @@ const (
 	// metricAgentPSS is vfleet's own share: its agent on the host. A VM's
 	// agent lives in the guest's RAM and is counted there.
 	metricAgentPSS = "density.vfleet_pss_bytes"
+	// metricGuestRSS is the same processes' resident memory, shared pages
+	// counted in full: what the guest would cost alone.
+	metricGuestRSS = "density.guest_rss_bytes"
 	// metricDisk is what the guest's own layer and state take on disk,
-	// beside the image every guest shares.
+	// beside the image every guest shares (metricBase, once per group).
 	metricDisk = "density.disk_bytes"
+	metricBase = "density.shared_image_bytes"
 	// metricIdleCPU is the CPU the group's host-side processes used while
 	// the fleet idled, and metricVfleetCPU what of it was vfleet's (its
 	// agents, and the vfleet process itself, the same for every group).
@@ -108,6 +112,7 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 	for _, m := range members {
 		if u, err := density.Memory(m.pids); err == nil {
 			add(m.name, m.group, metricGuestPSS, "B", float64(u.PSS))
+			add(m.name, m.group, metricGuestRSS, "B", float64(u.RSS))
 			if m.agentOnHost {
 				add(m.name, m.group, metricAgentPSS, "B", float64(u.PSS))
 				agentPSS[m.group] = append(agentPSS[m.group], float64(u.PSS))
@@ -124,7 +129,11 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 	}
 	sort.Strings(groups)
 	selfPct := pct(selfAfter - selfBefore)
+	base, baseErr := r.sharedImageBytes()
 	for _, g := range groups {
+		if baseErr == nil {
+			add(g, g, metricBase, "B", float64(base))
+		}
 		used := pct(after[g] - before[g])
 		add(g, g, metricIdleCPU, "%", used)
 		vfleet := selfPct
@@ -140,6 +149,13 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 	}
 	r.opts.Observer.SamplesStored(r.id, samples)
 	return nil
+}
+
+// sharedImageBytes is the size of the image every guest's layer sits on,
+// measured once per run: it is the same for every fleet size.
+func (r *run) sharedImageBytes() (int64, error) {
+	r.imageOnce.Do(func() { r.imageBytes, r.imageErr = density.DiskUsage(r.opts.RootFS) })
+	return r.imageBytes, r.imageErr
 }
 
 // ownCPU is this process's CPU time alone: its children (a baseline's

@@ -357,6 +357,10 @@ type run struct {
 	// launched holds, for the guests of the latest start, how long after
 	// it began each one was ready.
 	launched map[string]time.Duration
+	// The image's size on disk, for the density of every fleet size.
+	imageOnce  sync.Once
+	imageBytes int64
+	imageErr   error
 	// headlines holds each group's measured values of each workload's
 	// headline metric, for adaptive repetitions.
 	headlines map[headlineKey][]float64
