@@ -137,7 +137,7 @@ func CPUTime(pids []int) (time.Duration, error) {
 		if err != nil {
 			return 0, fmt.Errorf("cpu time of process %d: %w", pid, err)
 		}
-		t, err := parseStatTicks(b)
+		t, err := StatTicks(b)
 		if err != nil {
 			return 0, fmt.Errorf("cpu time of process %d: %w", pid, err)
 		}
@@ -213,9 +213,9 @@ func parseSmapsRollup(b []byte) (rss, pss int64, err error) {
 	return rss, pss, nil
 }
 
-// parseStatTicks returns utime+stime+cutime+cstime of /proc/PID/stat, in
-// clock ticks.
-func parseStatTicks(b []byte) (uint64, error) {
+// StatTicks returns utime+stime+cutime+cstime of a /proc/PID/stat text,
+// in clock ticks.
+func StatTicks(b []byte) (uint64, error) {
 	// The command name (field 2) is in parentheses and may hold spaces and
 	// parentheses itself; the fields after the last ')' are fixed.
 	i := bytes.LastIndexByte(b, ')')

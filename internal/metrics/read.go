@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/vfleet/vfleet/internal/density"
 )
 
 // userHZ is the unit of the CPU times in /proc/PID/stat. The kernel fixes it
@@ -269,25 +271,9 @@ func ParseBytes(b []byte) (float64, error) {
 // the children matters for the host baseline, whose agent runs each tool as
 // a child: without them the tools' work would not show.
 func ParseProcStat(b []byte) (float64, error) {
-	// The command name (field 2) is in parentheses and may contain spaces
-	// and parentheses itself; the fields after the last ')' are fixed.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("stat %q: no command name: %w", short(b), ErrFormat)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime..cstime are fields 14..17.
-	if len(f) < 15 {
-		return 0, fmt.Errorf("stat has %d fields after the command name, want at least 15: %w", len(f), ErrFormat)
-	}
-	var ticks uint64
-	for _, s := range f[11:15] {
-		// cutime and cstime are signed in the kernel's format.
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("stat cpu time %q: %w", s, ErrFormat)
-		}
-		ticks += uint64(n)
+	ticks, err := density.StatTicks(b)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
 	return float64(ticks) / userHZ, nil
 }

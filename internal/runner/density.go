@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -47,14 +46,7 @@ const (
 // storeDensity measures the idle fleet of a phase: memory and disk per
 // guest, and the CPU vfleet and the guests use while nothing runs.
 func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
-	params := workload.Params{}
-	if ph.FleetSize > 0 {
-		params[scenario.LabelFleetSize] = strconv.Itoa(ph.FleetSize)
-	}
-	noise := map[string]bool{}
-	for _, n := range r.plan.NoiseGuests {
-		noise[n] = true
-	}
+	params, noise := phaseParams(ph), r.noiseGuests()
 	type member struct {
 		name, group string
 		pids        []int

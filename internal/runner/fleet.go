@@ -82,14 +82,7 @@ const (
 // storeLaunch records each started guest's time to agent-ready and, per
 // group, when its last guest was ready and the launch rate.
 func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
-	params := workload.Params{}
-	if ph.FleetSize > 0 {
-		params[scenario.LabelFleetSize] = strconv.Itoa(ph.FleetSize)
-	}
-	noise := map[string]bool{}
-	for _, n := range r.plan.NoiseGuests {
-		noise[n] = true
-	}
+	params, noise := phaseParams(ph), r.noiseGuests()
 	now := time.Now().UTC()
 	sample := func(name, group, kind, runtime, metric, unit string, v float64, better workload.Better) store.Sample {
 		return store.Sample{RunID: r.id, Guest: name, Group: group, Kind: kind, Runtime: runtime, WorkloadID: launchWorkload,
@@ -130,34 +123,34 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 	return nil
 }
 
+// phaseParams are the parameters of what a phase stores about its fleet
+// (launch, density): its size, when the run sweeps sizes.
+func phaseParams(ph scenario.Phase) workload.Params {
+	params := workload.Params{}
+	if ph.FleetSize > 0 {
+		params[scenario.LabelFleetSize] = strconv.Itoa(ph.FleetSize)
+	}
+	return params
+}
+
+// noiseGuests is the set of guests that run aggressors, which are not
+// part of the fleet being measured.
+func (r *run) noiseGuests() map[string]bool {
+	noise := map[string]bool{}
+	for _, n := range r.plan.NoiseGuests {
+		noise[n] = true
+	}
+	return noise
+}
+
 // endPhase stops the guests that belong to this fleet size alone, so the
 // next size is launched afresh; the last phase's guests are left to the
 // run's teardown.
-func (r *run) endPhase(ctx context.Context, phase int) {
+func (r *run) endPhase(ctx context.Context, phase int) error {
 	if phase == len(r.plan.Phases)-1 {
-		return
+		return nil
 	}
-	scaled := r.plan.Phases[phase].Scaled
-	if len(scaled) == 0 {
-		return
-	}
-	r.opts.Progress.Phase(r.label+"stop guests", len(scaled))
-	var wg sync.WaitGroup
-	for _, name := range scaled {
-		g := r.guests[name]
-		if g == nil {
-			continue
-		}
-		delete(r.guests, name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := g.Stop(ctx)
-			r.opts.Observer.GuestStopped(guestEvent(r.id, r.records[name].Group, g.Spec(), g), err)
-			r.opts.Progress.Item(name, err)
-		}()
-	}
-	wg.Wait()
+	return r.stopGuests(ctx, r.plan.Phases[phase].Scaled)
 }
 
 // Timing of a synchronized start: the moment is set far enough ahead for

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -11,8 +12,16 @@ import (
 	"github.com/vfleet/vfleet/internal/store"
 )
 
-func fleetPlan(t *testing.T, src string, opts Options) *scenario.Plan {
+// fleetPlan plans one cpu step in count fake guests of group c (count 0:
+// set by the sweep) under the given fleet section.
+func fleetPlan(t *testing.T, fleet string, count int) *scenario.Plan {
 	t.Helper()
+	countField := ""
+	if count > 0 {
+		countField = fmt.Sprintf(", count: %d", count)
+	}
+	src := fmt.Sprintf("name: t\nrepetitions: 1\nwarmup: 0\nduration: 1s\nbaseline: c\nfleet: %s\n"+
+		"guests:\n  - {name: c, kind: fake%s}\nworkloads:\n  - workload: cpu\n", fleet, countField)
 	spec, err := scenario.Parse("t.yaml", []byte(src), scenario.Options{KnownKinds: []string{"fake", "host"}})
 	if err != nil {
 		t.Fatal(err)
@@ -22,17 +31,7 @@ func fleetPlan(t *testing.T, src string, opts Options) *scenario.Plan {
 
 func TestScaleSweepLaunchesEachSizeAfreshAndSumsTheFleet(t *testing.T) {
 	_, opts := setup(t)
-	plan := fleetPlan(t, `name: sweep
-repetitions: 1
-warmup: 0
-duration: 1s
-baseline: c
-fleet: {scale: [1, 3]}
-guests:
-  - {name: c, kind: fake}
-workloads:
-  - workload: cpu
-`, opts)
+	plan := fleetPlan(t, `{scale: [1, 3]}`, 0)
 	id, err := Run(context.Background(), plan, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -78,17 +77,7 @@ workloads:
 // one host moment: the offsets are measured and applied per guest.
 func TestTogetherStartsAtOneMomentWhateverTheGuestClocks(t *testing.T) {
 	_, opts := setup(t)
-	plan := fleetPlan(t, `name: sync
-repetitions: 1
-warmup: 0
-duration: 1s
-baseline: c
-fleet: {concurrency: together}
-guests:
-  - {name: c, kind: fake, count: 3}
-workloads:
-  - workload: cpu
-`, opts)
+	plan := fleetPlan(t, `{concurrency: together}`, 3)
 	fake.SetClockSkew("c-0", 5*time.Second)
 	fake.SetClockSkew("c-2", -3*time.Second)
 	before := time.Now()
@@ -118,17 +107,7 @@ workloads:
 
 func TestAllOrNothingEndsTheRunOnOneFailedStart(t *testing.T) {
 	_, opts := setup(t)
-	plan := fleetPlan(t, `name: strict
-repetitions: 1
-warmup: 0
-duration: 1s
-baseline: c
-fleet: {all_or_nothing: true}
-guests:
-  - {name: c, kind: fake, count: 4}
-workloads:
-  - workload: cpu
-`, opts)
+	plan := fleetPlan(t, `{all_or_nothing: true}`, 4)
 	fake.FailBoot("c-2")
 	id, err := Run(context.Background(), plan, opts)
 	if !errors.Is(err, errAllOrNothing) {
@@ -158,17 +137,7 @@ workloads:
 
 func TestFleetGoesOnWithTheGuestsThatStarted(t *testing.T) {
 	_, opts := setup(t)
-	plan := fleetPlan(t, `name: lenient
-repetitions: 1
-warmup: 0
-duration: 1s
-baseline: c
-fleet: {concurrency: together}
-guests:
-  - {name: c, kind: fake, count: 4}
-workloads:
-  - workload: cpu
-`, opts)
+	plan := fleetPlan(t, `{concurrency: together}`, 4)
 	fake.FailBoot("c-2")
 	id, err := Run(context.Background(), plan, opts)
 	if err != nil {

@@ -298,7 +298,9 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 			return ids, errors.Join(append(errs, serr)...)
 		}
 		for _, r := range inPhase {
-			r.endPhase(ctx, phase)
+			if eerr := r.endPhase(ctx, phase); eerr != nil {
+				errs = append(errs, eerr)
+			}
 		}
 	}
 	markAll(active, store.StatusComplete)
@@ -723,20 +725,20 @@ func (r *run) failure(ctx context.Context, guestName, group, workloadID string, 
 	return err
 }
 
-func (r *run) teardown(ctx context.Context) (err error) {
-	if r.led == nil {
-		return nil
-	}
-	observed := r.opts.Observer.TeardownStarted(r.id)
-	defer func() { observed(err) }()
-	led, dirEntry := r.led, r.dirEntry
+// stopGuests stops the named running guests in parallel and forgets them.
+func (r *run) stopGuests(ctx context.Context, names []string) error {
 	var errs []error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	if len(r.guests) > 0 {
-		r.opts.Progress.Phase(r.label+"stop guests", len(r.guests))
+	if len(names) > 0 {
+		r.opts.Progress.Phase(r.label+"stop guests", len(names))
 	}
-	for name, g := range r.guests {
+	for _, name := range names {
+		g := r.guests[name]
+		if g == nil {
+			continue
+		}
+		delete(r.guests, name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -751,6 +753,24 @@ func (r *run) teardown(ctx context.Context) (err error) {
 		}()
 	}
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (r *run) teardown(ctx context.Context) (err error) {
+	if r.led == nil {
+		return nil
+	}
+	observed := r.opts.Observer.TeardownStarted(r.id)
+	defer func() { observed(err) }()
+	led, dirEntry := r.led, r.dirEntry
+	names := make([]string, 0, len(r.guests))
+	for name := range r.guests {
+		names = append(names, name)
+	}
+	var errs []error
+	if err := r.stopGuests(ctx, names); err != nil {
+		errs = append(errs, err)
+	}
 	if r.net != nil {
 		// The peer's record gets the final counters of the data paths.
 		if r.records != nil {
