@@ -108,11 +108,6 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 	undo.PushRelease(led, cgEntry)
-	if g.rtRuntime() > 0 {
-		if err := grantRTBudget(cpuV1Dir, cgroupsPath); err != nil {
-			return fail(err)
-		}
-	}
 	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin})
 	if err != nil {
 		return fail(err)
@@ -120,7 +115,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	undo.PushRelease(led, ctrEntry)
 
 	logPath, pidPath := filepath.Join(g.dir, "container.log"), filepath.Join(g.dir, "container.pid")
-	if err := g.runDetached(ctx, bin, bundleDir, logPath, pidPath); err != nil {
+	if err := g.runWithBudget(ctx, cgroupsPath, func() error { return g.runDetached(ctx, bin, bundleDir, logPath, pidPath) }); err != nil {
 		return fail(err)
 	}
 	pid, err := readPidFile(pidPath)

@@ -1,12 +1,14 @@
 package container
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Real-time budgets under cgroup v1 group scheduling. A cgroup's
@@ -15,18 +17,14 @@ import (
 // be handed down from the root through /vfleet and the run's cgroup.
 const (
 	rtPeriodUS = 1_000_000
-	// containerRTRuntimeUS is one container's share: a timer-latency
-	// thread waking every millisecond runs for a few microseconds each
-	// time, well inside 10 ms a second, and 10 ms bounds what a runaway
-	// real-time task can take from the host.
-	containerRTRuntimeUS = 10_000
+	// containerRTRuntimeUS is one container's share, a tenth of a CPU: a
+	// timer-latency thread waking every millisecond runs for a few
+	// microseconds each time on bare metal, but for 10 to 20 on a nested
+	// VM, and a budget it exhausts would throttle it for the rest of the
+	// second: what cyclictest would then measure is the budget, not the
+	// isolation.
+	containerRTRuntimeUS = 100_000
 )
-
-// parentRTRuntimeUS is what /vfleet and a run's cgroup below it ask of
-// their parents: /vfleet half the kernel's default root budget (950 ms),
-// each run half of that, so two runs with real-time containers can
-// coexist and each holds 25 of them.
-var parentRTRuntimeUS = []int64{500_000, 250_000}
 
 // cpuV1Dir is the cgroup v1 cpu hierarchy's mount point.
 const cpuV1Dir = "/sys/fs/cgroup/cpu"
@@ -40,29 +38,75 @@ func rtGroupScheduling(cpuDir string) bool {
 	return err == nil
 }
 
-// grantRTBudget creates the container's parent cgroups (under /vfleet) in
-// the cpu hierarchy and gives each a real-time budget, so the runtime can
-// give the container its own. The cgroups are the container's recorded
-// cgroup path's parents, removed with it.
-func grantRTBudget(cpuDir, cgroupsPath string) error {
+// rtBudgetMu serialises a real-time container's budget with its start:
+// the parents are sized for the containers that exist plus the one
+// starting, and the runtime takes that room when it creates the cgroup.
+var rtBudgetMu sync.Mutex
+
+// runWithBudget runs start (the runtime creating the container) with a
+// real-time budget made for it in the parent cgroups, when it needs one.
+func (g *Guest) runWithBudget(ctx context.Context, cgroupsPath string, start func() error) error {
+	if g.rtRuntime() == 0 {
+		return start()
+	}
+	rtBudgetMu.Lock()
+	defer rtBudgetMu.Unlock()
+	if err := grantRTBudget(cpuV1Dir, cgroupsPath, containerRTRuntimeUS); err != nil {
+		return err
+	}
+	return start()
+}
+
+// grantRTBudget makes room for a container's real-time budget in each of
+// its parent cgroups under cpuDir (/vfleet, then the run's), creating
+// them: a parent's budget must cover the sum of its children's, so each is
+// raised to what its children hold plus the new container's. The cgroups
+// are the container's recorded cgroup path's parents, removed with it.
+func grantRTBudget(cpuDir, cgroupsPath string, need int64) error {
 	dir := cpuDir
-	parts := strings.Split(strings.Trim(filepath.Dir(cgroupsPath), "/"), "/")
-	for i, part := range parts {
+	for _, part := range strings.Split(strings.Trim(filepath.Dir(cgroupsPath), "/"), "/") {
 		dir = filepath.Join(dir, part)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("real-time budget: %w", err)
 		}
-		want := parentRTRuntimeUS[min(i, len(parentRTRuntimeUS)-1)]
+	}
+	// Top down: a parent must have grown before its child may.
+	dir = cpuDir
+	for _, part := range strings.Split(strings.Trim(filepath.Dir(cgroupsPath), "/"), "/") {
+		dir = filepath.Join(dir, part)
+		held, err := childrenRTRuntime(dir)
+		if err != nil {
+			return fmt.Errorf("real-time budget: %w", err)
+		}
+		want := held + need
 		file := filepath.Join(dir, "cpu.rt_runtime_us")
 		if current, err := readInt64(file); err == nil && current >= want {
 			continue
 		}
 		if err := os.WriteFile(file, []byte(strconv.FormatInt(want, 10)), 0o644); err != nil {
-			return fmt.Errorf("real-time budget: give %s %d µs/s: %w (the budget of its parent is taken: by other runs' "+
-				"real-time containers, or by cgroups beside it; see their cpu.rt_runtime_us)", dir, want, err)
+			return fmt.Errorf("real-time budget: give %s %d µs/s: %w (the real-time budget of the host, 950 ms/s by default, "+
+				"is taken: %d µs/s per real-time container; see the cpu.rt_runtime_us of the cgroups beside it)", dir, want, err, need)
 		}
 	}
 	return nil
+}
+
+// childrenRTRuntime sums the real-time budgets of dir's child cgroups.
+func childrenRTRuntime(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if v, err := readInt64(filepath.Join(dir, e.Name(), "cpu.rt_runtime_us")); err == nil {
+			sum += v
+		}
+	}
+	return sum, nil
 }
 
 func readInt64(path string) (int64, error) {

@@ -73,3 +73,36 @@ func TestRealTimeSchedulingInAContainer(t *testing.T) {
 		}
 	}
 }
+
+// Each parent is raised to what its children hold plus the new
+// container's budget, top down.
+func TestGrantRTBudgetMakesRoomInEveryParent(t *testing.T) {
+	cpu := t.TempDir()
+	write := func(rel string, v string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(cpu, rel), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cpu, rel, "cpu.rt_runtime_us"), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("vfleet", "100000")
+	write("vfleet/r1", "100000")
+	write("vfleet/r1/c", "100000")
+	if err := grantRTBudget(cpu, "/vfleet/r2/c", 100000); err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]int64{"vfleet": 200000, "vfleet/r2": 100000, "vfleet/r1": 100000} {
+		if got, err := readInt64(filepath.Join(cpu, rel, "cpu.rt_runtime_us")); err != nil || got != want {
+			t.Errorf("%s: %d, %v; want %d", rel, got, err, want)
+		}
+	}
+	// A second container in r1 makes r1 hold two budgets.
+	if err := grantRTBudget(cpu, "/vfleet/r1/d", 100000); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readInt64(filepath.Join(cpu, "vfleet", "r1", "cpu.rt_runtime_us")); got != 200000 {
+		t.Errorf("r1 = %d, want room for its existing container and the new one", got)
+	}
+}
