@@ -56,20 +56,6 @@ func TestParseSmapsRollup(t *testing.T) {
 	}
 }
 
-func TestParseStatTicks(t *testing.T) {
-	for name, want := range map[string]uint64{"stat-odd-name": 0, "stat-busy-parent": 23 + 0 + 13 + 1} {
-		got, err := StatTicks(readTestdata(t, name))
-		if err != nil || got != want {
-			t.Errorf("%s: %d ticks, %v; want %d", name, got, err, want)
-		}
-	}
-	for _, bad := range []string{"1 sleep S 1 2 3", "1 (sleep) S 1 2 3", "1 (a) S 1 1 1 0 -1 0 0 0 0 0 x 0 0 0 20"} {
-		if _, err := StatTicks([]byte(bad)); !errors.Is(err, ErrFormat) {
-			t.Errorf("%q: err %v, want ErrFormat", bad, err)
-		}
-	}
-}
-
 func TestParseChildren(t *testing.T) {
 	got, err := parseChildren(readTestdata(t, "task-children"))
 	if err != nil || !slices.Equal(got, []int{18523, 18524, 18526}) {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // userHZ is the unit of the CPU times in /proc/PID/stat: the kernel fixes
@@ -137,11 +139,11 @@ func CPUTime(pids []int) (time.Duration, error) {
 		if err != nil {
 			return 0, fmt.Errorf("cpu time of process %d: %w", pid, err)
 		}
-		t, err := StatTicks(b)
+		st, err := procfs.ParseStat(b)
 		if err != nil {
 			return 0, fmt.Errorf("cpu time of process %d: %w", pid, err)
 		}
-		ticks += t
+		ticks += st.CPUTicks()
 		counted++
 	}
 	if counted == 0 && len(pids) > 0 {
@@ -211,30 +213,4 @@ func parseSmapsRollup(b []byte) (rss, pss int64, err error) {
 		return 0, 0, fmt.Errorf("smaps_rollup without Rss and Pss lines: %w", ErrFormat)
 	}
 	return rss, pss, nil
-}
-
-// StatTicks returns utime+stime+cutime+cstime of a /proc/PID/stat text,
-// in clock ticks.
-func StatTicks(b []byte) (uint64, error) {
-	// The command name (field 2) is in parentheses and may hold spaces and
-	// parentheses itself; the fields after the last ')' are fixed.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("stat without a command name: %w", ErrFormat)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state), so utime..cstime (fields 14..17) are f[11:15].
-	if len(f) < 15 {
-		return 0, fmt.Errorf("stat has %d fields after the command name, want at least 15: %w", len(f), ErrFormat)
-	}
-	var ticks uint64
-	for _, s := range f[11:15] {
-		// cutime and cstime are signed in the kernel's format.
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("stat cpu time %q: %w", s, ErrFormat)
-		}
-		ticks += uint64(n)
-	}
-	return ticks, nil
 }

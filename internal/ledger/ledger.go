@@ -20,10 +20,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 const (
@@ -48,9 +48,8 @@ type line struct {
 }
 
 type owner struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"start_time"` // field 22 of /proc/PID/stat, so a reused pid is not mistaken for the owner
-	Created   string `json:"created"`
+	procfs.Process        // its start time keeps a reused pid from passing for the owner
+	Created        string `json:"created"`
 }
 
 // Ledger is the open journal of one run. It is safe for concurrent use.
@@ -69,11 +68,11 @@ func Create(root, runID string) (*Ledger, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create ledger: %w", err)
 	}
-	st, err := processStartTime(os.Getpid())
+	self, err := procfs.Self()
 	if err != nil {
 		return nil, fmt.Errorf("create ledger: %w", err)
 	}
-	ob, _ := json.Marshal(owner{PID: os.Getpid(), StartTime: st, Created: time.Now().UTC().Format(time.RFC3339)})
+	ob, _ := json.Marshal(owner{Process: self, Created: time.Now().UTC().Format(time.RFC3339)})
 	if err := writeFileSync(filepath.Join(dir, ownerName), ob); err != nil {
 		return nil, fmt.Errorf("create ledger: %w", err)
 	}
@@ -342,35 +341,7 @@ func ownerAlive(dir string) bool {
 	if json.Unmarshal(b, &o) != nil {
 		return false
 	}
-	st, err := processStartTime(o.PID)
-	return err == nil && st == o.StartTime
-}
-
-// processStartTime reads the start time of a process in clock ticks since
-// boot, which together with the pid identifies it uniquely.
-func processStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return ParseStatStartTime(b)
-}
-
-// ParseStatStartTime extracts field 22 (starttime) of /proc/PID/stat. The
-// command name (field 2) may hold spaces and parentheses, so fields are
-// counted from the last ')'.
-func ParseStatStartTime(stat []byte) (uint64, error) {
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("malformed /proc stat: no ')'")
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); starttime is field 22.
-	if len(fields) < 20 {
-		return 0, errors.New("malformed /proc stat: too few fields")
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	return o.Alive()
 }
 
 func writeFileSync(path string, data []byte) error {

@@ -38,17 +38,6 @@ func TestJournalRejectsCorruptionInTheMiddle(t *testing.T) {
 	}
 }
 
-func TestParseStatStartTimeSurvivesOddCommandNames(t *testing.T) {
-	stat := "1234 (a) b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
-	got, err := ParseStatStartTime([]byte(stat))
-	if err != nil || got != 987654 {
-		t.Fatalf("got %d, %v; want 987654", got, err)
-	}
-	if _, err := ParseStatStartTime([]byte("1 (x) S 1")); err == nil {
-		t.Fatal("short stat must be an error")
-	}
-}
-
 func TestRecordDoneClose(t *testing.T) {
 	root := t.TempDir()
 	l, err := Create(root, "run1")

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // Entry kinds whose undo lives here because no single guest kind owns them.
@@ -27,11 +28,11 @@ func init() {
 
 // RecordProcess records a running process so Clean can kill it.
 func (l *Ledger) RecordProcess(pid int) (Entry, error) {
-	st, err := processStartTime(pid)
+	p, err := procfs.Find(pid)
 	if err != nil {
-		return Entry{}, fmt.Errorf("record process %d: %w", pid, err)
+		return Entry{}, fmt.Errorf("record process: %w", err)
 	}
-	return l.Record(KindProcess, strconv.Itoa(pid), map[string]string{"start_time": strconv.FormatUint(st, 10)})
+	return l.Record(KindProcess, strconv.Itoa(pid), map[string]string{"start_time": strconv.FormatUint(p.StartTime, 10)})
 }
 
 func undoMount(_ context.Context, e Entry) error {
@@ -60,15 +61,16 @@ func undoProcess(ctx context.Context, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("bad start time for pid %d in ledger", pid)
 	}
-	if st, err := processStartTime(pid); err != nil || st != want {
-		return nil // gone, or the pid now belongs to someone else
+	p := procfs.Process{PID: pid, StartTime: want}
+	if !p.Alive() {
+		return nil // gone, a zombie, or the pid now belongs to someone else
 	}
 	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("kill %d: %w", pid, err)
 	}
 	// Wait (bounded) until it is really gone so that mounts it held can go.
 	for {
-		if st, err := processStartTime(pid); err != nil || st != want || isZombie(pid) {
+		if !p.Alive() {
 			return nil
 		}
 		select {
@@ -77,14 +79,4 @@ func undoProcess(ctx context.Context, e Entry) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vfleet/vfleet/internal/density"
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // userHZ is the unit of the CPU times in /proc/PID/stat. The kernel fixes it
@@ -271,11 +271,11 @@ func ParseBytes(b []byte) (float64, error) {
 // the children matters for the host baseline, whose agent runs each tool as
 // a child: without them the tools' work would not show.
 func ParseProcStat(b []byte) (float64, error) {
-	ticks, err := density.StatTicks(b)
+	st, err := procfs.ParseStat(b)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
-	return float64(ticks) / userHZ, nil
+	return float64(st.CPUTicks()) / userHZ, nil
 }
 
 // ParseProcStatusRSS returns VmRSS of /proc/PID/status in bytes. A kernel

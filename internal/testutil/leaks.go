@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // Snapshot is what a test could leak, taken before it runs.
@@ -143,20 +145,11 @@ func children() map[int]bool {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
+		st, err := procfs.ReadStat(pid)
+		if err != nil || !st.Running() {
 			continue
 		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == self {
+		if st.PPID == self {
 			out[pid] = true
 		}
 	}
