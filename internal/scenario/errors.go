@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // ErrInvalid is matched (errors.Is) by every validation error.
@@ -16,6 +18,7 @@ type FieldError struct {
 	Column int
 	Path   string // e.g. guests[1].count
 	Msg    string
+	Err    error // a further class of the problem (ErrTooLarge), if any
 }
 
 func (e *FieldError) Error() string {
@@ -32,7 +35,9 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Path, e.Msg)
 }
 
-func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+func (e *FieldError) Is(target error) bool {
+	return target == ErrInvalid || e.Err != nil && errors.Is(e.Err, target)
+}
 
 // ErrorList holds every problem found in one file.
 type ErrorList []*FieldError
@@ -62,6 +67,9 @@ func (l ErrorList) Unwrap() []error {
 // suggest returns the known name closest to s, if it is close enough to be
 // a likely typo.
 func suggest(s string, known []string) string {
+	if len(s) > workload.MaxQuoted {
+		return "" // no name is that long; and the distance would take long
+	}
 	// Two edits (one transposition) are always a plausible typo; longer
 	// names may stray further. Beyond that a suggestion would be a guess
 	// ("nope" is not "cpu").

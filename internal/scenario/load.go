@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/vfleet/vfleet/scenarios"
@@ -13,12 +12,12 @@ import (
 // Load reads a scenario by reference: a path to a YAML file, or the name of
 // a built-in scenario. An existing file wins over a built-in of that name.
 func Load(ref string, opts Options) (*Spec, error) {
-	data, err := os.ReadFile(ref)
+	data, err := readFile(ref)
 	if err == nil {
 		return Parse(ref, data, opts)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read scenario: %w", err)
+		return nil, err
 	}
 	data, err = scenarios.Lookup(ref)
 	if err != nil {

@@ -40,6 +40,9 @@ const (
 	// meant for, low enough that a typo (count: 10000000) is caught here
 	// instead of by the machine running out of memory.
 	MaxCount = 4096
+	// MaxCPULimit bounds cpu_limit: more CPUs than any host has means
+	// nothing, and the runtimes turn it into a quota in microseconds.
+	MaxCPULimit = 4096
 )
 
 // parser accumulates errors while walking the node tree.
@@ -50,7 +53,7 @@ type parser struct {
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
-	e := &FieldError{Source: p.source, Path: path, Msg: fmt.Sprintf(format, args...)}
+	e := &FieldError{Source: p.source, Path: workload.Clip(path), Msg: fmt.Sprintf(format, clipQuoted(format, args)...)}
 	if n != nil {
 		e.Line, e.Column = n.Line, n.Column
 	}
@@ -79,6 +82,9 @@ func Parse(source string, data []byte, opts Options) (*Spec, error) {
 	}
 	spec := &Spec{Source: source, Text: data, Repetitions: DefaultRepetitions, Warmup: DefaultWarmup, Duration: DefaultDuration}
 	p.spec(doc.Content[0], spec)
+	if len(p.errs) == 0 {
+		p.checkSize(spec)
+	}
 	if len(p.errs) > 0 {
 		return nil, p.errs
 	}
@@ -116,9 +122,9 @@ func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(*yam
 		h, ok := handlers[k.Value]
 		switch {
 		case !ok:
-			msg := fmt.Sprintf("unknown field %q (allowed: %s)", k.Value, strings.Join(sortedKeys(handlers), ", "))
+			msg := fmt.Sprintf("unknown field %q (allowed: %s)", workload.Clip(k.Value), strings.Join(sortedKeys(handlers), ", "))
 			if s := suggest(k.Value, sortedKeys(handlers)); s != "" {
-				msg = fmt.Sprintf("unknown field %q; did you mean %q?", k.Value, s)
+				msg = fmt.Sprintf("unknown field %q; did you mean %q?", workload.Clip(k.Value), s)
 			}
 			p.errorf(k, fieldPath, "%s", msg)
 		case seen[k.Value] != nil:
@@ -454,8 +460,8 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 					return
 				}
 				f, err := strconv.ParseFloat(s, 64)
-				if err != nil || f <= 0 || f > 4096 {
-					p.errorf(v, path, "%q is not allowed: want a positive number of CPUs, like 0.9 or 2", s)
+				if err != nil || !(f > 0 && f <= MaxCPULimit) { // NaN fails both
+					p.errorf(v, path, "%q is not allowed: want a number of CPUs above 0 and at most %d, like 0.9 or 2", s, MaxCPULimit)
 					return
 				}
 				g.CPULimit = f
@@ -537,9 +543,12 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		if g.Name == PeerName {
 			p.errorf(item, path+".name", "%q is reserved for the run's network peer; choose another name", PeerName)
 		}
+		// Past MaxGuests the scenario is refused anyway (checkSize); naming
+		// millions of guests first would take the time and memory that
+		// limit is there to save.
 		if line, dup := names[g.Name]; dup {
 			p.errorf(item, path+".name", "guest group name %q is already used at line %d; give each group its own name", g.Name, line)
-		} else {
+		} else if len(made)+g.Count <= MaxGuests {
 			p.uniqueGuests(item, path, g, made)
 		}
 		names[g.Name] = item.Line
@@ -599,7 +608,7 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 		}
 		w, err := workload.Lookup(e.Workload)
 		if err != nil {
-			msg := fmt.Sprintf("unknown workload %q (known: %s)", e.Workload, strings.Join(workload.Names(), ", "))
+			msg := fmt.Sprintf("unknown workload %q (known: %s)", workload.Clip(e.Workload), strings.Join(workload.Names(), ", "))
 			if sg := suggest(e.Workload, workload.Names()); sg != "" {
 				msg += fmt.Sprintf("; did you mean %q?", sg)
 			}
@@ -676,7 +685,7 @@ func (p *parser) params(n *yaml.Node, path string, w workload.Workload) workload
 		}
 		given[k.Value] = k.Line
 		if _, ok := merged[k.Value]; !ok {
-			msg := fmt.Sprintf("%s has no parameter %q (allowed: %s)", w.Name(), k.Value, strings.Join(known, ", "))
+			msg := fmt.Sprintf("%s has no parameter %q (allowed: %s)", w.Name(), workload.Clip(k.Value), strings.Join(known, ", "))
 			if s := suggest(k.Value, known); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}

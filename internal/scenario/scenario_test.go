@@ -33,7 +33,7 @@ func (testWorkload) Command(workload.Params, time.Duration) (workload.Exec, erro
 
 func (testWorkload) Validate(p workload.Params) error {
 	if p["mode"] != "a" && p["mode"] != "b" {
-		return fmt.Errorf("%w: mode = %q: allowed: a, b", workload.ErrBadParam, p["mode"])
+		return fmt.Errorf("%w: mode = %q: allowed: a, b", workload.ErrBadParam, workload.Clip(p["mode"]))
 	}
 	return nil
 }
@@ -510,5 +510,22 @@ func TestAdaptiveSection(t *testing.T) {
 	}
 	if a := s.Adaptive; a == nil || a.Target != 0.025 || a.MaxRepetitions != DefaultMaxRepetitions {
 		t.Fatalf("adaptive = %+v", a)
+	}
+}
+
+func TestBuiltinsAreWellWithinTheLimits(t *testing.T) {
+	for _, name := range scenarios.Names() {
+		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "vm"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := spec.Expand()
+		guests, steps := spec.plannedSize()
+		if guests != len(plan.Guests) || int(steps) != len(plan.Steps) {
+			t.Errorf("%s: counted %d guests and %.0f steps, Expand made %d and %d", name, guests, steps, len(plan.Guests), len(plan.Steps))
+		}
+		if guests > MaxGuests/4 || steps > MaxSteps/4 {
+			t.Errorf("%s: %d guests, %.0f steps: too close to the limits %d and %d", name, guests, steps, MaxGuests, MaxSteps)
+		}
 	}
 }

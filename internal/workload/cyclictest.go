@@ -77,7 +77,7 @@ func (w timerLatency) Validate(p Params) error {
 	}
 	if p["cpu"] != "any" {
 		if n, err := strconv.Atoi(p["cpu"]); err != nil || n < 0 || n > cyclictestMaxCPU || p["cpu"] != strconv.Itoa(n) {
-			return fmt.Errorf("%w: cpu = %q: want \"any\" or a CPU number from 0 to %d", ErrBadParam, p["cpu"], cyclictestMaxCPU)
+			return fmt.Errorf("%w: cpu = %q: want \"any\" or a CPU number from 0 to %d", ErrBadParam, Clip(p["cpu"]), cyclictestMaxCPU)
 		}
 	}
 	_, err := enumParam(p, "mlock", "true", "false")

@@ -21,6 +21,11 @@ func (fio) Defaults() Params {
 
 var fioModes = []string{"randread", "randwrite", "read", "write"}
 
+const (
+	fioMaxBlock = 256 << 20
+	fioMaxFile  = 1 << 40
+)
+
 func (w fio) Validate(p Params) error {
 	if err := checkKeys(w, p); err != nil {
 		return err
@@ -28,18 +33,30 @@ func (w fio) Validate(p Params) error {
 	if _, err := enumParam(p, "rw", fioModes...); err != nil {
 		return err
 	}
-	for _, k := range []string{"bs", "size"} {
-		if _, err := sizeParam(p, k); err != nil {
-			return err
-		}
-	}
-	if _, err := enumParam(p, "direct", "0", "1"); err != nil {
+	// fio holds bs × iodepth in memory; size is the file it lays out in
+	// the guest's own layer.
+	bs, err := sizeParam(p, "bs", fioMaxBlock)
+	if err != nil {
 		return err
+	}
+	size, err := sizeParam(p, "size", fioMaxFile)
+	if err != nil {
+		return err
+	}
+	if bs > size {
+		return fmt.Errorf("%w: bs = %s is larger than size = %s: a block must fit in the file", ErrBadParam, p["bs"], p["size"])
+	}
+	direct, err := enumParam(p, "direct", "0", "1")
+	if err != nil {
+		return err
+	}
+	if direct == "1" && bs%512 != 0 {
+		return fmt.Errorf("%w: bs = %s: direct I/O needs a multiple of 512 bytes (or direct: \"0\")", ErrBadParam, p["bs"])
 	}
 	if _, err := enumParam(p, "ioengine", "psync", "sync", "libaio", "io_uring"); err != nil {
 		return err
 	}
-	_, err := intParam(p, "iodepth", 1, 1024)
+	_, err = intParam(p, "iodepth", 1, 1024)
 	return err
 }
 

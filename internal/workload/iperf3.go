@@ -62,7 +62,7 @@ func (w netThroughput) Validate(p Params) error {
 		return fmt.Errorf("%w: nodelay = true: TCP_NODELAY applies to proto tcp only", ErrBadParam)
 	}
 	if !bitrateRE.MatchString(p["bitrate"]) {
-		return fmt.Errorf("%w: bitrate = %q: want bits per second like 0 (unlimited), 500M or 10G", ErrBadParam, p["bitrate"])
+		return fmt.Errorf("%w: bitrate = %q: want bits per second like 0 (unlimited), 500M or 10G", ErrBadParam, Clip(p["bitrate"]))
 	}
 	return nil
 }

@@ -17,6 +17,19 @@ var (
 	ErrParse = errors.New("cannot parse tool output")
 )
 
+// MaxQuoted bounds how much of a user's value an error quotes: a value
+// may be a megabyte long, and the message must stay readable.
+const MaxQuoted = 60
+
+// Clip shortens a value quoted in an error to its first MaxQuoted runes.
+func Clip(v string) string {
+	r := []rune(v)
+	if len(r) <= MaxQuoted {
+		return v
+	}
+	return string(r[:MaxQuoted]) + "…"
+}
+
 // checkKeys rejects parameters the workload does not define.
 func checkKeys(w Workload, p Params) error {
 	defaults := w.Defaults()
@@ -27,7 +40,7 @@ func checkKeys(w Workload, p Params) error {
 				keys = append(keys, d)
 			}
 			sort.Strings(keys)
-			return fmt.Errorf("%w: %s has no parameter %q (known: %s)", ErrBadParam, w.Name(), k, strings.Join(keys, ", "))
+			return fmt.Errorf("%w: %s has no parameter %q (known: %s)", ErrBadParam, w.Name(), Clip(k), strings.Join(keys, ", "))
 		}
 	}
 	return nil
@@ -37,7 +50,7 @@ func checkKeys(w Workload, p Params) error {
 func intParam(p Params, key string, min, max int) (int, error) {
 	v, err := strconv.Atoi(p[key])
 	if err != nil || v < min || v > max {
-		return 0, fmt.Errorf("%w: %s = %q: want a whole number from %d to %d", ErrBadParam, key, p[key], min, max)
+		return 0, fmt.Errorf("%w: %s = %q: want a whole number from %d to %d", ErrBadParam, key, Clip(p[key]), min, max)
 	}
 	return v, nil
 }
@@ -49,17 +62,41 @@ func enumParam(p Params, key string, allowed ...string) (string, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %s = %q: allowed: %s", ErrBadParam, key, p[key], strings.Join(allowed, ", "))
+	return "", fmt.Errorf("%w: %s = %q: allowed: %s", ErrBadParam, key, Clip(p[key]), strings.Join(allowed, ", "))
 }
 
-var sizeRE = regexp.MustCompile(`^[1-9][0-9]*[kKmMgG]?$`)
+var sizeRE = regexp.MustCompile(`^([1-9][0-9]*)([kKmMgG]?)$`)
 
-// sizeParam reads a size in fio's notation (4k, 128M, 1G).
-func sizeParam(p Params, key string) (string, error) {
-	if !sizeRE.MatchString(p[key]) {
-		return "", fmt.Errorf("%w: %s = %q: want a size like 4k, 128M or 1G", ErrBadParam, key, p[key])
+// sizeParam reads a size in fio's notation (4k, 128M, 1G: powers of 1024,
+// fio's default) and returns it in bytes, which must be at most max: a
+// number the tool cannot hold would fail only once guests are up.
+func sizeParam(p Params, key string, max int64) (int64, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %s = %q: %s", ErrBadParam, key, Clip(p[key]), why)
 	}
-	return p[key], nil
+	m := sizeRE.FindStringSubmatch(p[key])
+	if m == nil {
+		return 0, bad("want a size like 4k, 128M or 1G")
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	shift := map[string]uint{"": 0, "k": 10, "m": 20, "g": 30}[strings.ToLower(m[2])]
+	if err != nil || n > max>>shift {
+		return 0, bad(fmt.Sprintf("want at most %s", formatSize(max)))
+	}
+	return n << shift, nil
+}
+
+// formatSize writes a size in the largest of fio's units that divides it.
+func formatSize(b int64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"G", 30}, {"M", 20}, {"k", 10}} {
+		if b>>u.shift > 0 && b&(1<<u.shift-1) == 0 {
+			return strconv.FormatInt(b>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(b, 10)
 }
 
 // seconds renders a duration as whole seconds, at least one: every tool

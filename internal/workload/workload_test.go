@@ -224,3 +224,32 @@ func TestLookupUnknown(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestFioRefusesSizesItCannotUse(t *testing.T) {
+	w, err := Lookup("fio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for params, want := range map[string]string{
+		"bs=99999999999999999999999": "want at most 256M",
+		"bs=512M":                    "want at most 256M",
+		"size=2048G":                 "want at most 1024G",
+		"bs=1M size=64k":             "larger than size",
+		"bs=1000":                    "multiple of 512",
+		"bs=4k":                      "",
+		"bs=1000 direct=0":           "",
+	} {
+		p := w.Defaults()
+		for _, kv := range strings.Fields(params) {
+			k, v, _ := strings.Cut(kv, "=")
+			p[k] = v
+		}
+		err := w.Validate(p)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", params, err)
+		case want != "" && (!errors.Is(err, ErrBadParam) || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want ErrBadParam saying %q", params, err, want)
+		}
+	}
+}

@@ -25,6 +25,10 @@ type kind struct{}
 
 func (kind) Name() string { return KindName }
 
+// MinMemory is the least memory limit a container starts with: runc's
+// init, a Go program, and vfleet's agent are charged to it.
+const MinMemory = 16 << 20
+
 func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	rt := spec.Runtime
 	if rt == "" {
@@ -38,6 +42,10 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	}
 	if spec.RTPriority < 0 || spec.RTPriority > 99 {
 		return nil, fmt.Errorf("guest %s: rt_priority %d is not allowed: want 1 to 99", spec.Name, spec.RTPriority)
+	}
+	if spec.MemoryBytes != 0 && spec.MemoryBytes < MinMemory {
+		return nil, fmt.Errorf("guest %s: memory %d bytes is too little for a container: give at least %dMiB (the runtime's init and vfleet's agent run inside the limit)",
+			spec.Name, spec.MemoryBytes, MinMemory>>20)
 	}
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, runtime: rt,

@@ -105,3 +105,16 @@ func TestReadPidFile(t *testing.T) {
 		t.Errorf("missing pid file: %v", err)
 	}
 }
+
+func TestMemoryLimitTooSmallToStartIsRefusedUpFront(t *testing.T) {
+	k, err := guest.Lookup(KindName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.New(guest.Spec{Name: "c", Kind: KindName, MemoryBytes: 1}, guest.Env{}); err == nil || !strings.Contains(err.Error(), "at least 16MiB") {
+		t.Errorf("memory of 1 byte: %v, want a refusal naming the least", err)
+	}
+	if _, err := k.New(guest.Spec{Name: "c", Kind: KindName, MemoryBytes: MinMemory}, guest.Env{}); err != nil {
+		t.Errorf("memory of %d bytes: %v", MinMemory, err)
+	}
+}

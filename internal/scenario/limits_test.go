@@ -1,0 +1,77 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+func TestLoadRefusesWhatIsNotAScenarioFile(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("name: x\n"+strings.Repeat("# padding\n", MaxFileBytes/10+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ ref, want string }{
+		{os.DevNull, "is a device"},
+		{"/dev/zero", "is a device"},
+		{t.TempDir(), "is a directory"},
+		{big, "over 1024 KiB"},
+	} {
+		began := time.Now()
+		_, err := Load(tc.ref, opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Load(%s): %v, want %q", tc.ref, err, tc.want)
+		}
+		if d := time.Since(began); d > 10*time.Second {
+			t.Errorf("Load(%s) took %s", tc.ref, d)
+		}
+	}
+}
+
+func TestScenarioOverTheLimitsSaysHowManyItWouldMake(t *testing.T) {
+	var groups strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&groups, "  - {name: g%d, kind: container, count: 4096}\n", i)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"name: x\nguests:\n" + groups.String() + "  - {name: host, kind: host}\nworkloads:\n  - workload: " + testName + "\n",
+			fmt.Sprintf("would start 4096001 guests; at most %d", MaxGuests)},
+		{"name: x\nrepetitions: 1000000000\nguests:\n  - {name: host, kind: host}\n  - {kind: container, count: 100}\nworkloads:\n  - workload: " + testName + "\n",
+			fmt.Sprintf("would have 101000000101 steps (workloads × repetitions and warm-ups × guests); at most %d", MaxSteps)},
+	} {
+		_, err := Parse("big.yaml", []byte(tc.text), opts)
+		if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %.300v, want ErrTooLarge saying %q", err, tc.want)
+		}
+	}
+}
+
+func TestErrorsQuoteOnlyAPrefixOfAHugeValue(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	for _, text := range []string{
+		"name: " + huge + "\nguests: [{kind: host}]\nworkloads: [{workload: " + testName + "}]\n",
+		"name: x\nguests: [{kind: " + huge + "}]\nworkloads: [{workload: " + testName + "}]\n",
+		"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + huge + "}]\n",
+		"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + testName + ", params: {mode: " + huge + "}}]\n",
+	} {
+		_, err := Parse("huge.yaml", []byte(text), opts)
+		if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), strings.Repeat("x", workload.MaxQuoted)+"…") {
+			t.Errorf("error of %d bytes, want a clipped quote under 1000: %.200v", len(fmt.Sprint(err)), err)
+		}
+	}
+}
+
+func TestClipQuotedClipsOnlyQuotedStrings(t *testing.T) {
+	long := strings.Repeat("y", 2*workload.MaxQuoted)
+	got := fmt.Sprintf("%q is not %5.2f%% of %s (%d)", clipQuoted("%q is not %5.2f%% of %s (%d)", []any{long, 1.5, long, 3})...)
+	want := fmt.Sprintf("%q is not  1.50%% of %s (3)", long[:workload.MaxQuoted]+"…", long)
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
