@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/store"
 )
 
 func newCleanCommand(g *globalOptions) *cobra.Command {
@@ -23,7 +25,10 @@ newest resource first, and says what it removed. Runs still in progress are left
 unless --force is given.
 
 Fleets ('vfleet fleet up') are removed too: the process that started one has exited once
-it is up. To remove a single fleet, use 'vfleet fleet down NAME'.`,
+it is up. To remove a single fleet, use 'vfleet fleet down NAME'.
+
+Runs that the results database still lists as running although their vfleet is gone are
+marked aborted; the samples they stored are kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireRoot("vfleet clean"); err != nil {
@@ -32,9 +37,11 @@ it is up. To remove a single fleet, use 'vfleet fleet down NAME'.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
 			defer cancel()
 			n, failed := 0, 0
+			cleaned := map[string]bool{}
 			_, err := ledger.Clean(ctx, filepath.Join(g.stateDir, "ledger"), ledger.CleanOptions{
 				Force: force,
 				Progress: func(r ledger.Removed) {
+					cleaned[r.Run] = true
 					if r.Err != nil {
 						failed++
 						fmt.Fprintf(os.Stdout, "run %s: could not remove %s: %v\n", r.Run, r.Entry.Describe(), r.Err)
@@ -44,6 +51,14 @@ it is up. To remove a single fleet, use 'vfleet fleet down NAME'.`,
 					fmt.Fprintf(os.Stdout, "run %s: removed %s\n", r.Run, r.Entry.Describe())
 				},
 			})
+			if _, serr := os.Stat(g.db()); serr == nil {
+				st, serr := store.Open(g.db())
+				if serr != nil {
+					return errors.Join(err, serr)
+				}
+				defer st.Close()
+				abortOrphans(ctx, st, cleaned)
+			}
 			switch {
 			case n == 0 && failed == 0 && err == nil:
 				fmt.Fprintln(os.Stdout, "nothing to clean")

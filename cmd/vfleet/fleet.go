@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,19 +91,18 @@ func newFleetExecCommand(g *globalOptions) *cobra.Command {
 		Use:   "exec [--fleet NAME] [--timeout D] GUEST -- COMMAND [ARG...]",
 		Short: "Run a command in one guest of a fleet, with its output and exit status",
 		Long: `Run COMMAND in GUEST through the guest's agent, copy its standard output and error to ours
-and exit with its exit status (124 when it timed out, 128+N when killed by signal N). The
-command gets no standard input, and its output is shown once it has finished. --fleet may be
-left out when exactly one fleet is up.`,
+and exit with its exit status. The command gets no standard input, and its output is shown
+once it has finished. vfleet's flags go before GUEST, the command after '--'. --fleet may be
+left out when exactly one fleet is up.
+
+Exit status: the command's own when it ran to its end; 124 when it ran past --timeout
+and was killed; 128+N when a signal N ended it; 255 when the guest's agent is not
+answering (check the guests with 'vfleet fleet status'); 1, or 2 for a usage error, when
+vfleet itself could not run the command.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var command []string
-			if len(args) > 1 {
-				command = args[1:]
-			}
-			if len(command) > 0 && command[0] == "--" {
-				command = command[1:]
-			}
-			if len(command) == 0 {
-				return usageError{errors.New("exec takes a guest and a command: vfleet fleet exec [--fleet NAME] GUEST -- COMMAND [ARG...]")}
+			command, err := execCommand(args)
+			if err != nil {
+				return err
 			}
 			if timeout <= 0 {
 				return usageError{fmt.Errorf("--timeout %s: want a positive duration like 30s or 10m", timeout)}
@@ -109,12 +111,12 @@ left out when exactly one fleet is up.`,
 				return err
 			}
 			code, err := fleetExec(g, fleetName, args[0], command, timeout)
-			if err != nil {
+			if code, err = execOutcome(os.Stderr, code, err); err != nil {
 				return err
 			}
 			if code != 0 {
-				// The command's own status, not an error of vfleet's:
-				// nothing is left to print or close.
+				// The command's own status, or the guest's silence: not
+				// an error of vfleet's, and nothing is left to print or close.
 				os.Exit(code)
 			}
 			return nil
@@ -125,6 +127,40 @@ left out when exactly one fleet is up.`,
 	cmd.Flags().StringVar(&fleetName, "fleet", "", "the fleet (default: the only one up)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "kill the command after this long")
 	return cmd
+}
+
+const execUsage = "vfleet fleet exec [--fleet NAME] [--timeout D] GUEST -- COMMAND [ARG...]"
+
+// execCommand finds the command in exec's arguments, GUEST first. Flag
+// parsing stops at GUEST, so a flag of vfleet's given after it would
+// otherwise silently become the command: a '--' further on shows the user
+// meant the command to start there.
+func execCommand(args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, usageError{errors.New("exec takes a guest and a command: " + execUsage)}
+	}
+	command := args[1:]
+	// A word that looks like a flag before the '--' is one of vfleet's put
+	// after GUEST; a command that has its own '--' (git log -- FILE) is not.
+	if command[0] == "--" {
+		command = command[1:]
+	} else if strings.HasPrefix(command[0], "-") && slices.Contains(command, "--") {
+		return nil, usageError{fmt.Errorf("%q comes between guest %s and '--': vfleet's flags go before GUEST and the command after '--': %s",
+			cutRunes(command[0], 40), args[0], execUsage)}
+	}
+	if len(command) == 0 {
+		return nil, usageError{errors.New("exec takes a guest and a command: " + execUsage)}
+	}
+	return command, nil
+}
+
+// cutRunes shortens s to at most n runes, marking the cut.
+func cutRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func newFleetDownCommand(g *globalOptions) *cobra.Command {
@@ -196,6 +232,7 @@ func fleetUp(g *globalOptions, ref, name string) error {
 		return err
 	}
 	defer st.Close()
+	abortOrphans(ctx, st, nil)
 
 	plan := spec.Expand()
 	watch := &launchWatch{pids: map[string][]int{}}
@@ -220,7 +257,7 @@ func fleetUp(g *globalOptions, ref, name string) error {
 		tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer tcancel()
 		_, cerr := ledger.CleanRun(tctx, ledgerRoot(g.stateDir), key, ledger.CleanOptions{Force: true})
-		ferr := st.FinishRun(tctx, id, store.StatusFailed, time.Now().UTC())
+		ferr := st.FinishRun(tctx, id, store.StatusFailed, errors.Join(cause, cerr).Error(), time.Now().UTC())
 		return errors.Join(cause, cerr, ferr)
 	}
 	if failed := watch.failedGuests(); len(failed) > 0 {
@@ -483,19 +520,60 @@ func fleetExec(g *globalOptions, fleetName, guestName string, argv []string, tim
 	defer cancel()
 	client, err := agent.Dial(ctx, gs.AgentAddr)
 	if err != nil {
-		return 0, fmt.Errorf("fleet %s: guest %s: %w", s.Name, gs.Name, err)
+		return 0, agentError(s.Name, gs.Name, err)
 	}
 	defer client.Close()
 	reply, err := client.Do(ctx, agent.Request{Argv: argv, TimeoutMS: timeout.Milliseconds()})
 	os.Stdout.Write(reply.Stdout)
 	os.Stderr.Write(reply.Stderr)
 	if err != nil {
-		return 0, fmt.Errorf("fleet %s: guest %s: %w", s.Name, gs.Name, err)
+		return 0, agentError(s.Name, gs.Name, err)
 	}
 	if reply.Truncated {
 		fmt.Fprintf(os.Stderr, "vfleet: output cut at %d bytes per stream\n", agent.MaxOutput)
 	}
 	return exitStatus(reply, timeout), nil
+}
+
+// exitNotAnswering is exec's status when the guest's agent gives no
+// answer: ssh's when it cannot reach the host, so that a script can tell a
+// dead guest from a command that failed.
+const exitNotAnswering = 255
+
+// notAnsweringError: the guest's agent gave no answer at all.
+type notAnsweringError struct {
+	fleet, guest string
+	err          error
+}
+
+func (e notAnsweringError) Error() string {
+	return fmt.Sprintf("fleet %s: guest %s is not answering (%v); see 'vfleet fleet status %s'", e.fleet, e.guest, e.err, e.fleet)
+}
+
+func (e notAnsweringError) Unwrap() error { return e.err }
+
+// agentError wraps an error from talking to a guest's agent, marking those
+// where no answer came: nothing listens, or the connection broke or stalled
+// before a reply. An answer vfleet could not use (another protocol
+// version, a request the agent refused) is an error of another kind.
+func agentError(fleet, guest string, err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) {
+		return notAnsweringError{fleet: fleet, guest: guest, err: err}
+	}
+	return fmt.Errorf("fleet %s: guest %s: %w", fleet, guest, err)
+}
+
+// execOutcome turns fleetExec's result into exec's exit status: a guest
+// not answering is told on w and gets exitNotAnswering; any other error is
+// left to be reported as vfleet's own.
+func execOutcome(w io.Writer, code int, err error) (int, error) {
+	var na notAnsweringError
+	if errors.As(err, &na) {
+		fmt.Fprintf(w, "vfleet: %v\n", err)
+		return exitNotAnswering, nil
+	}
+	return code, err
 }
 
 // exitStatus is the command's exit status as a shell would give it; a
@@ -582,7 +660,7 @@ func finishFleetRun(ctx context.Context, s fleetState) error {
 		return err
 	}
 	defer st.Close()
-	return st.FinishRun(ctx, s.RunID, store.StatusComplete, time.Now().UTC())
+	return st.FinishRun(ctx, s.RunID, store.StatusComplete, "", time.Now().UTC())
 }
 
 func since(t time.Time) string { return time.Since(t).Round(time.Second).String() }

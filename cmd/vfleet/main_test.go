@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -90,8 +91,8 @@ func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 		want string
 		code int
 	}{
-		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"lxc\"", 1},
-		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: consolidation-matrix, default", 1},
+		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"lxc\"", 2},
+		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: consolidation-matrix, default", 2},
 		{[]string{"report", "latest"}, "no results database at", 1},
 		{[]string{"report", "1", "--format", "pdf"}, "allowed: table, html, json, csv", 2},
 		{[]string{"run", "--bogus"}, "unknown flag: --bogus", 2},
@@ -190,10 +191,10 @@ func TestInterruptKeepsSamplesAndLeavesNothing(t *testing.T) {
 	cmd, stdout := startRun(t, c, c.scenario(reps(5)), "cpu on container (rep 1) ok")
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("interrupted run exit: %v", err)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted run exit: %v, want %d", err, exitInterrupted)
 	}
-	if !strings.Contains(stdout.String(), "this run is incomplete") {
+	if !strings.Contains(stdout.String(), "this run is incomplete — interrupted (SIGINT)") {
 		t.Errorf("the table of an interrupted run must say so:\n%s", stdout)
 	}
 	out, _, _ := c.run("runs")
@@ -220,6 +221,13 @@ func TestCleanAfterKillRemovesEverything(t *testing.T) {
 	stdout, stderr, code := c.run("clean")
 	if code != 0 || !strings.Contains(stdout, "removed container vfleet-") || !strings.Contains(stdout, "removed mount") {
 		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "was left running: marked aborted") {
+		t.Errorf("clean did not say it marked the killed run aborted:\n%s", stderr)
+	}
+	stdout, _, _ = c.run("runs")
+	if fields := strings.Fields(strings.Split(strings.TrimSpace(stdout), "\n")[1]); fields[5] != store.StatusAborted {
+		t.Errorf("the killed run is listed as %s, want aborted:\n%s", fields[5], stdout)
 	}
 	stdout, _, _ = c.run("clean")
 	if !strings.Contains(stdout, "nothing to clean") {

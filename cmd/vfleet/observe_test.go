@@ -156,7 +156,7 @@ func TestServeScrapesTheStoreUntilInterrupted(t *testing.T) {
 		err = st.AddSamples(ctx, id, []store.Sample{{RunID: id, Guest: "host", Group: "host", WorkloadID: "cpu", Metric: "events_per_second", Unit: "1/s", Value: 1234, At: time.Now()}})
 	}
 	if err == nil {
-		err = st.FinishRun(ctx, id, store.StatusComplete, time.Now())
+		err = st.FinishRun(ctx, id, store.StatusComplete, "", time.Now())
 	}
 	st.Close()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 func newRunsCommand(g *globalOptions) *cobra.Command {
@@ -35,13 +36,14 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSCENARIO\tSTARTED\tDURATION\tSTATUS\tSAMPLES\tFAILURES")
+			fmt.Fprintln(tw, "ID\tSCENARIO\tSTARTED\tDURATION\tSTATUS\tSAMPLES\tFAILURES\tWHY")
 			for _, r := range runs {
 				dur := "—"
 				if !r.Finished.IsZero() {
 					dur = r.Finished.Sub(r.Started).Round(time.Second).String()
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", r.ID, r.ScenarioName, r.Started.Local().Format("2006-01-02 15:04:05"), dur, r.Status, r.Samples, r.Failures)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, r.ScenarioName, r.Started.Local().Format("2006-01-02 15:04:05"),
+					dur, r.Status, r.Samples, r.Failures, workload.Clip(r.StatusReason))
 			}
 			return tw.Flush()
 		},
@@ -95,7 +97,7 @@ func openExistingStore(g *globalOptions) (*store.Store, error) {
 		}
 		return nil, err
 	}
-	return store.Open(g.db())
+	return store.OpenReadOnly(g.db())
 }
 
 func render(ctx context.Context, st *store.Store, id int64, f report.Format, w io.Writer, color bool) error {

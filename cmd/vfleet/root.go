@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -102,8 +104,11 @@ func requireRoot(what string) error {
 // signalContext is cancelled by the first SIGINT or SIGTERM; a second one
 // is left to its default action, so an impatient user can still kill vfleet
 // (and then run 'vfleet clean').
+//
+// The signal is the context's cause, so that the stored run can say what
+// interrupted it.
 func signalContext(progress *telemetry.Progress) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
@@ -111,13 +116,20 @@ func signalContext(progress *telemetry.Progress) (context.Context, context.Cance
 		case s := <-ch:
 			signal.Stop(ch)
 			progress.Logf("%s: stopping after tearing everything down (again to abort; then run 'vfleet clean')", s)
-			cancel()
+			cancel(signalled{s.(syscall.Signal)})
 		case <-ctx.Done():
 			signal.Stop(ch)
 		}
 	}()
-	return ctx, cancel
+	return ctx, func() { cancel(nil) }
 }
+
+// signalled is the cause of a context cancelled by a signal: it is
+// context.Canceled to errors.Is, and names the signal.
+type signalled struct{ sig syscall.Signal }
+
+func (s signalled) Error() string { return unix.SignalName(s.sig) }
+func (s signalled) Unwrap() error { return context.Canceled }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 

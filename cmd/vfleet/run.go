@@ -1,13 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/container"
@@ -61,13 +65,23 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	for _, ref := range refs {
 		spec, err := scenario.Load(ref, scenarioOptions())
 		if err != nil {
-			return err
+			return usageError{err}
 		}
 		specs = append(specs, spec)
+	}
+	// A report that cannot be written is known now, not after the run.
+	if err := checkHTMLPath(htmlPath); err != nil {
+		return usageError{err}
 	}
 	if err := requireRoot("vfleet run"); err != nil {
 		return err
 	}
+	// Before anything is built: a database the run cannot write is known now.
+	st, err := store.Open(g.db())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	progress := newProgress()
 	ctx, cancel := signalContext(progress)
 	defer cancel()
@@ -85,11 +99,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(g.db())
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	abortOrphans(ctx, st, nil)
 
 	opts := runner.Options{
 		Store:     st,
@@ -143,13 +153,63 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		}
 	}
 	fmt.Fprintf(os.Stderr, "finished in %s\n", time.Since(began).Round(time.Second))
+	return runOutcome(rctx, st, ids, runErr)
+}
+
+// runOutcome turns how the runs ended into the command's error and exit
+// status: 0 only when every step of every run was measured.
+func runOutcome(ctx context.Context, st *store.Store, ids []int64, runErr error) error {
 	if runErr != nil {
-		if interrupted(runErr) {
-			return fmt.Errorf("interrupted; the samples measured so far are kept (status incomplete)")
+		if interrupted(runErr) && !errors.Is(runErr, runner.ErrStore) {
+			return exitError{exitInterrupted, errors.New("interrupted; the samples measured so far are kept (status incomplete)")}
 		}
 		return runErr
 	}
+	for _, id := range ids {
+		r, err := st.GetRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.Status == store.StatusCompleteWithFailures {
+			return exitError{exitStepsFailed, fmt.Errorf("run %d finished with failures: %s (see its failures above)", id, r.StatusReason)}
+		}
+	}
 	return nil
+}
+
+// checkHTMLPath fails when the report of `vfleet run` could not be written
+// where asked: a directory, or a directory that is missing or read-only.
+func checkHTMLPath(path string) error {
+	if path == "-" {
+		return nil
+	}
+	dir := "."
+	if path != "" {
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return fmt.Errorf("--html %s is a directory: give a file name, or - for no HTML report", path)
+		}
+		dir = filepath.Dir(path)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("--html %s: no directory %s to write the report in", path, dir)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("--html %s: cannot write in %s: %w", cmp.Or(path, "(default)"), dir, err)
+	}
+	return nil
+}
+
+// abortOrphans marks the runs whose vfleet died as aborted, and says so.
+// It is a courtesy to the store's readers: a failure is only reported.
+func abortOrphans(ctx context.Context, st *store.Store, cleanedKeys map[string]bool) {
+	aborted, err := runner.AbortOrphans(ctx, st, cleanedKeys)
+	for _, r := range aborted {
+		fmt.Fprintf(os.Stderr, "vfleet: run %d (%s) was left running: marked aborted, %s; its samples are kept\n", r.ID, r.ScenarioName, r.StatusReason)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vfleet: could not check for runs whose vfleet died: %v\n", err)
+	}
 }
 
 func scenarioOptions() scenario.Options {

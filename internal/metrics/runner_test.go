@@ -94,8 +94,8 @@ vfleet_guest_up{group="other",guest="other-1",kind="fake",run="ID",runtime=""} 0
 		t.Errorf("%d sample series for %d samples of 2 repetitions", n, len(stored))
 	}
 	infos := seriesLabels(t, c, "vfleet_run_info")
-	if len(infos) != 1 || infos[0]["status"] != store.StatusComplete || !strings.HasPrefix(infos[0]["key"], "r1-") {
-		t.Errorf("run info %v, want one complete run keyed r1-…", infos)
+	if len(infos) != 1 || infos[0]["status"] != store.StatusCompleteWithFailures || !strings.HasPrefix(infos[0]["key"], "r1-") {
+		t.Errorf("run info %v, want one run complete with failures keyed r1-…", infos)
 	}
 }
 

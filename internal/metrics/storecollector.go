@@ -70,7 +70,10 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(descStoreUp, fmt.Errorf("read results store: %w", err))
 		return
 	}
-	byStatus := map[string]int{store.StatusRunning: 0, store.StatusComplete: 0, store.StatusIncomplete: 0, store.StatusFailed: 0}
+	byStatus := map[string]int{}
+	for _, s := range store.Statuses {
+		byStatus[s] = 0
+	}
 	for _, r := range runs {
 		byStatus[r.Status]++
 	}

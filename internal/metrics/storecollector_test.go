@@ -44,7 +44,7 @@ func storeWithRuns(t *testing.T) (*store.Store, int64) {
 		if status == store.StatusComplete {
 			finished = at.Add(30 * time.Minute)
 		}
-		if err := st.FinishRun(ctx, id, status, finished); err != nil {
+		if err := st.FinishRun(ctx, id, status, "", finished); err != nil {
 			t.Fatal(err)
 		}
 		last = id

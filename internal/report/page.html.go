@@ -14,7 +14,7 @@ const pageHTML = `<!DOCTYPE html>
 <body>
 <h1>vfleet run {{.Run.ID}} · {{.Run.ScenarioName}}</h1>
 <p><span class="status {{.Run.Status}}">{{.Run.Status}}</span>
-{{if not .Complete}}<strong>This run did not complete: the figures cover only what was measured.</strong>{{end}}</p>
+{{if not .Complete}}<strong>This run is {{.Run.Status}}{{with .Run.StatusReason}} — {{.}}{{end}}; the figures cover only what was measured.</strong>{{end}}</p>
 <p class="muted">Started {{fmtTime .Run.Started}} · finished {{fmtTime .Run.Finished}}{{if .Duration}} · {{.Duration}}{{end}} ·
 baseline <strong>{{.Run.Baseline}}</strong> = 1.00 · scenario {{.Run.ScenarioSource}} (sha256 {{printf "%.12s" .Run.ScenarioHash}})</p>
 

@@ -235,12 +235,13 @@ func TestExternalRefsAreCaught(t *testing.T) {
 
 func TestIncompleteRunIsFlagged(t *testing.T) {
 	run, samples, failures := fixture()
-	run.Status, run.Finished = store.StatusIncomplete, time.Time{}
+	run.Status, run.StatusReason, run.Finished = store.StatusIncomplete, "interrupted (SIGINT)", time.Time{}
 	var table, page bytes.Buffer
 	WriteTable(&table, Build(run, samples, failures), TableOptions{})
 	WriteHTML(&page, Build(run, samples, failures), samples)
-	if !strings.Contains(table.String(), "this run is incomplete") || !strings.Contains(page.String(), "did not complete") {
-		t.Fatal("an incomplete run must say so")
+	if !strings.Contains(table.String(), "this run is incomplete — interrupted (SIGINT)") ||
+		!strings.Contains(page.String(), "This run is incomplete — interrupted (SIGINT)") {
+		t.Fatal("an incomplete run must say so, and why")
 	}
 }
 

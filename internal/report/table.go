@@ -66,7 +66,11 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	writeCost(w, c.Cost)
 	writeFailures(w, c.Failures)
 	if run.Status != store.StatusComplete {
-		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", run.Status)
+		status := run.Status
+		if run.StatusReason != "" {
+			status += " — " + run.StatusReason
+		}
+		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", status)
 	}
 	return w.err
 }

@@ -136,11 +136,7 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 		r.opts.Progress.Logf("%sidle %s: vfleet %.2f%% of a core (this process %.2f%%), guests' host processes %.2f%%; %s PSS of vfleet per guest, %s disk per guest",
 			r.label, g, vfleet, selfPct, used, formatBytes(mean(agentPSS[g])), formatBytes(mean(disk[g])))
 	}
-	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
-		return fmt.Errorf("store density: %w", err)
-	}
-	r.opts.Observer.SamplesStored(r.id, samples)
-	return nil
+	return r.storeSamples(ctx, samples)
 }
 
 // sharedImageBytes is the size of the image every guest's layer sits on,

@@ -116,11 +116,7 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 			sample(group, group, gl.kind, gl.runtime, metricGroupPerSec, "guests/s", float64(gl.n)/gl.last.Seconds(), workload.HigherIsBetter))
 	}
 	sort.Slice(samples, func(i, j int) bool { return samples[i].Guest < samples[j].Guest })
-	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
-		return fmt.Errorf("store launch times: %w", err)
-	}
-	r.opts.Observer.SamplesStored(r.id, samples)
-	return nil
+	return r.storeSamples(ctx, samples)
 }
 
 // phaseParams are the parameters of what a phase stores about its fleet
@@ -320,11 +316,7 @@ func (r *run) storeFleetTotals(ctx context.Context, st scenario.Step, samples []
 		sk.Metric, sk.Unit, sk.Value, sk.Better = metricStartSkew, "us", float64(skew.Microseconds()), workload.LowerIsBetter
 		out = append(out, o, sk)
 	}
-	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, out); err != nil {
-		return fmt.Errorf("store fleet totals: %w", err)
-	}
-	r.opts.Observer.SamplesStored(r.id, out)
-	return nil
+	return r.storeSamples(ctx, out)
 }
 
 // overlapOf returns the common window of the runs as a share of their

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/netpath/fastpath"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -191,6 +193,11 @@ func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, k
 		err = ctx.Err()
 	}
 	if err == nil {
+		// The fleet outlives this process: no owner of the run can die now,
+		// and only taking the fleet down ends it.
+		err = opts.Store.SetRunOwner(context.WithoutCancel(ctx), r.id, procfs.Process{})
+	}
+	if err == nil {
 		r.led.Close()
 		return r.id, r.key, nil
 	}
@@ -198,7 +205,7 @@ func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, k
 	defer cancel()
 	err = errors.Join(err, r.teardown(tctx))
 	status := store.StatusFailed
-	if ferr := opts.Store.FinishRun(tctx, r.id, status, time.Now().UTC()); ferr != nil {
+	if ferr := opts.Store.FinishRun(tctx, r.id, status, err.Error(), time.Now().UTC()); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
 	opts.Observer.RunFinished(r.id, status)
@@ -226,15 +233,20 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 	ids = make([]int64, len(plans))
 	var runs []*run
 	// Final statuses are written even when ctx is cancelled: an interrupted
-	// run must say so in the store.
+	// run must say so in the store. This runs after the teardown, whose
+	// freed disk may let samples the store refused during the run in.
 	defer func() {
 		finishCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		for _, r := range runs {
-			if ferr := opts.Store.FinishRun(finishCtx, r.id, r.status, time.Now().UTC()); ferr != nil {
-				err = errors.Join(err, fmt.Errorf("record end of run %d: %w", r.id, ferr))
+			if ferr := r.flushUnsaved(finishCtx); ferr != nil {
+				err = errors.Join(err, ferr)
 			}
-			opts.Observer.RunFinished(r.id, r.status)
+			status, reason := r.outcome()
+			if ferr := opts.Store.FinishRun(finishCtx, r.id, status, reason, time.Now().UTC()); ferr != nil {
+				err = errors.Join(err, fmt.Errorf("record end of run %d (it stays 'running' until 'vfleet clean' or the next run marks it aborted): %w", r.id, ferr))
+			}
+			opts.Observer.RunFinished(r.id, status)
 		}
 	}()
 	for i, plan := range plans {
@@ -264,7 +276,7 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 	var active []*run
 	for _, r := range runs {
 		if serr := r.setup(ctx); serr != nil {
-			r.status = store.StatusFailed
+			r.status, r.reason = store.StatusFailed, serr.Error()
 			errs = append(errs, serr)
 			continue
 		}
@@ -282,19 +294,17 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 		}
 		for _, r := range inPhase {
 			if serr := r.startPhase(ctx, phase); serr != nil {
-				markAll(active, store.StatusIncomplete)
-				if errors.Is(serr, ErrNoGuests) || errors.Is(serr, errAllOrNothing) {
-					r.status = store.StatusFailed
-				}
+				stopAll(ctx, active, r, serr)
 				return ids, errors.Join(append(errs, serr)...)
 			}
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			markAll(active, store.StatusIncomplete)
-			return ids, errors.Join(append(errs, fmt.Errorf("interrupted while starting guests: %w", cerr))...)
+			cerr = fmt.Errorf("interrupted while starting guests: %w", cerr)
+			stopAll(ctx, active, nil, cerr)
+			return ids, errors.Join(append(errs, cerr)...)
 		}
 		if serr := runSteps(ctx, inPhase, phase, opts.Progress); serr != nil {
-			markAll(active, store.StatusIncomplete)
+			stopAll(ctx, active, nil, serr)
 			return ids, errors.Join(append(errs, serr)...)
 		}
 		for _, r := range inPhase {
@@ -313,8 +323,37 @@ func markAll(runs []*run, status string) {
 	}
 }
 
+// stopAll records why the active runs stop early: the one whose guests
+// could not start failed, as does any whose store refused its samples;
+// the others were cut short (incomplete).
+func stopAll(ctx context.Context, active []*run, culprit *run, cause error) {
+	reason := cause.Error()
+	if ctx.Err() != nil {
+		reason = interruption(ctx)
+	}
+	for _, r := range active {
+		r.status, r.reason = store.StatusIncomplete, reason
+	}
+	if culprit != nil && (errors.Is(cause, ErrNoGuests) || errors.Is(cause, errAllOrNothing)) {
+		culprit.status = store.StatusFailed
+	}
+}
+
+// interruption says what interrupted a run: the cause its context was
+// cancelled with (the CLI names the signal), else that it was cancelled.
+func interruption(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return "interrupted (" + cause.Error() + ")"
+	}
+	return "interrupted"
+}
+
 func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error) {
 	spec := plan.Spec
+	self, err := procfs.Self()
+	if err != nil {
+		return nil, fmt.Errorf("record run: %w", err)
+	}
 	id, err := opts.Store.CreateRun(ctx, &store.Run{
 		ScenarioName:   spec.Name,
 		ScenarioSource: spec.Source,
@@ -324,11 +363,16 @@ func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error
 		Started:        time.Now().UTC(),
 		Status:         store.StatusRunning,
 		Host:           opts.Host,
+		Owner:          self,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
-	return &run{id: id, key: runKey(id), plan: plan, opts: opts, status: store.StatusFailed}, nil
+	r := &run{id: id, key: runKey(id), plan: plan, opts: opts, status: store.StatusFailed}
+	if err := opts.Store.SetRunKey(ctx, id, r.key); err != nil {
+		return nil, fmt.Errorf("record run: %w", err)
+	}
+	return r, nil
 }
 
 // runKey names the run's resources (state directory, ledger, container ids).
@@ -346,8 +390,18 @@ type run struct {
 	plan   *scenario.Plan
 	opts   Options
 	status string
+	reason string // why the run ended with status, when it did not complete
 	// detached: the guests are a long-lived fleet's (see Launch).
 	detached bool
+
+	// results guards what the run failed to measure or to store, which
+	// guests measured in parallel report.
+	results         sync.Mutex
+	failedSteps     int
+	failedGuests    int
+	storeErr        error            // the store's first refusal; it stops the run
+	unsaved         [][]store.Sample // refused samples, one slice per step
+	unsavedFailures []store.Failure
 
 	led      *ledger.Ledger
 	dirEntry ledger.Entry
@@ -434,6 +488,9 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 			more = true
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("interrupted: %w", err)
+			}
+			if err := r.stoppedByStore(); err != nil {
+				return fmt.Errorf("%sstopped: %w", r.label, err)
 			}
 			st := r.plan.Steps[i]
 			if st.Phase != phase {
@@ -544,7 +601,7 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 		records[scenario.PeerName] = r.net.record()
 	}
 	if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, records); err != nil {
-		return fmt.Errorf("record guests: %w", err)
+		return fmt.Errorf("record guests: %w", r.storeFailed(err))
 	}
 	if len(r.guests) == 0 && ctx.Err() == nil {
 		return ErrNoGuests
@@ -646,12 +703,11 @@ func (r *run) record(ctx context.Context, g guest.Guest, st scenario.Step, m mea
 			WallNS: m.reply.WallNS, CPUNS: m.reply.Rusage.UserNS + m.reply.Rusage.SysNS,
 		})
 	}
-	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
-		return nil, fmt.Errorf("store samples: %w", err)
+	if err := r.storeSamples(ctx, samples); err != nil {
+		return nil, err
 	}
 	st.Group = r.records[spec.Name].Group
 	r.noteHeadline(st, parsed)
-	r.opts.Observer.SamplesStored(r.id, samples)
 	return samples, nil
 }
 
@@ -719,10 +775,98 @@ func firstLine(b []byte) string {
 func (r *run) failure(ctx context.Context, guestName, group, workloadID string, rep int, err error, stderr []byte) error {
 	f := store.Failure{RunID: r.id, Guest: guestName, Group: group, WorkloadID: workloadID, Repetition: rep,
 		Error: err.Error(), Stderr: string(stderr), At: time.Now().UTC()}
+	r.results.Lock()
+	if workloadID == "" {
+		r.failedGuests++
+	} else {
+		r.failedSteps++
+	}
+	r.results.Unlock()
 	if serr := r.opts.Store.AddFailure(context.WithoutCancel(ctx), f); serr != nil {
-		return errors.Join(err, fmt.Errorf("store failure: %w", serr))
+		r.results.Lock()
+		r.unsavedFailures = append(r.unsavedFailures, f)
+		r.results.Unlock()
+		return errors.Join(err, r.storeFailed(serr))
 	}
 	return err
+}
+
+// ErrStore marks a run stopped because the results store refused what it
+// measured (a full disk, a database gone read-only): every further step
+// would be measured for nothing.
+var ErrStore = errors.New("the results store failed")
+
+// storeSamples commits samples as one step's. When the store refuses them
+// they are kept for one more try once the run has ended and its guests
+// are gone (which frees their disk), and the run stops.
+func (r *run) storeSamples(ctx context.Context, samples []store.Sample) error {
+	if err := r.opts.Store.AddSamples(context.WithoutCancel(ctx), r.id, samples); err != nil {
+		r.results.Lock()
+		r.unsaved = append(r.unsaved, samples)
+		r.results.Unlock()
+		return r.storeFailed(err)
+	}
+	r.opts.Observer.SamplesStored(r.id, samples)
+	return nil
+}
+
+// storeFailed remembers the store's first refusal, which stops the run.
+func (r *run) storeFailed(err error) error {
+	r.results.Lock()
+	defer r.results.Unlock()
+	if r.storeErr == nil {
+		r.storeErr = fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return r.storeErr
+}
+
+// stoppedByStore returns the store's refusal once there has been one.
+func (r *run) stoppedByStore() error {
+	r.results.Lock()
+	defer r.results.Unlock()
+	return r.storeErr
+}
+
+// flushUnsaved tries once more to store what the store refused during the
+// run, and says what is still lost.
+func (r *run) flushUnsaved(ctx context.Context) error {
+	r.results.Lock()
+	defer r.results.Unlock()
+	var lost, lostFailures int
+	var firstErr error
+	for _, samples := range r.unsaved {
+		if err := r.opts.Store.AddSamples(ctx, r.id, samples); err != nil {
+			lost += len(samples)
+			firstErr = cmp.Or(firstErr, err)
+			continue
+		}
+		r.opts.Observer.SamplesStored(r.id, samples)
+	}
+	for _, f := range r.unsavedFailures {
+		if err := r.opts.Store.AddFailure(ctx, f); err != nil {
+			lostFailures++
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	r.unsaved, r.unsavedFailures = nil, nil
+	if firstErr != nil {
+		return fmt.Errorf("%d samples and %d failure records of run %d could not be stored: %w", lost, lostFailures, r.id, firstErr)
+	}
+	return nil
+}
+
+// outcome is the run's final status and why, from how it stopped and what
+// failed on the way.
+func (r *run) outcome() (status, reason string) {
+	r.results.Lock()
+	defer r.results.Unlock()
+	switch {
+	case r.storeErr != nil:
+		return store.StatusFailed, r.storeErr.Error()
+	case r.status == store.StatusComplete && r.failedSteps+r.failedGuests > 0:
+		return store.StatusCompleteWithFailures, fmt.Sprintf("%d failed step(s), %d guest(s) that did not start", r.failedSteps, r.failedGuests)
+	}
+	return r.status, r.reason
 }
 
 // stopGuests stops the named running guests in parallel and forgets them.

@@ -72,7 +72,8 @@ func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 	}
 	ctx := context.Background()
 	run, _ := opts.Store.GetRun(ctx, id)
-	if run.Status != store.StatusComplete || run.Finished.IsZero() || len(run.Guests) != 3 || run.Baseline != "base" {
+	if run.Status != store.StatusCompleteWithFailures || run.StatusReason != "3 failed step(s), 0 guest(s) that did not start" ||
+		run.Finished.IsZero() || len(run.Guests) != 3 || run.Baseline != "base" {
 		t.Fatalf("run = %+v", run)
 	}
 	samples, _ := opts.Store.Samples(ctx, id)
@@ -109,6 +110,9 @@ func TestGuestThatFailsToStartIsRecordedAndSkipped(t *testing.T) {
 	if len(failures) != 1 || failures[0].WorkloadID != "" || !strings.Contains(failures[0].Error, "boot failed") {
 		t.Fatalf("failures = %+v", failures)
 	}
+	if run, _ := opts.Store.GetRun(context.Background(), id); run.Status != store.StatusCompleteWithFailures {
+		t.Fatalf("status = %s, want %s", run.Status, store.StatusCompleteWithFailures)
+	}
 	samples, _ := opts.Store.Samples(context.Background(), id)
 	if len(samples) != 4 {
 		t.Fatalf("%d samples, want 4", len(samples))
@@ -130,7 +134,7 @@ func TestInterruptedRunKeepsSamplesAndTearsDown(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	run, _ := opts.Store.GetRun(context.Background(), id)
-	if run.Status != store.StatusIncomplete || run.Finished.IsZero() {
+	if run.Status != store.StatusIncomplete || run.StatusReason != "interrupted" || run.Finished.IsZero() {
 		t.Fatalf("run = %+v", run)
 	}
 	samples, _ := opts.Store.Samples(context.Background(), id)

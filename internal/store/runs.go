@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // RunSummary is one line of the run list.
@@ -19,6 +21,7 @@ type RunSummary struct {
 	Started      time.Time
 	Finished     time.Time // zero while running or after an interruption
 	Status       string
+	StatusReason string
 	Samples      int
 	Failures     int
 }
@@ -40,10 +43,12 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) (int64, error) {
 		return 0, fmt.Errorf("create run: encode guests: %w", err)
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO runs
-		(scenario_name, scenario_source, scenario_text, scenario_hash, baseline, started_ns, finished_ns, status, host_json, guests_json)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(scenario_name, scenario_source, scenario_text, scenario_hash, baseline, started_ns, finished_ns, status, host_json, guests_json,
+		 run_key, owner_pid, owner_start)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ScenarioName, r.ScenarioSource, r.ScenarioText, hash, r.Baseline,
-		toNS(r.Started), toNS(r.Finished), StatusRunning, string(host), string(guests))
+		toNS(r.Started), toNS(r.Finished), StatusRunning, string(host), string(guests),
+		r.Key, r.Owner.PID, int64(r.Owner.StartTime))
 	if err != nil {
 		return 0, fmt.Errorf("create run: %w", err)
 	}
@@ -73,9 +78,63 @@ func (s *Store) SetRunGuests(ctx context.Context, id int64, guests map[string]Gu
 	return s.updateRun(ctx, id, `UPDATE runs SET guests_json = ? WHERE id = ?`, string(b), id)
 }
 
-// FinishRun records the end of a run and its final status.
-func (s *Store) FinishRun(ctx context.Context, id int64, status string, finished time.Time) error {
-	return s.updateRun(ctx, id, `UPDATE runs SET status = ?, finished_ns = ? WHERE id = ?`, status, toNS(finished), id)
+// SetRunKey records the key that names the run's resources and ledger,
+// which is made from its id.
+func (s *Store) SetRunKey(ctx context.Context, id int64, key string) error {
+	return s.updateRun(ctx, id, `UPDATE runs SET run_key = ? WHERE id = ?`, key, id)
+}
+
+// SetRunOwner records the process that now answers for a running run; the
+// zero Process hands it to a long-lived fleet, which has no process.
+func (s *Store) SetRunOwner(ctx context.Context, id int64, owner procfs.Process) error {
+	return s.updateRun(ctx, id, `UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?`, owner.PID, int64(owner.StartTime), id)
+}
+
+// FinishRun records the end of a run, its final status and why it ended
+// so (empty for a complete run).
+func (s *Store) FinishRun(ctx context.Context, id int64, status, reason string, finished time.Time) error {
+	return s.updateRun(ctx, id, `UPDATE runs SET status = ?, status_reason = ?, finished_ns = ? WHERE id = ?`,
+		status, reason, toNS(finished), id)
+}
+
+// RunningRuns lists the runs still marked running, with their keys and
+// owners, so that a caller can find those whose vfleet died.
+func (s *Store) RunningRuns(ctx context.Context) ([]Run, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, scenario_name, run_key, owner_pid, owner_start FROM runs WHERE status = ? ORDER BY id`, StatusRunning)
+	if err != nil {
+		return nil, fmt.Errorf("list running runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r := Run{Status: StatusRunning}
+		var start int64
+		if err := rows.Scan(&r.ID, &r.ScenarioName, &r.Key, &r.Owner.PID, &start); err != nil {
+			return nil, fmt.Errorf("list running runs: %w", err)
+		}
+		r.Owner.StartTime = uint64(start)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list running runs: %w", err)
+	}
+	return out, nil
+}
+
+// AbortRun marks a run whose vfleet died as aborted, keeping its samples.
+// It changes nothing, and says so with false, when the run has ended in
+// the meantime.
+func (s *Store) AbortRun(ctx context.Context, id int64, reason string, at time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET status = ?, status_reason = ?, finished_ns = ? WHERE id = ? AND status = ?`,
+		StatusAborted, reason, toNS(at), id, StatusRunning)
+	if err != nil {
+		return false, fmt.Errorf("abort run %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("abort run %d: %w", id, err)
+	}
+	return n == 1, nil
 }
 
 func (s *Store) updateRun(ctx context.Context, id int64, query string, args ...any) error {
@@ -98,17 +157,18 @@ func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
 	var r Run
 	var started, finished int64
 	var host, guests string
+	var ownerStart int64
 	err := s.db.QueryRowContext(ctx, `SELECT id, scenario_name, scenario_source, scenario_text, scenario_hash, baseline,
-		started_ns, finished_ns, status, host_json, guests_json FROM runs WHERE id = ?`, id).
+		started_ns, finished_ns, status, status_reason, run_key, owner_pid, owner_start, host_json, guests_json FROM runs WHERE id = ?`, id).
 		Scan(&r.ID, &r.ScenarioName, &r.ScenarioSource, &r.ScenarioText, &r.ScenarioHash, &r.Baseline,
-			&started, &finished, &r.Status, &host, &guests)
+			&started, &finished, &r.Status, &r.StatusReason, &r.Key, &r.Owner.PID, &ownerStart, &host, &guests)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fmt.Errorf("run %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("read run %d: %w", id, err)
 	}
-	r.Started, r.Finished = fromNS(started), fromNS(finished)
+	r.Started, r.Finished, r.Owner.StartTime = fromNS(started), fromNS(finished), uint64(ownerStart)
 	if err := json.Unmarshal([]byte(host), &r.Host); err != nil {
 		return Run{}, fmt.Errorf("read run %d host: %w", id, err)
 	}
@@ -120,7 +180,7 @@ func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
 
 // ListRuns lists every run, oldest first.
 func (s *Store) ListRuns(ctx context.Context) ([]RunSummary, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT r.id, r.scenario_name, r.started_ns, r.finished_ns, r.status,
+	rows, err := s.db.QueryContext(ctx, `SELECT r.id, r.scenario_name, r.started_ns, r.finished_ns, r.status, r.status_reason,
 		(SELECT COUNT(*) FROM samples WHERE run_id = r.id),
 		(SELECT COUNT(*) FROM failures WHERE run_id = r.id)
 		FROM runs r ORDER BY r.id`)
@@ -132,7 +192,7 @@ func (s *Store) ListRuns(ctx context.Context) ([]RunSummary, error) {
 	for rows.Next() {
 		var r RunSummary
 		var started, finished int64
-		if err := rows.Scan(&r.ID, &r.ScenarioName, &started, &finished, &r.Status, &r.Samples, &r.Failures); err != nil {
+		if err := rows.Scan(&r.ID, &r.ScenarioName, &started, &finished, &r.Status, &r.StatusReason, &r.Samples, &r.Failures); err != nil {
 			return nil, fmt.Errorf("list runs: %w", err)
 		}
 		r.Started, r.Finished = fromNS(started), fromNS(finished)

@@ -72,6 +72,41 @@ var migrations = []string{
 		hist_json   TEXT NOT NULL
 	);
 	CREATE INDEX histograms_by_run ON histograms(run_id, sample_id);`,
+
+	// Version 3: why a run ended as it did, and who runs it. The run's key
+	// names its ledger; the owner (pid and start time) lets a later command
+	// tell a run still in progress from one whose vfleet was killed. Runs
+	// written before this version have neither and are left as they are.
+	`ALTER TABLE runs ADD COLUMN status_reason TEXT NOT NULL DEFAULT '';
+	ALTER TABLE runs ADD COLUMN run_key TEXT NOT NULL DEFAULT '';
+	ALTER TABLE runs ADD COLUMN owner_pid INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE runs ADD COLUMN owner_start INTEGER NOT NULL DEFAULT 0;`,
+}
+
+// checkSchema, for a read-only store, fails unless the database has
+// exactly the schema this vfleet writes.
+func (s *Store) checkSchema() error {
+	tracked, others, err := countTables(s.db.QueryRow)
+	if err != nil {
+		return err
+	}
+	if tracked == 0 && others > 0 {
+		return fmt.Errorf("%w: it is an SQLite database of another program", ErrNotDatabase)
+	}
+	v := 0
+	if tracked > 0 {
+		if err := s.db.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+	}
+	switch {
+	case v > len(migrations):
+		return fmt.Errorf("%w: its schema is version %d, this vfleet knows up to %d (use a newer vfleet)", ErrSchemaTooNew, v, len(migrations))
+	case v < len(migrations):
+		return fmt.Errorf("%w: its schema is version %d and this vfleet reads version %d; it is upgraded when opened by a vfleet that may write it",
+			ErrSchemaTooOld, v, len(migrations))
+	}
+	return nil
 }
 
 func (s *Store) migrate() error {

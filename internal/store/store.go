@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite" // also registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -29,6 +31,16 @@ var (
 	// ErrNoWAL is returned when SQLite cannot put the database in WAL mode,
 	// without which a report would block a running benchmark's writes.
 	ErrNoWAL = errors.New("database cannot use write-ahead logging")
+	// ErrNotRegular is returned for a path that exists but is not a regular
+	// file (a device such as /dev/null, a directory, a pipe): SQLite would
+	// write its journal beside it.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrReadOnly is returned when a command that writes results is given
+	// a database it cannot write.
+	ErrReadOnly = errors.New("results database is read-only")
+	// ErrSchemaTooOld is returned when a database written by an older
+	// vfleet is opened read-only and cannot be upgraded.
+	ErrSchemaTooOld = errors.New("database schema is older than this vfleet")
 )
 
 // busyTimeout bounds how long a statement waits for another process (a
@@ -39,21 +51,29 @@ const sqliteMagic = "SQLite format 3\x00"
 
 // Store is an open results database. It is safe for concurrent use.
 type Store struct {
-	db   *sql.DB
-	path string
+	db       *sql.DB
+	path     string
+	readOnly bool
 }
 
-// Open opens the results database at path, creating it and its directory
-// if needed, and brings its schema up to date.
+// Open opens the results database at path for reading and writing,
+// creating it and its directory if needed, and brings its schema up to
+// date. A path that cannot be written fails with ErrReadOnly.
 func Open(path string) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open results database %s: %w", path, err)
 	}
+	if err := refuseNonRegular(abs); err != nil {
+		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+	}
 	if err := prepareFile(abs); err != nil {
 		return nil, fmt.Errorf("open results database %s: %w", abs, err)
 	}
-	db, err := sql.Open("sqlite", dsn(abs))
+	if err := checkWritable(abs); err != nil {
+		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+	}
+	db, err := sql.Open("sqlite", dsn(abs, ""))
 	if err != nil {
 		return nil, fmt.Errorf("open results database %s: %w", abs, err)
 	}
@@ -87,8 +107,15 @@ func Open(path string) (*Store, error) {
 // deferred transaction that reads then writes can fail with SQLITE_BUSY
 // without waiting, and the migration check must see the version it is
 // about to change. The journal mode is not here: see useWAL.
-func dsn(abs string) string {
+func dsn(abs, mode string) string {
 	q := url.Values{}
+	switch mode {
+	case "ro":
+		q.Set("mode", "ro")
+	case "immutable":
+		q.Set("mode", "ro")
+		q.Set("immutable", "1")
+	}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
@@ -145,9 +172,26 @@ func isBusy(err error) bool {
 // live.
 func prepareFile(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("%w: %w", ErrReadOnly, err)
+		}
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		if werr := checkWritable(path); errors.Is(werr, ErrReadOnly) {
+			return werr
+		}
+		return err
+	}
+	f.Close()
+	return checkHeader(path)
+}
+
+// checkHeader refuses a file that is not SQLite; an empty one is a new
+// database.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
@@ -162,6 +206,114 @@ func prepareFile(path string) error {
 	}
 	if string(head[:n]) != sqliteMagic {
 		return fmt.Errorf("%w: the file is not SQLite, refusing to touch it", ErrNotDatabase)
+	}
+	return nil
+}
+
+// OpenReadOnly opens an existing results database for reading only, for
+// the commands that only read (runs, report, compare, serve): they work on
+// a database its user may not write, and cannot damage one. On a read-only
+// file system, where SQLite cannot create the shared-memory index of its
+// write-ahead log, the file is opened as immutable: nothing can change it
+// there. A database of an older schema is upgraded first where it can be
+// written, and refused with ErrSchemaTooOld where it cannot.
+func OpenReadOnly(path string) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open results database %s: %w", path, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("open results database %s: %w (it is %s)", abs, ErrNotRegular, describeMode(fi.Mode()))
+	}
+	if err := checkHeader(abs); err != nil {
+		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+	}
+	mode := "ro"
+	if errors.Is(unix.Access(filepath.Dir(abs), unix.W_OK), unix.EROFS) {
+		mode = "immutable"
+	}
+	s, err := openReadOnly(abs, mode)
+	if !errors.Is(err, ErrSchemaTooOld) || checkWritable(abs) != nil {
+		return s, err
+	}
+	upgraded, err := Open(abs)
+	if err != nil {
+		return nil, err
+	}
+	upgraded.Close()
+	return openReadOnly(abs, mode)
+}
+
+func openReadOnly(abs, mode string) (*Store, error) {
+	db, err := sql.Open("sqlite", dsn(abs, mode))
+	if err != nil {
+		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+	}
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db, path: abs, readOnly: true}
+	if err := s.checkSchema(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// ReadOnly says whether the store was opened for reading only.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// refuseNonRegular fails for a path that exists and is not a regular file.
+func refuseNonRegular(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w (it is %s): give a regular file, or a new path in a directory", ErrNotRegular, describeMode(fi.Mode()))
+	}
+	return nil
+}
+
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	default:
+		return "not a regular file"
+	}
+}
+
+// checkWritable fails with ErrReadOnly when this process cannot write the
+// database or, since SQLite keeps its journal beside it, its directory.
+// access(2) answers for the real user, as the kernel would for root: a
+// read-only mount refuses root too.
+func checkWritable(path string) error {
+	for _, p := range []string{path, filepath.Dir(path)} {
+		err := unix.Access(p, unix.W_OK)
+		if errors.Is(err, unix.ENOENT) && p == path {
+			continue // a new database: its directory decides
+		}
+		if err != nil {
+			why := "no write permission"
+			if errors.Is(err, unix.EROFS) {
+				why = "read-only file system"
+			}
+			return fmt.Errorf("%w: %s on %s (a run needs to write its results; pass another --db)", ErrReadOnly, why, p)
+		}
 	}
 	return nil
 }

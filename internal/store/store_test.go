@@ -17,8 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/testutil"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -85,6 +89,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	requireAllSet(t, host)
 	in := newRun()
 	in.Host = host
+	in.Owner = procfs.Process{PID: 4242, StartTime: 1 << 40}
 	id, err := s.CreateRun(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +118,11 @@ func TestRoundTripEveryField(t *testing.T) {
 	if err := s.AddFailure(ctx, fail); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.SetRunKey(ctx, id, "r1-abcdef"); err != nil {
+		t.Fatal(err)
+	}
 	finished := in.Started.Add(time.Minute)
-	if err := s.FinishRun(ctx, id, StatusComplete, finished); err != nil {
+	if err := s.FinishRun(ctx, id, StatusCompleteWithFailures, "1 of 2 steps failed", finished); err != nil {
 		t.Fatal(err)
 	}
 
@@ -123,7 +131,7 @@ func TestRoundTripEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := *in
-	want.Status, want.Finished, want.Guests = StatusComplete, finished, guests
+	want.Status, want.StatusReason, want.Finished, want.Guests, want.Key = StatusCompleteWithFailures, "1 of 2 steps failed", finished, guests, "r1-abcdef"
 	requireAllSet(t, want)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("run round trip:\n got %+v\nwant %+v", got, want)
@@ -355,20 +363,36 @@ func TestOpenCreatesPrivateFileWithOddPathAndPragmas(t *testing.T) {
 	}
 }
 
+// oldDatabase makes a database of an older schema version, as an older
+// vfleet left it, with one run in it written with that version's columns.
+func oldDatabase(t *testing.T, path string, version int) (*Store, int64) {
+	t.Helper()
+	all := migrations
+	migrations = all[:version]
+	old, err := Open(path)
+	migrations = all
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := old.db.Exec(`INSERT INTO runs (scenario_name, scenario_source, scenario_text, scenario_hash, baseline, started_ns, status, host_json)
+		VALUES ('old', 'old.yaml', 'name: old', '', 'host', 1, 'complete', '{}')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return old, id
+}
+
 // TestVersion1DatabaseGainsHistograms opens a database written before the
 // histograms table existed: its samples must survive the migration and read
 // back without histograms, and new samples can carry one.
 func TestVersion1DatabaseGainsHistograms(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "r.db")
-	all := migrations
-	migrations = all[:1]
-	old, err := Open(path)
-	migrations = all
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := createRun(t, old)
+	old, id := oldDatabase(t, path, 1)
 	if err := old.AddSamples(ctx, id, []Sample{{Metric: "rtt", Unit: "us", Value: 12}}); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +433,7 @@ func TestNotFound(t *testing.T) {
 	if _, err := s.GetRun(ctx, missing); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetRun: %v", err)
 	}
-	if err := s.FinishRun(ctx, missing, StatusComplete, time.Now()); !errors.Is(err, ErrNotFound) {
+	if err := s.FinishRun(ctx, missing, StatusComplete, "", time.Now()); !errors.Is(err, ErrNotFound) {
 		t.Errorf("FinishRun: %v", err)
 	}
 	if err := s.SetRunGuests(ctx, missing, nil); !errors.Is(err, ErrNotFound) {
@@ -576,5 +600,102 @@ func TestConcurrentOpenByProcesses(t *testing.T) {
 	runs, err := open(t, path).ListRuns(context.Background())
 	if err != nil || len(runs) != procs {
 		t.Fatalf("%d runs stored (%v), want one per process, %d", len(runs), err, procs)
+	}
+}
+
+func TestAbortRunOnlyChangesARunningRun(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	running, ended := createRun(t, s), createRun(t, s)
+	owner := procfs.Process{PID: 99, StartTime: 7}
+	if err := s.SetRunOwner(ctx, running, owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, ended, StatusComplete, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.RunningRuns(ctx)
+	if err != nil || len(runs) != 1 || runs[0].ID != running || runs[0].Owner != owner {
+		t.Fatalf("running runs = %+v, %v; want run %d owned by %+v", runs, err, running, owner)
+	}
+	for id, want := range map[int64]bool{running: true, ended: false} {
+		changed, err := s.AbortRun(ctx, id, "its vfleet died", time.Now())
+		if err != nil || changed != want {
+			t.Errorf("abort run %d: changed %v, %v; want %v", id, changed, err, want)
+		}
+	}
+	if r, _ := s.GetRun(ctx, running); r.Status != StatusAborted || r.StatusReason != "its vfleet died" || r.Finished.IsZero() {
+		t.Errorf("aborted run reads back as %q (%q), finished %v", r.Status, r.StatusReason, r.Finished)
+	}
+	if r, _ := s.GetRun(ctx, ended); r.Status != StatusComplete {
+		t.Errorf("a finished run was changed to %q", r.Status)
+	}
+}
+
+func TestNonRegularPathRefusedUntouched(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{os.DevNull, dir, fifo} {
+		for name, open := range map[string]func(string) (*Store, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+			if _, err := open(path); !errors.Is(err, ErrNotRegular) {
+				t.Errorf("%s(%s): %v, want ErrNotRegular", name, path, err)
+			}
+		}
+		if _, err := os.Stat(path + "-journal"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s-journal was created", path)
+		}
+	}
+}
+
+// TestReadOnlyDatabase mounts a file system read-only under the database,
+// which refuses root too, as a user's read-only mount would.
+func TestReadOnlyDatabase(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	path := filepath.Join(dir, "r.db")
+	s := open(t, path)
+	id := createRun(t, s)
+	s.Close()
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path); !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), "read-only file system") {
+		t.Errorf("Open on a read-only file system: %v, want ErrReadOnly saying why", err)
+	}
+	if _, err := Open(filepath.Join(dir, "new.db")); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Open of a new database on a read-only file system: %v, want ErrReadOnly", err)
+	}
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatalf("OpenReadOnly: %v", err)
+	}
+	defer ro.Close()
+	runs, err := ro.ListRuns(context.Background())
+	if err != nil || len(runs) != 1 || runs[0].ID != id {
+		t.Fatalf("runs of a read-only database: %+v, %v", runs, err)
+	}
+	if _, err := ro.CreateRun(context.Background(), newRun()); err == nil {
+		t.Error("a read-only store accepted a write")
+	}
+}
+
+func TestOpenReadOnlyUpgradesAWritableOldDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	s, id := oldDatabase(t, path, 2)
+	s.Close()
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatalf("OpenReadOnly of a writable version-2 database: %v", err)
+	}
+	defer ro.Close()
+	if r, err := ro.GetRun(context.Background(), id); err != nil || r.StatusReason != "" || r.Owner.PID != 0 {
+		t.Fatalf("run of an upgraded database: %+v, %v", r, err)
 	}
 }

@@ -4,18 +4,33 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
-// Run statuses. A run starts as Running; it ends Complete when every step
-// ran, or Incomplete when it was interrupted (its samples are kept).
+// Run statuses. A run starts as Running and ends in one of the others; in
+// every case the samples it measured are kept. docs/results.md lists them
+// with the exit status of `vfleet run` for each.
 const (
-	StatusRunning    = "running"
-	StatusComplete   = "complete"
+	StatusRunning = "running"
+	// StatusComplete: every step was measured.
+	StatusComplete = "complete"
+	// StatusCompleteWithFailures: the run went to its end, but some steps
+	// or guests failed; their errors are stored as failures.
+	StatusCompleteWithFailures = "complete with failures"
+	// StatusIncomplete: the user interrupted the run (SIGINT, SIGTERM).
 	StatusIncomplete = "incomplete"
-	StatusFailed     = "failed" // could not start at all (no guest came up)
+	// StatusFailed: the run could not go on: no guest started, its network
+	// could not be built, or the results store stopped taking samples.
+	StatusFailed = "failed"
+	// StatusAborted: the vfleet that ran it died without finishing it, as
+	// found later by `vfleet clean` or another run.
+	StatusAborted = "aborted"
 )
+
+// Statuses lists every status, for metrics and documentation.
+var Statuses = []string{StatusRunning, StatusComplete, StatusCompleteWithFailures, StatusIncomplete, StatusFailed, StatusAborted}
 
 // Run is one execution of a scenario.
 type Run struct {
@@ -28,7 +43,12 @@ type Run struct {
 	Started        time.Time
 	Finished       time.Time // zero while running
 	Status         string
-	Host           hostinfo.Fingerprint
+	StatusReason   string // why it ended as it did, when not complete
+	// Key names the run's resources and ledger; Owner is the process
+	// running it, zero once a long-lived fleet's launcher has handed it over.
+	Key   string
+	Owner procfs.Process
+	Host  hostinfo.Fingerprint
 	// Guests maps a guest name to what it was (kind, runtime, boot time...),
 	// as JSON-serialisable data supplied by the runner.
 	Guests map[string]GuestRecord

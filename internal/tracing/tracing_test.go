@@ -199,7 +199,7 @@ func TestRunBecomesOneTraceOfRunGuestStepAndTeardownSpans(t *testing.T) {
 	if len(root.GetParentSpanId()) != 0 {
 		t.Errorf("run span has a parent %s", id(root.GetParentSpanId()))
 	}
-	if attr(root, "vfleet.scenario").GetStringValue() != "traced" || attr(root, "vfleet.run.status").GetStringValue() != "complete" ||
+	if attr(root, "vfleet.scenario").GetStringValue() != "traced" || attr(root, "vfleet.run.status").GetStringValue() != store.StatusCompleteWithFailures ||
 		attr(root, "vfleet.run.steps").GetIntValue() != 9 {
 		t.Errorf("run span attributes %v", root.GetAttributes())
 	}
