@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -27,8 +28,8 @@ only when p < --alpha and it exceeds --noise-floor.`,
 			if format != "table" && format != "json" && format != "html" {
 				return usageError{fmt.Errorf("unknown format %q (allowed: table, json, html)", format)}
 			}
-			if o.Alpha <= 0 || o.Alpha >= 1 || o.NoiseFloor < 0 {
-				return usageError{fmt.Errorf("--alpha must be between 0 and 1 and --noise-floor at least 0")}
+			if err := checkCompareOptions(o); err != nil {
+				return usageError{err}
 			}
 			st, err := openExistingStore(g)
 			if err != nil {
@@ -41,9 +42,16 @@ only when p < --alpha and it exceeds --noise-floor.`,
 					return err
 				}
 			}
+			if ids[0] == ids[1] {
+				// Resolved first: "latest" may name the other run.
+				return usageError{fmt.Errorf("%s and %s are the same run (run %d): compare two different runs", args[0], args[1], ids[0])}
+			}
 			c, err := compareRuns(cmd.Context(), st, ids[0], ids[1], o)
 			if err != nil {
 				return err
+			}
+			if w := scenarioWarning(c.A, c.B); w != "" {
+				fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
 			}
 			w := io.Writer(os.Stdout)
 			if output != "" && output != "-" {
@@ -78,6 +86,35 @@ only when p < --alpha and it exceeds --noise-floor.`,
 	cmd.Flags().StringVar(&format, "format", "table", "table, json or html")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
 	return cmd
+}
+
+// checkCompareOptions refuses what the flags parse but the test cannot
+// use. NaN is false under every comparison, so each bound says what is
+// allowed rather than what is not.
+func checkCompareOptions(o report.CompareOptions) error {
+	if !(o.Alpha > 0 && o.Alpha < 1) {
+		return fmt.Errorf("--alpha %v: want a number strictly between 0 and 1, such as 0.01", o.Alpha)
+	}
+	if math.IsNaN(o.NoiseFloor) || math.IsInf(o.NoiseFloor, 0) || o.NoiseFloor < 0 {
+		return fmt.Errorf("--noise-floor %v: want a finite number ≥ 0, a fraction (0.05 = 5%%)", o.NoiseFloor)
+	}
+	return nil
+}
+
+// scenarioWarning says, or returns "", when two runs did not run the same
+// scenario: they are still compared, as variants may be on purpose, but a
+// change found may come from the scenario rather than the system. `run
+// --ab` compares two scenarios by design, so only `compare` warns.
+func scenarioWarning(a, b store.Run) string {
+	switch {
+	case a.ScenarioName != b.ScenarioName:
+		return fmt.Sprintf("run %d is of scenario %s and run %d of scenario %s: differences may come from the scenarios, not the system",
+			a.ID, a.ScenarioName, b.ID, b.ScenarioName)
+	case a.ScenarioHash != b.ScenarioHash:
+		return fmt.Sprintf("scenario %s changed between run %d and run %d (its text differs): differences may come from the change, not the system",
+			a.ScenarioName, a.ID, b.ID)
+	}
+	return ""
 }
 
 func compareRuns(ctx context.Context, st *store.Store, a, b int64, o report.CompareOptions) (report.ABComparison, error) {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -97,6 +99,9 @@ func (o *observeFlags) start(ctx context.Context, logf func(string, ...any)) (ru
 			stop()
 			return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
 		}
+		if w := metricsExposure(srv.Addr()); w != "" {
+			logf("warning: %s", w)
+		}
 		logf("metrics at http://%s/metrics", srv.Addr())
 		obs = append(obs, c)
 		stops = append(stops, srv.Close)
@@ -108,6 +113,28 @@ func (o *observeFlags) start(ctx context.Context, logf func(string, ...any)) (ru
 		return obs[0], stop, nil
 	}
 	return obs, stop, nil
+}
+
+// metricsExposure warns, or returns "", about a metrics server listening
+// at addr: the endpoint has no authentication, and the scenario, guest and
+// host names in its labels are nobody else's business unless the user
+// opened it on purpose. Callers pass the bound address, so that a host
+// name is judged by the address it resolved to.
+func metricsExposure(addr string) string {
+	// An address these refuse cannot be listened on either.
+	full, err := metrics.ListenAddr(addr)
+	if err != nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(full)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || strings.EqualFold(host, "localhost") {
+		return ""
+	}
+	return fmt.Sprintf("metrics at %s are exposed beyond this host, without authentication, to anyone who can reach it; "+
+		"to keep them on this host, listen on 127.0.0.1:PORT", full)
 }
 
 // fanOut passes every event to each observer in turn.

@@ -47,6 +47,9 @@ func serve(g *globalOptions, addr string) error {
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
+	if w := metricsExposure(srv.Addr()); w != "" {
+		fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
+	}
 	fmt.Fprintf(os.Stderr, "serving metrics of %s at http://%s/metrics (Ctrl-C to stop)\n", g.db(), srv.Addr())
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

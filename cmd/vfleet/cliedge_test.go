@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// Edges of the CLI: values its flags parse but it cannot use, arguments
+// that look right and mean something else, and outcomes that must be told
+// apart by their exit status.
+
+// storeRuns records one run per scenario text, each with a few samples of
+// one metric, and returns the CLI with them in its database: runs are
+// numbered from 1 in the order given.
+func storeRuns(t *testing.T, texts ...string) *cli {
+	t.Helper()
+	c := newCLI(t)
+	st, err := store.Open(c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	for _, text := range texts {
+		name := strings.TrimPrefix(strings.SplitN(text, "\n", 2)[0], "name: ")
+		id, err := st.CreateRun(ctx, &store.Run{ScenarioName: name, ScenarioText: []byte(text), Baseline: "host", Started: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var samples []store.Sample
+		for rep, v := range []float64{100, 101, 99} {
+			samples = append(samples, store.Sample{Guest: "host", Group: "host", WorkloadID: "cpu", Workload: "cpu",
+				Repetition: rep + 1, Metric: "events_per_sec", Unit: "events/s", Value: v, Better: "higher", At: time.Now()})
+		}
+		if err := st.AddSamples(ctx, id, samples); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+const (
+	quickText   = "name: quick\nrepetitions: 3\n"
+	quickEdited = "name: quick\nrepetitions: 5\n"
+	otherText   = "name: other\nrepetitions: 3\n"
+)
+
+func TestCompareRefusesUnusableAlphaAndNoiseFloor(t *testing.T) {
+	c := storeRuns(t, quickText, quickText)
+	if _, stderr, code := c.run("compare", "1", "2"); code != 0 {
+		t.Fatalf("the runs must compare with the default options: exit %d: %s", code, stderr)
+	}
+	const alpha, floor = "strictly between 0 and 1", "finite number ≥ 0"
+	for _, tc := range []struct {
+		flag, want string
+	}{
+		{"--alpha=NaN", alpha},
+		{"--alpha=Inf", alpha},
+		{"--alpha=-Inf", alpha},
+		{"--alpha=0", alpha},
+		{"--alpha=1", alpha},
+		{"--noise-floor=Inf", floor},
+		{"--noise-floor=NaN", floor},
+		{"--noise-floor=-0.01", floor},
+	} {
+		_, stderr, code := c.run("compare", "1", "2", tc.flag)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("compare %s: exit %d, stderr %q; want exit 2 and %q", tc.flag, code, stderr, tc.want)
+		}
+	}
+	if _, stderr, code := c.run("compare", "1", "2", "--alpha=0.5", "--noise-floor=0"); code != 0 {
+		t.Errorf("alpha 0.5 and noise floor 0 are allowed: exit %d: %s", code, stderr)
+	}
+}
+
+func TestCompareRefusesARunWithItself(t *testing.T) {
+	c := storeRuns(t, quickText, quickText)
+	for _, args := range [][]string{{"1", "1"}, {"latest", "2"}, {"2", "latest"}} {
+		_, stderr, code := c.run(append([]string{"compare"}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "the same run") {
+			t.Errorf("compare %v: exit %d, stderr %q; want exit 2 and the same run named", args, code, stderr)
+		}
+	}
+	if _, stderr, code := c.run("compare", "latest", "1"); code != 0 {
+		t.Errorf("compare latest 1: exit %d: %s", code, stderr)
+	}
+}
+
+func TestCompareWarnsWhenTheScenariosDiffer(t *testing.T) {
+	c := storeRuns(t, quickText, quickText, quickEdited, otherText)
+	for _, tc := range []struct {
+		a, b string
+		want []string // on stderr; none: stderr must be empty
+	}{
+		{"1", "2", nil},
+		{"1", "3", []string{"warning", "scenario quick changed between run 1 and run 3"}},
+		{"1", "4", []string{"warning", "run 1 is of scenario quick and run 4 of scenario other"}},
+		{"4", "2", []string{"warning", "run 4 is of scenario other and run 2 of scenario quick"}},
+	} {
+		stdout, stderr, code := c.run("compare", tc.a, tc.b)
+		if code != 0 || !strings.Contains(stdout, "events_per_sec") {
+			t.Errorf("compare %s %s: exit %d, stdout %q, stderr %q; want the comparison made", tc.a, tc.b, code, stdout, stderr)
+		}
+		if tc.want == nil && stderr != "" {
+			t.Errorf("compare %s %s of one scenario: stderr %q, want nothing", tc.a, tc.b, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("compare %s %s: stderr %q lacks %q", tc.a, tc.b, stderr, w)
+			}
+		}
+	}
+}
+
+func TestMetricsExposureWarning(t *testing.T) {
+	for addr, exposed := range map[string]bool{
+		"127.0.0.1:9477":          false,
+		"127.0.0.2:9477":          false,
+		"[::1]:9477":              false,
+		"[::ffff:127.0.0.1]:9477": false,
+		"localhost:9477":          false,
+		":9477":                   false, // bound to 127.0.0.1
+		"9477":                    false,
+		"0.0.0.0:9477":            true,
+		"[::]:9477":               true,
+		"192.168.1.20:9477":       true,
+		"[2001:db8::1]:9477":      true,
+		"metrics.example:9477":    true,
+	} {
+		w := metricsExposure(addr)
+		if exposed != (w != "") {
+			t.Errorf("metricsExposure(%q) = %q; want a warning: %v", addr, w, exposed)
+		}
+		if exposed && !strings.Contains(w, "beyond this host") {
+			t.Errorf("metricsExposure(%q) = %q; want it to say the metrics leave the host", addr, w)
+		}
+	}
+}
+
+func TestServeWarnsWhenItsMetricsLeaveTheHost(t *testing.T) {
+	c := storeRuns(t, quickText)
+	for addr, warn := range map[string]bool{"127.0.0.1:0": false, "0.0.0.0:0": true} {
+		cmd := c.command("serve", "--metrics-addr", addr)
+		pipe, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var w watchStderr
+		serving := make(chan string, 1)
+		w.start(t, pipe, map[string]chan string{`at http://(\S+)/metrics`: serving})
+		await(t, serving, "the serving address", &w)
+		// The warning comes before the serving line, so it has been read.
+		if got := strings.Contains(w.String(), "beyond this host"); got != warn {
+			t.Errorf("serve --metrics-addr %s: warned %v, want %v; stderr:\n%s", addr, got, warn, &w)
+		}
+		if err := stopWith(t, cmd, syscall.SIGINT); err != nil {
+			t.Fatalf("serve after Ctrl-C: %v\n%s", err, &w)
+		}
+	}
+}
+
+func TestExecCommandStartsAfterTheGuestOrItsDashes(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	for _, tc := range []struct {
+		args []string
+		want []string // nil: a usage error
+		says []string // in the error
+	}{
+		{args: []string{"c-0", "--", "cat", "/etc/hostname"}, want: []string{"cat", "/etc/hostname"}},
+		{args: []string{"c-0", "cat", "/etc/hostname"}, want: []string{"cat", "/etc/hostname"}},
+		{args: []string{"c-0", "sh", "-c", "exit 3"}, want: []string{"sh", "-c", "exit 3"}},
+		{args: []string{"c-0", "--", "git", "log", "--", "f"}, want: []string{"git", "log", "--", "f"}},
+		{args: []string{"c-0", "--timeout", "5s", "--", "true"}, says: []string{`"--timeout"`, "flags go before GUEST", "after '--'"}},
+		{args: []string{"c-0", "--fleet=x", "--", "true"}, says: []string{`"--fleet=x"`}},
+		{args: []string{"c-0", "git", "log", "--", "f"}, want: []string{"git", "log", "--", "f"}},
+		{args: []string{"c-0", "-" + long, "--", "true"}, says: []string{`"-` + long[:38] + `…"`}},
+		{args: []string{"c-0"}, says: []string{"a guest and a command"}},
+		{args: []string{"c-0", "--"}, says: []string{"a guest and a command"}},
+		{args: nil, says: []string{"a guest and a command"}},
+	} {
+		got, err := execCommand(tc.args)
+		if tc.want != nil {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("execCommand(%q) = %q, %v; want %q", tc.args, got, err, tc.want)
+			}
+			continue
+		}
+		if !errors.As(err, new(usageError)) {
+			t.Errorf("execCommand(%q) = %q, %v; want a usage error", tc.args, got, err)
+			continue
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("execCommand(%q): %q lacks %q", tc.args, err, s)
+			}
+		}
+		if strings.Contains(err.Error(), long[:41]) {
+			t.Errorf("execCommand(%q): the offending word was not cut: %q", tc.args, err)
+		}
+	}
+
+	// Through the CLI: refused as a usage error before any fleet is looked for.
+	c := newCLI(t)
+	_, stderr, code := c.run("fleet", "exec", "c-0", "--timeout", "5s", "--", "true")
+	if code != 2 || !strings.Contains(stderr, "flags go before GUEST") {
+		t.Errorf("fleet exec c-0 --timeout 5s -- true: exit %d, stderr %q; want exit 2 and the flags' place", code, stderr)
+	}
+}
+
+// fakeAgent listens at a new unix socket and gives each connection to
+// serve, after the agent's hello; it returns the socket's path.
+func fakeAgent(t *testing.T, serve func(conn net.Conn, r *bufio.Reader)) string {
+	t.Helper()
+	// A socket's path must fit in 108 bytes: a test's own TempDir may not.
+	dir, err := os.MkdirTemp("", "vf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "a.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				hello, _ := json.Marshal(agent.Hello{V: agent.Version, AgentVersion: "fake"})
+				if _, err := conn.Write(append(hello, '\n')); err != nil {
+					return
+				}
+				serve(conn, bufio.NewReader(conn))
+			}()
+		}
+	}()
+	return path
+}
+
+// reply answers the next request with r, its id filled in.
+func reply(r agent.Reply) func(net.Conn, *bufio.Reader) {
+	return func(conn net.Conn, rd *bufio.Reader) {
+		line, err := rd.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var req agent.Request
+		if json.Unmarshal(line, &req) != nil {
+			return
+		}
+		r.V, r.ID = agent.Version, req.ID
+		b, _ := json.Marshal(r)
+		conn.Write(append(b, '\n'))
+	}
+}
+
+// deadGuestCases are agents that give no answer, each by a socket path.
+func deadGuestCases(t *testing.T) map[string]string {
+	dir, err := os.MkdirTemp("", "vf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The socket file stays, as when a guest died: connecting is refused.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	return map[string]string{
+		"no socket":    filepath.Join(dir, "missing.sock"),
+		"stale socket": stale,
+		"hangs up before replying": fakeAgent(t, func(_ net.Conn, r *bufio.Reader) {
+			r.ReadBytes('\n')
+		}),
+	}
+}
+
+// oneGuestFleet publishes a fleet "edge" whose guest c-0's agent is at
+// addr, in a new state directory, as `fleet up` would leave it.
+func oneGuestFleet(t *testing.T, addr string) *globalOptions {
+	t.Helper()
+	g := &globalOptions{stateDir: t.TempDir()}
+	s := fleetState{Name: "edge", RunID: 1, RunKey: "r1-000000", Scenario: "edge", Started: time.Now().UTC(),
+		Guests: []fleetGuest{{Name: "c-0", Group: "c", Kind: "container", AgentAddr: addr}}}
+	if err := os.MkdirAll(filepath.Join(ledgerRoot(g.stateDir), s.RunKey), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishFleet(fleetsDir(g.stateDir), s); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestFleetExecIntoAGuestNotAnswering(t *testing.T) {
+	for name, addr := range deadGuestCases(t) {
+		g := oneGuestFleet(t, addr)
+		code, err := fleetExec(g, "", "c-0", []string{"true"}, time.Minute)
+		var stderr bytes.Buffer
+		code, err = execOutcome(&stderr, code, err)
+		if code != exitNotAnswering || err != nil {
+			t.Errorf("%s: exit %d, error %v; want %d", name, code, err, exitNotAnswering)
+		}
+		for _, want := range []string{"fleet edge", "guest c-0", "not answering", "vfleet fleet status edge"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("%s: stderr %q lacks %q", name, &stderr, want)
+			}
+		}
+	}
+
+	// An agent that answers is not a dead guest, whatever it answers.
+	for name, tc := range map[string]struct {
+		reply agent.Reply
+		code  int
+		err   error
+	}{
+		"command exits 1":   {reply: agent.Reply{ExitCode: 1}, code: 1},
+		"command exits 0":   {reply: agent.Reply{}, code: 0},
+		"request refused":   {reply: agent.Reply{Error: "exec: no such file"}, err: agent.ErrRemote},
+		"command timed out": {reply: agent.Reply{TimedOut: true}, code: 124},
+	} {
+		g := oneGuestFleet(t, fakeAgent(t, reply(tc.reply)))
+		code, err := fleetExec(g, "edge", "c-0", []string{"true"}, time.Minute)
+		code, err = execOutcome(new(bytes.Buffer), code, err)
+		if code != tc.code || !errors.Is(err, tc.err) {
+			t.Errorf("%s: exit %d, error %v; want %d, %v", name, code, err, tc.code, tc.err)
+		}
+	}
+}
+
+// TestFleetExecExitStatusThroughTheCLI checks the status a script sees:
+// 255 for a guest not answering, the command's own otherwise.
+func TestFleetExecExitStatusThroughTheCLI(t *testing.T) {
+	testutil.RequiresRoot(t) // exec refuses to run without it
+	c := newCLI(t)
+	for name, addr := range deadGuestCases(t) {
+		g := oneGuestFleet(t, addr)
+		_, stderr, code := c.run("--state-dir", g.stateDir, "fleet", "exec", "c-0", "--", "true")
+		if code != 255 || !strings.Contains(stderr, "guest c-0 is not answering") {
+			t.Errorf("%s: exit %d, stderr %q; want 255 and the guest not answering", name, code, stderr)
+		}
+	}
+	g := oneGuestFleet(t, fakeAgent(t, reply(agent.Reply{ExitCode: 1, Stderr: []byte("failed\n")})))
+	_, stderr, code := c.run("--state-dir", g.stateDir, "fleet", "exec", "c-0", "--", "false")
+	if code != 1 || stderr != "failed\n" {
+		t.Errorf("a command exiting 1: exit %d, stderr %q; want 1 and the command's own stderr", code, stderr)
+	}
+}
