@@ -17,6 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/procfs"
+
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/agent"
@@ -481,20 +483,8 @@ func checkGuests(ctx context.Context, guests []fleetGuest) []guestHealth {
 // and is reparented; once dead it stays a zombie until its new parent
 // reaps it, and a zombie is not running.
 func processRunning(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && statRunning(string(stat))
-}
-
-// statRunning reads the state field of a /proc/PID/stat text: anything but
-// a zombie or a dead task. The command name before it may hold spaces and
-// parentheses, so the field is found after the last ')'.
-func statRunning(stat string) bool {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return false
-	}
-	state := stat[i+2]
-	return state != 'Z' && state != 'X'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Running()
 }
 
 func fleetExec(g *globalOptions, fleetName, guestName string, argv []string, timeout time.Duration) (int, error) {

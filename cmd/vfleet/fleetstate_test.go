@@ -154,20 +154,6 @@ func TestFleetGuestsInPlanOrderWithAgents(t *testing.T) {
 	}
 }
 
-func TestStatRunning(t *testing.T) {
-	for stat, want := range map[string]bool{
-		"42 (agent) S 1 42 42 0 -1":        true,
-		"42 (a) b) R 1 42 42 0 -1":         true,
-		"42 (vfleet-agent) Z 1 42 42 0 -1": false,
-		"42 (x) X 1":                       false,
-		"garbage":                          false,
-	} {
-		if got := statRunning(stat); got != want {
-			t.Errorf("statRunning(%q) = %v, want %v", stat, got, want)
-		}
-	}
-}
-
 func TestSignalNumber(t *testing.T) {
 	if n := signalNumber("killed"); n != 9 {
 		t.Errorf("killed = %d, want 9", n)
