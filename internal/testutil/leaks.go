@@ -13,27 +13,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // Snapshot is what a test could leak, taken before it runs.
 type Snapshot struct {
-	mounts   map[string]bool
-	runc     map[string]bool
-	cgroups  map[string]bool
-	children map[int]bool
-	netns    map[string]bool
+	mounts    map[string]bool
+	runc      map[string]bool
+	cgroups   map[string]bool
+	processes map[string]bool
+	netns     map[string]bool
+	links     map[string]bool
 }
 
 // TakeSnapshot records the current state.
 func TakeSnapshot(t testing.TB) Snapshot {
 	t.Helper()
-	return Snapshot{mounts: mounts(t), runc: runcContainers(), cgroups: vfleetCgroups(), children: children(), netns: netns()}
+	return Snapshot{mounts: mounts(t), runc: runcContainers(), cgroups: vfleetCgroups(), processes: processes(),
+		netns: netns(), links: rootLinks()}
 }
 
 // CheckLeaks fails the test for everything that exists now but did not at
 // the snapshot. Processes get a moment to be reaped.
 func CheckLeaks(t testing.TB, before Snapshot) {
+	t.Helper()
+	if leaks := Leaks(t, before); len(leaks) > 0 {
+		t.Errorf("left behind:\n  %s", strings.Join(leaks, "\n  "))
+	}
+}
+
+// Leaks lists, sorted, what exists now but did not at the snapshot, each
+// entry starting with its kind ("mount", "process", ...), after giving
+// processes a moment to exit and be reaped.
+func Leaks(t testing.TB, before Snapshot) []string {
 	t.Helper()
 	var leaks []string
 	deadline := time.Now().Add(3 * time.Second)
@@ -43,20 +57,15 @@ func CheckLeaks(t testing.TB, before Snapshot) {
 		leaks = append(leaks, added("runc container", before.runc, runcContainers())...)
 		leaks = append(leaks, added("cgroup", before.cgroups, vfleetCgroups())...)
 		leaks = append(leaks, added("network namespace", before.netns, netns())...)
-		for pid := range children() {
-			if !before.children[pid] {
-				leaks = append(leaks, fmt.Sprintf("child process %d (%s)", pid, comm(pid)))
-			}
-		}
+		leaks = append(leaks, added("link", before.links, rootLinks())...)
+		leaks = append(leaks, added("process", before.processes, processes())...)
 		if len(leaks) == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if len(leaks) > 0 {
-		sort.Strings(leaks)
-		t.Errorf("left behind:\n  %s", strings.Join(leaks, "\n  "))
-	}
+	sort.Strings(leaks)
+	return leaks
 }
 
 func added(what string, before, now map[string]bool) []string {
@@ -135,9 +144,19 @@ func netns() map[string]bool {
 	return out
 }
 
-// children lists the live (not zombie) child processes of this process.
-func children() map[int]bool {
-	out := map[int]bool{}
+// vfleetPrograms are the command names (as /proc/PID/comm cuts them, at 15
+// bytes) of what vfleet starts. A killed vfleet's processes are adopted by
+// init, so a leak is not always a child of the test.
+var vfleetPrograms = map[string]bool{
+	"vfleet": true, "vfleet-agent": true, "runc": true, "runc:[2:INIT]": true, "qemu-system-x86": true, "qemu-system-aar": true,
+	"stress-ng": true, "sysbench": true, "fio": true, "iperf3": true, "sockperf": true, "cyclictest": true,
+	"ovs-vswitchd": true, "ovsdb-server": true,
+}
+
+// processes lists the running (not zombie) processes that are this
+// process's children or run one of vfleet's programs, as "PID (comm)".
+func processes() map[string]bool {
+	out := map[string]bool{}
 	self := os.Getpid()
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -149,9 +168,23 @@ func children() map[int]bool {
 		if err != nil || !st.Running() {
 			continue
 		}
-		if st.PPID == self {
-			out[pid] = true
+		name := comm(pid)
+		if st.PPID == self || vfleetPrograms[name] {
+			out[fmt.Sprintf("%d (%s)", pid, name)] = true
 		}
+	}
+	return out
+}
+
+// rootLinks lists the network links of this process's namespace.
+func rootLinks() map[string]bool {
+	out := map[string]bool{}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return out
+	}
+	for _, l := range links {
+		out[l.Attrs().Name] = true
 	}
 	return out
 }

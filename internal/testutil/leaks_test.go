@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -29,8 +30,8 @@ func TestLeakCheckSeesNewChildren(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !children()[cmd.Process.Pid] {
-		t.Fatal("a live child is not seen")
+	if leaks := Leaks(t, before); len(leaks) != 1 || leaks[0] != fmt.Sprintf("process %d (sleep)", cmd.Process.Pid) {
+		t.Fatalf("leaks = %q, want the live child", leaks)
 	}
 	if leaks := added("x", map[string]bool{"a": true}, map[string]bool{"a": true, "b": true}); len(leaks) != 1 || leaks[0] != "x b" {
 		t.Fatalf("added = %q", leaks)
