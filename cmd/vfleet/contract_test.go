@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/testutil"
+
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/store"
 )
@@ -106,5 +110,40 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 	}
 	if _, err := os.Stat(os.DevNull + "-journal"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s-journal exists", os.DevNull)
+	}
+}
+
+// TestReadOnlyDatabase: the commands that read work on a database on a
+// read-only mount; a run says it needs to write, before it builds anything.
+func TestReadOnlyDatabase(t *testing.T) {
+	testutil.RequiresRoot(t)
+	c := newCLI(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	c.db = filepath.Join(dir, "results.db")
+	st, err := store.Open(c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateRun(context.Background(), &store.Run{ScenarioName: "kept", ScenarioText: []byte("kept"), Baseline: "host"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, stderr, code := c.run("runs"); code != exitOK || !strings.Contains(stdout, "kept") {
+		t.Errorf("runs on a read-only database: exit %d\n%s%s", code, stdout, stderr)
+	}
+	began := time.Now()
+	_, stderr, code := c.run("run", c.scenario(reps(1)), "--html", "-")
+	if code != exitFailed || !strings.Contains(stderr, "read-only file system") {
+		t.Errorf("run on a read-only database: exit %d, %q; want %d saying it is read-only", code, stderr, exitFailed)
+	}
+	if d := time.Since(began); d > 30*time.Second {
+		t.Errorf("the run took %s to refuse a read-only database", d)
 	}
 }
