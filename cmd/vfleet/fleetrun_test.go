@@ -107,8 +107,8 @@ workloads:
 	cmd, _ := startRun(t, c, scenario, "[10/61]")
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("interrupted launch exit: %v", err)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted launch exit: %v, want %d", err, exitInterrupted)
 	}
 	out, _, _ := c.run("runs")
 	if !strings.Contains(out, "incomplete") {

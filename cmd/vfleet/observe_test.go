@@ -260,8 +260,8 @@ workloads:
 	}
 	err = stopWith(t, cmd, syscall.SIGINT)
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("interrupted run: %v\n%s", err, &w)
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted run: %v, want exit %d\n%s", err, exitInterrupted, &w)
 	}
 	// Everything was flushed before vfleet exited: no waiting here.
 	rcv.mu.Lock()
