@@ -19,8 +19,11 @@
 // set aside for benchmarking, and are derived from the path and the guest's
 // index, as are MAC addresses, so a run is reproducible and readable.
 //
+// Each path is a DataPath registered by name in its own file; the network
+// and the addressing plan ask the registry, never a path's name.
+//
 // Lifecycle: Create records each namespace in the run's ledger before it
-// exists and builds the host side, the peer and every path's uplink;
+// exists and builds the host side, the peer and every path's own part;
 // Attach gives one guest its namespace and interface (AttachTap gives a VM
 // a tap in the host side instead); Close deletes the namespaces, which
 // takes every link, bridge and attached program with them. Nothing is

@@ -40,9 +40,9 @@ type Network struct {
 	guests map[string]*namespace
 	links  map[string]Link
 	counts map[Path]int
-	paths  []Path
-	fast   map[Path]*fastpath.Set
-	all    []*namespace // every namespace, oldest first
+	paths  []Path        // built, in the order asked, direct first
+	live   map[Path]Live // the built paths
+	all    []*namespace  // every namespace, oldest first
 	closed bool
 }
 
@@ -50,7 +50,7 @@ type Network struct {
 // error it removes what it made.
 func Create(ctx context.Context, o Options) (n *Network, err error) {
 	n = &Network{key: o.RunKey, led: o.Ledger, guests: map[string]*namespace{}, links: map[string]Link{},
-		counts: map[Path]int{}, fast: map[Path]*fastpath.Set{}}
+		counts: map[Path]int{}, live: map[Path]Live{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Close())
@@ -77,11 +77,16 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		if !p.hasUplink() {
-			n.paths = append(n.paths, p)
-			continue
+		d, err := lookup(p)
+		if err != nil {
+			return n, err
 		}
-		if err := n.uplink(p); err != nil {
+		live, err := d.Build(Sides{Host: n.host, Peer: n.peer})
+		if live != nil {
+			// Even half-built: Close releases what it holds.
+			n.live[p] = live
+		}
+		if err != nil {
 			return n, fmt.Errorf("network path %s: %w", p, err)
 		}
 		n.paths = append(n.paths, p)
@@ -146,53 +151,33 @@ func vethPair(from *namespace, name string, mac net.HardwareAddr, to *namespace,
 	return setUp(to.nl, peerName)
 }
 
-// uplinkMAC marks an uplink end: guests use indexes below MaxGuestsPerPath.
+// uplinkIndex marks an uplink end in its MAC: guests use indexes below
+// MaxGuestsPerPath.
 const uplinkIndex = 0xffff
 
-const bridgeName = "br0"
-
-func (n *Network) uplink(p Path) error {
-	u := UplinkOf(p)
-	var master netlink.Link
-	if p == Bridge {
-		attrs := netlink.NewLinkAttrs()
-		attrs.Name = bridgeName
-		br := &netlink.Bridge{LinkAttrs: attrs}
-		if err := n.host.nl.LinkAdd(br); err != nil {
-			return fmt.Errorf("bridge %s: %w", bridgeName, err)
-		}
-		if err := setUp(n.host.nl, bridgeName); err != nil {
-			return err
-		}
-		master = br
-	}
-	if err := vethPair(n.host, u.HostIf, mac(p, uplinkIndex, 2), n.peer, u.PeerIf, mac(p, uplinkIndex, 1), master); err != nil {
+// buildUplink makes a path's veth between the host side and the peer,
+// addressed by its spec, with the routes the peer needs to the path's
+// guests. A master (a bridge) takes the host end as its port and carries
+// the host side's address itself.
+func buildUplink(sides Sides, s Spec, master netlink.Link) error {
+	u := s.uplink()
+	if err := vethPair(sides.Host, u.HostIf, s.mac(uplinkIndex, 2), sides.Peer, u.PeerIf, s.mac(uplinkIndex, 1), master); err != nil {
 		return err
 	}
 	hostIf := u.HostIf
-	if p == Bridge {
-		hostIf = bridgeName // a bridge port carries no address; the bridge does
+	if master != nil {
+		hostIf = master.Attrs().Name // a bridge port carries no address; the bridge does
 	}
-	if err := addAddr(n.host.nl, hostIf, u.Host); err != nil {
+	if err := addAddr(sides.Host.nl, hostIf, u.Host); err != nil {
 		return err
 	}
-	if err := addAddr(n.peer.nl, u.PeerIf, u.Peer); err != nil {
+	if err := addAddr(sides.Peer.nl, u.PeerIf, u.Peer); err != nil {
 		return err
 	}
 	for _, r := range u.Routes {
 		gw := u.Host.Addr()
-		if err := n.peer.nl.RouteAdd(&netlink.Route{Dst: ipNet(r), Gw: net.IP(gw.AsSlice())}); err != nil {
+		if err := sides.Peer.nl.RouteAdd(&netlink.Route{Dst: ipNet(r), Gw: net.IP(gw.AsSlice())}); err != nil {
 			return fmt.Errorf("peer route %s via %s: %w", r, gw, err)
-		}
-	}
-	if p.fast() {
-		set, err := fastpath.Load(fastpath.Mode(p))
-		if err != nil {
-			return err
-		}
-		n.fast[p] = set
-		if err := set.Attach(n.host.handle, u.HostIf, n.peer.handle, u.PeerIf); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -216,7 +201,8 @@ func (n *Network) Attach(guestName string, p Path) (Link, string, error) {
 	if n.closed {
 		return Link{}, "", errClosed
 	}
-	if !n.hasPath(p) {
+	live, ok := n.live[p]
+	if !ok || !n.hasPath(p) {
 		return Link{}, "", fmt.Errorf("guest %s: path %s was not set up for this run", guestName, p)
 	}
 	if _, dup := n.guests[guestName]; dup {
@@ -232,7 +218,7 @@ func (n *Network) Attach(guestName string, p Path) (Link, string, error) {
 		return Link{}, "", err
 	}
 	n.guests[guestName] = gns
-	if err := n.wire(gns, link); err != nil {
+	if err := wire(live, gns, link); err != nil {
 		return Link{}, "", fmt.Errorf("guest %s on path %s: %w", guestName, p, err)
 	}
 	n.links[guestName] = link
@@ -248,44 +234,10 @@ func (n *Network) hasPath(p Path) bool {
 	return false
 }
 
-func (n *Network) wire(gns *namespace, link Link) error {
-	switch link.Path {
-	case Macvlan:
-		parent, err := n.host.nl.LinkByName(UplinkOf(Macvlan).HostIf)
-		if err != nil {
-			return err
-		}
-		attrs := netlink.NewLinkAttrs()
-		attrs.Name, attrs.HardwareAddr, attrs.ParentIndex = GuestIfName, link.MAC, parent.Attrs().Index
-		attrs.Namespace = netlink.NsFd(int(gns.handle))
-		if err := n.host.nl.LinkAdd(&netlink.Macvlan{LinkAttrs: attrs, Mode: netlink.MACVLAN_MODE_BRIDGE}); err != nil {
-			return fmt.Errorf("macvlan on %s: %w", parent.Attrs().Name, err)
-		}
-		if err := setUp(gns.nl, GuestIfName); err != nil {
-			return err
-		}
-	case Bridge:
-		br, err := n.host.nl.LinkByName(bridgeName)
-		if err != nil {
-			return err
-		}
-		if err := vethPair(n.host, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, br); err != nil {
-			return err
-		}
-	case Veth:
-		if err := vethPair(n.peer, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, nil); err != nil {
-			return err
-		}
-		if err := addAddr(n.peer.nl, link.HostIf, link.HostIP); err != nil {
-			return err
-		}
-	default:
-		if err := vethPair(n.host, link.HostIf, link.HostMAC, gns, GuestIfName, link.MAC, nil); err != nil {
-			return err
-		}
-		if err := addAddr(n.host.nl, link.HostIf, link.HostIP); err != nil {
-			return err
-		}
+// wire puts the guest's interface on its path, then addresses it.
+func wire(live Live, gns *namespace, link Link) error {
+	if err := live.AttachNamespace(gns, link); err != nil {
+		return err
 	}
 	if err := addAddr(gns.nl, GuestIfName, link.Addr); err != nil {
 		return err
@@ -293,11 +245,6 @@ func (n *Network) wire(gns *namespace, link Link) error {
 	if link.Gateway.IsValid() {
 		if err := gns.nl.RouteAdd(&netlink.Route{Gw: net.IP(link.Gateway.AsSlice())}); err != nil {
 			return fmt.Errorf("default route via %s: %w", link.Gateway, err)
-		}
-	}
-	if set := n.fast[link.Path]; set != nil {
-		if err := set.Attach(n.host.handle, link.HostIf, gns.handle, GuestIfName); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -323,12 +270,12 @@ func (n *Network) ForwardedPackets() (uint64, error) {
 // when the path has none.
 func (n *Network) FastPathCounters(p Path) (fastpath.Counters, bool, error) {
 	n.mu.Lock()
-	set := n.fast[p]
+	counting, ok := n.live[p].(Counting)
 	n.mu.Unlock()
-	if set == nil {
+	if !ok {
 		return fastpath.Counters{}, false, nil
 	}
-	c, err := set.Counters()
+	c, err := counting.Counters()
 	return c, true, err
 }
 
@@ -337,14 +284,16 @@ func (n *Network) FastPathCounters(p Path) (fastpath.Counters, bool, error) {
 // closing) are left out.
 func (n *Network) DataPathCounters() map[string]fastpath.Counters {
 	n.mu.Lock()
-	sets := make(map[Path]*fastpath.Set, len(n.fast))
-	for p, s := range n.fast {
-		sets[p] = s
+	counting := map[Path]Counting{}
+	for p, l := range n.live {
+		if c, ok := l.(Counting); ok {
+			counting[p] = c
+		}
 	}
 	n.mu.Unlock()
-	out := make(map[string]fastpath.Counters, len(sets))
-	for p, s := range sets {
-		if c, err := s.Counters(); err == nil {
+	out := make(map[string]fastpath.Counters, len(counting))
+	for p, c := range counting {
+		if c, err := c.Counters(); err == nil {
 			out[string(p)] = c
 		}
 	}
@@ -360,19 +309,14 @@ func (n *Network) Describe() map[string]string {
 	var paths []string
 	for _, p := range n.paths {
 		paths = append(paths, string(p))
-		if !p.hasUplink() {
-			d["path."+string(p)+".uplink"] = "none: each guest's veth ends in the peer"
-			continue
+		if specOf(p).Layout == LayoutPeerLinks {
+			d["path."+string(p)+".uplink"] = "none: each guest's link ends in the peer"
+		} else {
+			u := UplinkOf(p)
+			d["path."+string(p)+".uplink"] = fmt.Sprintf("%s %s <-> peer %s %s", u.HostIf, u.Host, u.PeerIf, u.Peer)
 		}
-		u := UplinkOf(p)
-		d["path."+string(p)+".uplink"] = fmt.Sprintf("%s %s <-> peer %s %s", u.HostIf, u.Host, u.PeerIf, u.Peer)
-		if set := n.fast[p]; set != nil {
-			for k, v := range set.Describe() {
-				d["path."+string(p)+"."+k] = v
-			}
-			if c, err := set.Counters(); err == nil {
-				d["path."+string(p)+".counters"] = formatCounters(c)
-			}
+		for k, v := range n.live[p].Describe() {
+			d["path."+string(p)+"."+k] = v
 		}
 	}
 	d["paths"] = strings.Join(paths, ",")
@@ -425,8 +369,8 @@ func (n *Network) Close() error {
 	}
 	n.closed = true
 	var errs []error
-	for _, set := range n.fast {
-		if err := set.Close(); err != nil {
+	for _, l := range n.live {
+		if err := l.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

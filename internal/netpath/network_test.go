@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -78,87 +77,6 @@ func runKey() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return "t" + hex.EncodeToString(b)
-}
-
-// TestEveryPathCarriesTraffic builds a network with every path, attaches
-// two guests to each and checks that each guest reaches the peer; the
-// eBPF paths must carry the traffic themselves, leaving the host side's
-// IP forwarding counter still once neighbours are resolved.
-func TestEveryPathCarriesTraffic(t *testing.T) {
-	testutil.RequiresRoot(t)
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	led := newLedger(t)
-	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: GuestPaths})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := n.Close(); err != nil {
-			t.Error(err)
-		}
-		if p := led.Pending(); len(p) > 0 {
-			t.Errorf("ledger still lists %v", p)
-		}
-	}()
-	port := echoServer(t, n.PeerNS())
-	if err := roundTrips(t, n.HostSide(), netip.AddrPortFrom(n.DirectPeer(), uint16(port)), 3); err != nil {
-		t.Fatalf("host side to peer over the direct link: %v", err)
-	}
-	for _, p := range GuestPaths {
-		for i := 0; i < 2; i++ {
-			name := string(p) + "-" + strconv.Itoa(i)
-			link, nsPath, err := n.Attach(name, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The first exchange resolves neighbours through the stack.
-			if err := roundTrips(t, nsPath, netip.AddrPortFrom(link.Peer, uint16(port)), 2); err != nil {
-				t.Fatalf("%s: guest %s to peer %s: %v", p, link.Addr, link.Peer, err)
-			}
-			fwdBefore, err := n.ForwardedPackets()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var c0 uint64
-			if c, ok, _ := n.FastPathCounters(p); ok {
-				c0 = c.Redirected
-			}
-			if err := roundTrips(t, nsPath, netip.AddrPortFrom(link.Peer, uint16(port)), 200); err != nil {
-				t.Fatalf("%s: %v", p, err)
-			}
-			fwd, _ := n.ForwardedPackets()
-			c, fast, err := n.FastPathCounters(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch {
-			case fast:
-				if c.Redirected-c0 < 200 {
-					t.Errorf("%s: only %d packets redirected for 200 round trips (%+v)", p, c.Redirected-c0, c)
-				}
-				// A new connection's handshake may still meet an unresolved
-				// neighbour; a few packets through the stack are allowed.
-				if fwd-fwdBefore > 10 {
-					t.Errorf("%s: host side forwarded %d packets the fast path should have carried", p, fwd-fwdBefore)
-				}
-			case p == Routed:
-				if fwd-fwdBefore < 400 {
-					t.Errorf("routed: host side forwarded only %d packets for 200 round trips", fwd-fwdBefore)
-				}
-			default: // switched paths never route
-				if fwd != fwdBefore {
-					t.Errorf("%s: host side forwarded %d packets on a switched path", p, fwd-fwdBefore)
-				}
-			}
-		}
-	}
-	d := n.Describe()
-	for _, k := range []string{"paths", "path.xdp.counters", "path.tc.counters", "path.bridge.uplink"} {
-		if d[k] == "" {
-			t.Errorf("description lacks %s: %v", k, d)
-		}
-	}
 }
 
 // TestCleanRemovesAnAbandonedNetwork leaves a network without closing it,

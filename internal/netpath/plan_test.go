@@ -8,13 +8,14 @@ import (
 
 func TestEveryPathHasDistinctSubnets(t *testing.T) {
 	seen := map[netip.Prefix]Path{}
-	for _, p := range append([]Path{Direct}, GuestPaths...) {
-		if !p.hasUplink() {
+	for _, p := range append([]Path{Direct}, GuestPaths()...) {
+		s := specOf(p)
+		if s.Layout == LayoutPeerLinks {
 			continue
 		}
 		u := UplinkOf(p)
-		for _, pre := range []netip.Prefix{u.Host.Masked(), p.pathBlock()} {
-			if p.switched() && pre == u.Host.Masked() {
+		for _, pre := range []netip.Prefix{u.Host.Masked(), s.block()} {
+			if s.Layout == LayoutSwitched && pre == u.Host.Masked() {
 				continue // a switched path's uplink lives in its own block
 			}
 			if q, dup := seen[pre]; dup && p != Direct {
@@ -40,8 +41,8 @@ func TestRoutedLinksArePointToPointAndUnique(t *testing.T) {
 			if l.Addr.Bits() != 30 || l.HostIP.Masked() != l.Addr.Masked() || l.Gateway != l.HostIP.Addr() {
 				t.Fatalf("%s guest %d: %+v is not a /30 with the host side as gateway", p, n, l)
 			}
-			if !p.pathBlock().Contains(l.Addr.Addr()) {
-				t.Fatalf("%s guest %d: %s outside the path's block %s", p, n, l.Addr, p.pathBlock())
+			if !specOf(p).block().Contains(l.Addr.Addr()) {
+				t.Fatalf("%s guest %d: %s outside the path's block %s", p, n, l.Addr, specOf(p).block())
 			}
 			for _, a := range []netip.Addr{l.Addr.Addr(), l.HostIP.Addr()} {
 				if addrs[a] {

@@ -5,22 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
-
-// ErrPathNotForVMs says a VM guest was put on a path that cannot carry a
-// tap device; the wrapping error names the path and the paths that can.
-var ErrPathNotForVMs = errors.New("path not available to VM guests")
-
-// CheckVMPath says whether a VM guest can be put on path p, so a scenario
-// is refused before anything is built.
-func CheckVMPath(p Path) error {
-	if p != Bridge && p != Routed {
-		return fmt.Errorf("%w: VM guests take bridge and routed for now, not %s (macvlan would need a macvtap, and the xdp and tc fast paths attach to veth pairs)", ErrPathNotForVMs, p)
-	}
-	return nil
-}
 
 // TapFlags are the flags a VM's tap is created and opened with: an
 // Ethernet device, no packet-information prefix, and the virtio-net
@@ -34,8 +20,7 @@ const TapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
 // link.Gateway itself, on the NIC with link.MAC). The VM's emulator opens
 // the tap by name from inside the host side (see HostSide).
 //
-// Only bridge and routed take VMs: macvlan would need a macvtap, and the
-// eBPF fast paths attach to the host end of a veth pair.
+// Which paths take VMs is each path's to say (Spec.NoVMs).
 //
 // The tap lives in the host side's namespace and is deleted with it at
 // Close, so it needs no ledger entry of its own: the namespace's entry
@@ -50,7 +35,8 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 	if err := CheckVMPath(p); err != nil {
 		return Link{}, fmt.Errorf("guest %s: %w", guestName, err)
 	}
-	if !n.hasPath(p) {
+	live, ok := n.live[p]
+	if !ok || !n.hasPath(p) {
 		return Link{}, fmt.Errorf("guest %s: path %s was not set up for this run", guestName, p)
 	}
 	_, dupNS := n.guests[guestName]
@@ -62,7 +48,7 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 		return Link{}, fmt.Errorf("guest %s: %w", guestName, err)
 	}
 	n.counts[p]++
-	if err := n.wireTap(link); err != nil {
+	if err := n.wireTap(live, link); err != nil {
 		return Link{}, fmt.Errorf("guest %s on path %s: %w", guestName, p, err)
 	}
 	n.links[guestName] = link
@@ -71,7 +57,7 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 
 // wireTap creates the tap and puts it on its path; on error it deletes the
 // tap again, so a failed attach leaves no device behind.
-func (n *Network) wireTap(link Link) (err error) {
+func (n *Network) wireTap(live Live, link Link) (err error) {
 	if err := n.host.do(func() error { return createTap(link.HostIf) }); err != nil {
 		return err
 	}
@@ -90,19 +76,8 @@ func (n *Network) wireTap(link Link) (err error) {
 	if err := h.LinkSetHardwareAddr(tap, link.HostMAC); err != nil {
 		return fmt.Errorf("mac of tap %s: %w", link.HostIf, err)
 	}
-	switch link.Path {
-	case Bridge:
-		br, err := h.LinkByName(bridgeName)
-		if err != nil {
-			return fmt.Errorf("find %s: %w", bridgeName, err)
-		}
-		if err := h.LinkSetMaster(tap, br); err != nil {
-			return fmt.Errorf("enslave tap %s to %s: %w", link.HostIf, bridgeName, err)
-		}
-	case Routed:
-		if err := h.AddrAdd(tap, &netlink.Addr{IPNet: ipNet(link.HostIP)}); err != nil {
-			return fmt.Errorf("address %s on tap %s: %w", link.HostIP, link.HostIf, err)
-		}
+	if err := live.AttachTap(tap, link); err != nil {
+		return err
 	}
 	// Up before the VM attaches: the tap has no carrier until the emulator
 	// opens it, and the kernel keeps its routes until then.

@@ -1,0 +1,191 @@
+package netpath
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/vfleet/vfleet/internal/netpath/fastpath"
+)
+
+// A DataPath is one way from a guest to the peer: its addressing plan (a
+// Spec, plain data) and how it is built into a run's network. Each path
+// is one file registering itself in init(); the rest of netpath, the
+// scenario and the runner ask the registry, never a path's name.
+type DataPath interface {
+	Spec() Spec
+	// Build makes the path's part of a run's network, once, in the host
+	// side and the peer (its uplink, a bridge, eBPF programs), and returns
+	// the live path that puts guests on it until the network closes.
+	Build(sides Sides) (Live, error)
+}
+
+// Spec is what a path is, as data.
+type Spec struct {
+	Name Path
+	// Index numbers the path's subnet, uplink and MACs; it is part of
+	// every address the path hands out, so it never changes once shipped.
+	Index int
+	// Layout says how guests on the path are addressed and reached.
+	Layout Layout
+	// IfPrefix starts the names of the guests' interfaces at the far end
+	// of their links ("r0", "r1", …); unique among paths with such ends.
+	IfPrefix string
+	// NoVMs, when set, is why a VM's NIC cannot be put on the path; it is
+	// wrapped in ErrPathNotForVMs.
+	NoVMs string
+	// Baseline marks the host side's own link: no guest goes on it.
+	Baseline bool
+}
+
+// Layout is a path's addressing plan.
+type Layout int
+
+const (
+	// LayoutRouted: each guest has a /30 to an interface in the host side,
+	// which routes between the guests' block and its uplink to the peer.
+	LayoutRouted Layout = iota
+	// LayoutSwitched: guests, the host side and the peer share the path's
+	// /19 on one layer-2 segment behind the uplink.
+	LayoutSwitched
+	// LayoutPeerLinks: each guest's /30 ends in the peer itself; no uplink.
+	LayoutPeerLinks
+)
+
+// Sides are the two namespaces every path is built between.
+type Sides struct {
+	Host, Peer *namespace
+}
+
+// Live is a path built into one run's network.
+type Live interface {
+	// AttachNamespace puts a namespace guest's interface (GuestIfName in
+	// gns) on the path; the network then gives it link.Addr and its route.
+	AttachNamespace(gns *namespace, link Link) error
+	// AttachTap puts a VM's tap, in the host side, on the path.
+	AttachTap(tap netlink.Link, link Link) error
+	// Describe returns what the run's record keeps about the path, by key
+	// below "path.NAME.".
+	Describe() map[string]string
+	// Close releases what the namespaces' deletion does not take along.
+	Close() error
+}
+
+// Counting is a Live path with counters of its own (the eBPF fast paths).
+type Counting interface {
+	Counters() (fastpath.Counters, error)
+}
+
+// ErrPathNotForVMs says a VM guest was put on a path that cannot carry a
+// tap device; the wrapping error names the path and why.
+var ErrPathNotForVMs = errors.New("path not available to VM guests")
+
+// ErrUnknownPath is wrapped by the error for a path name nobody registered.
+var ErrUnknownPath = errors.New("unknown network path")
+
+var (
+	regMu    sync.RWMutex
+	registry = map[Path]DataPath{}
+)
+
+// Register adds a data path; it panics on a duplicate name, index or
+// interface prefix, which would mix two paths' addresses or devices.
+func Register(d DataPath) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	s := d.Spec()
+	for _, o := range registry {
+		os := o.Spec()
+		if os.Name == s.Name || os.Index == s.Index || (s.IfPrefix != "" && os.IfPrefix == s.IfPrefix) {
+			panic(fmt.Sprintf("netpath: path %s clashes with %s (name, index or interface prefix)", s.Name, os.Name))
+		}
+	}
+	registry[s.Name] = d
+}
+
+// lookup returns a registered path, baseline included.
+func lookup(p Path) (DataPath, error) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	d, ok := registry[p]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (allowed: %s)", ErrUnknownPath, p, strings.Join(names(guestPathsLocked()), ", "))
+	}
+	return d, nil
+}
+
+// specOf is the spec of a registered path; the zero Spec (index 0, which
+// is the baseline's) never matches a guest's path, so callers check
+// registration first through lookup or ParsePath.
+func specOf(p Path) Spec {
+	d, err := lookup(p)
+	if err != nil {
+		return Spec{Name: p, Index: -1}
+	}
+	return d.Spec()
+}
+
+// GuestPaths lists the paths a scenario may put guests on, by name.
+func GuestPaths() []Path {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	return guestPathsLocked()
+}
+
+func guestPathsLocked() []Path {
+	var specs []Spec
+	for _, d := range registry {
+		if s := d.Spec(); !s.Baseline {
+			specs = append(specs, s)
+		}
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	out := make([]Path, len(specs))
+	for i, s := range specs {
+		out[i] = s.Name
+	}
+	return out
+}
+
+func names(ps []Path) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// ParsePath checks a scenario's path name.
+func ParsePath(s string) (Path, error) {
+	d, err := lookup(Path(s))
+	if err != nil {
+		return "", err
+	}
+	if d.Spec().Baseline {
+		return "", fmt.Errorf("%w %q: it is the bare host's own link (allowed: %s)", ErrUnknownPath, s, strings.Join(names(GuestPaths()), ", "))
+	}
+	return Path(s), nil
+}
+
+// CheckVMPath says whether a VM guest can be put on path p, so a scenario
+// is refused before anything is built.
+func CheckVMPath(p Path) error {
+	d, err := lookup(p)
+	if err != nil {
+		return err
+	}
+	if why := d.Spec().NoVMs; why != "" {
+		var ok []string
+		for _, q := range GuestPaths() {
+			if specOf(q).NoVMs == "" {
+				ok = append(ok, string(q))
+			}
+		}
+		return fmt.Errorf("%w: %s: %s (VMs take %s)", ErrPathNotForVMs, p, why, strings.Join(ok, ", "))
+	}
+	return nil
+}
