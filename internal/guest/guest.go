@@ -177,6 +177,53 @@ type Kind interface {
 	New(spec Spec, env Env) (Guest, error)
 }
 
+// Traits are what a kind's guests can do that the rest of vfleet plans
+// around; the zero Traits are a guest whose processes run on the host in
+// their own namespaces (the bare host, a container).
+type Traits struct {
+	// Network is how a guest joins a run's network.
+	Network NetAttachment
+	// OneAgentClient: the agent serves one connection at a time (a VM's
+	// virtio-serial port), so aggressors cannot share it with the measured
+	// work.
+	OneAgentClient bool
+	// PinsVCPUs: the guest is placed on CPUs by pinning its virtual CPUs
+	// (Spec.PinVCPUs), not by a CPU set its processes run in (Spec.CPUs).
+	PinsVCPUs bool
+	// AgentInGuest: the agent runs in the guest's own memory, not as a host
+	// process whose memory counts as vfleet's.
+	AgentInGuest bool
+}
+
+// NetAttachment is how a guest joins a run's network.
+type NetAttachment int
+
+const (
+	// NetNamespace: the guest joins a network namespace whose eth0 is on
+	// its data path (Spec.NetNS).
+	NetNamespace NetAttachment = iota
+	// NetTap: the guest's NIC is a tap in the host side (Spec.Tap), which
+	// not every data path can take.
+	NetTap
+)
+
+// WithTraits is implemented by kinds whose Traits are not the zero ones.
+type WithTraits interface {
+	Traits() Traits
+}
+
+// TraitsOf returns the Traits of a registered kind; an unknown kind has
+// the zero Traits (its name is refused elsewhere).
+func TraitsOf(kind string) Traits {
+	regMu.RLock()
+	k := kinds[kind]
+	regMu.RUnlock()
+	if t, ok := k.(WithTraits); ok {
+		return t.Traits()
+	}
+	return Traits{}
+}
+
 // ErrNotSupported says the host cannot run a kind or runtime; the wrapping
 // error names the reason and the package that would provide it.
 var ErrNotSupported = errors.New("not supported on this host")

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/guest"
+
 	"github.com/vfleet/vfleet/internal/density"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
@@ -59,7 +61,7 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 			continue
 		}
 		info := g.Info()
-		members = append(members, member{name, r.records[name].Group, info.PIDs, g.Spec().Kind != vmKind})
+		members = append(members, member{name, r.records[name].Group, info.PIDs, !guest.TraitsOf(g.Spec().Kind).AgentInGuest})
 	}
 	if len(members) == 0 {
 		return nil

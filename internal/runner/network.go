@@ -24,10 +24,6 @@ const serverReadyTimeout = 15 * time.Second
 // above the well-known and registered ports a tool might assume.
 const firstServerPort = 20000
 
-// vmKind is the VM guest kind's name (qemu.KindName), spelled out so the
-// runner does not compile a kind in by importing it.
-const vmKind = "vm"
-
 // netRun is the network side of a run: the topology, the peer that runs
 // the servers, and each guest's view of the peer.
 type netRun struct {
@@ -81,8 +77,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 		switch {
 		case pg.Network == "":
 			pg.Spec.NetNS = n.net.HostSide()
-		case pg.Spec.Kind == vmKind:
-			// A VM cannot join a namespace: its NIC is a tap in the host side.
+		case guest.TraitsOf(pg.Spec.Kind).Network == guest.NetTap:
 			link, err := n.net.AttachTap(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/guest"
+
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/scenario"
 )
@@ -196,7 +198,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 			continue
 		}
 		list := hostinfo.FormatCPUList(mine)
-		if g.Kind == vmKind {
+		if guest.TraitsOf(g.Kind).PinsVCPUs {
 			g.PinVCPUs = list
 		} else {
 			g.CPUs = list

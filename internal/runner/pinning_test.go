@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
+
 	"github.com/vfleet/vfleet/internal/scenario"
 )
 
@@ -55,6 +58,13 @@ func plan(t *testing.T, src string) *scenario.Plan {
 		t.Fatal(err)
 	}
 	return spec.Expand()
+}
+
+// vmStandIn has the traits of the vm kind, which the runner does not
+// compile in: its guests are placed by their vCPUs.
+func init() {
+	guest.Register(guesttest.NewFake("vm", func(guest.Spec) guest.Info { return guest.Info{Kind: "vm"} }).
+		WithTraits(guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}))
 }
 
 func TestPlaceSpreadReservesAndLabelsOversubscription(t *testing.T) {

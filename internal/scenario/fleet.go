@@ -224,8 +224,8 @@ func (p *parser) checkFleet(root *yaml.Node, s *Spec) {
 			continue
 		}
 		switch {
-		case g.Kind == vmKind:
-			p.errorf(root, "noise.on", "group %q is a vm: aggressors run in hosts or containers (a VM has one agent connection, which the measured work needs)", g.Name)
+		case p.opts.traits(g.Kind).OneAgentClient:
+			p.errorf(root, "noise.on", "group %q is of kind %s, whose agent serves one connection, which the measured work needs: aggressors run in hosts or containers", g.Name, g.Kind)
 		case g.Name == s.Baseline:
 			p.errorf(root, "noise.on", "group %q is the baseline; the aggressors need a group of their own", g.Name)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/workload"
 )
@@ -28,6 +29,15 @@ type Options struct {
 	// group (a runtime it knows, limits it can apply), so such mistakes are
 	// reported at the group's line rather than when the guest starts.
 	CheckGuest func(GuestGroup) error
+	// Traits tells what a kind's guests can do (guest.TraitsOf when nil).
+	Traits func(kind string) guest.Traits
+}
+
+func (o Options) traits(kind string) guest.Traits {
+	if o.Traits != nil {
+		return o.Traits(kind)
+	}
+	return guest.TraitsOf(kind)
 }
 
 // Defaults of optional fields, documented in docs/scenarios.md.
@@ -330,10 +340,6 @@ func grantRealTime(s *Spec) {
 	}
 }
 
-// vmKind is the kind whose guests attach to a path through a tap, which
-// not every path can take.
-const vmKind = "vm"
-
 // PeerName names the run's network peer among its guests; no group may
 // take it.
 const PeerName = "peer"
@@ -525,7 +531,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		if seen["network"] != nil && g.Kind == DefaultKind {
 			p.errorf(seen["network"], path+".network", "the %s baseline always reaches the peer over the host side's own direct link; remove network here", DefaultKind)
 		}
-		if g.Network != "" && g.Kind == vmKind {
+		if g.Network != "" && p.opts.traits(g.Kind).Network == guest.NetTap {
 			if err := netpath.CheckVMPath(netpath.Path(g.Network)); err != nil {
 				at := seen["network"]
 				if at == nil {

@@ -10,11 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/guest"
+
 	"github.com/vfleet/vfleet/internal/workload"
 	"github.com/vfleet/vfleet/scenarios"
 )
 
-var opts = Options{KnownKinds: []string{"container", "host"}}
+var opts = Options{KnownKinds: []string{"container", "host"}, Traits: testTraits}
+
+// testTraits stands in for guest.TraitsOf: these tests compile no kind in.
+func testTraits(kind string) guest.Traits {
+	if kind == "vm" {
+		return guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}
+	}
+	return guest.Traits{}
+}
 
 // testWorkload stands in for a real adapter so that these tests do not
 // depend on the parameters of the tools' adapters, which change on their own.
@@ -44,7 +54,7 @@ func TestBuiltinScenariosParse(t *testing.T) {
 	if len(scenarios.Names()) == 0 {
 		t.Fatal("no built-in scenarios embedded")
 	}
-	every := Options{KnownKinds: []string{"container", "host", "vm"}}
+	every := Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits}
 	for _, name := range scenarios.Names() {
 		spec, err := Load(name, every)
 		if err != nil {
@@ -515,7 +525,7 @@ func TestAdaptiveSection(t *testing.T) {
 
 func TestBuiltinsAreWellWithinTheLimits(t *testing.T) {
 	for _, name := range scenarios.Names() {
-		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "vm"}})
+		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestVMFieldsParseAndExpand(t *testing.T) {
-	o := Options{KnownKinds: []string{"host", "vm"}}
+	o := Options{KnownKinds: []string{"host", "vm"}, Traits: testTraits}
 	src := `name: t
 guests:
   - kind: host

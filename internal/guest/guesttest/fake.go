@@ -16,8 +16,9 @@ import (
 // every request with a fixed output, fail where told to, and count their
 // starts and stops. Register it from the test package's init.
 type Fake struct {
-	name string
-	info func(guest.Spec) guest.Info
+	name   string
+	info   func(guest.Spec) guest.Info
+	traits guest.Traits
 
 	mu       sync.Mutex
 	output   []byte
@@ -40,6 +41,16 @@ func NewFake(name string, info func(guest.Spec) guest.Info) *Fake {
 	f.Reset(nil)
 	return f
 }
+
+// WithTraits makes the fake kind claim traits, to stand in for a kind
+// (a VM's) that a test does not compile in.
+func (f *Fake) WithTraits(t guest.Traits) *Fake {
+	f.traits = t
+	return f
+}
+
+// Traits implements guest.WithTraits.
+func (f *Fake) Traits() guest.Traits { return f.traits }
 
 // Reset forgets failures, hooks and counts and sets the output every
 // request gets.

@@ -31,6 +31,13 @@ type kind struct{}
 
 func (kind) Name() string { return KindName }
 
+// Traits: a VM's NIC is a tap, its one virtio-serial port serves one agent
+// client, its vCPU threads are what gets pinned, and its agent lives in
+// the guest's RAM.
+func (kind) Traits() guest.Traits {
+	return guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}
+}
+
 // Probe checks that the tools a VM guest needs are installed. Whether an
 // accelerator works is decided per guest at start, by booting a kernel.
 func (kind) Probe(_ context.Context, runtime string) error {

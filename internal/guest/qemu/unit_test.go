@@ -301,3 +301,10 @@ func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
 		t.Fatalf("host TSC frequency = %d kHz", hostTSCkHz())
 	}
 }
+
+func TestTraitsSayHowAVMDiffers(t *testing.T) {
+	want := guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}
+	if got := guest.TraitsOf(KindName); got != want {
+		t.Errorf("traits of %s = %+v, want %+v", KindName, got, want)
+	}
+}
