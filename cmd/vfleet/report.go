@@ -79,8 +79,7 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 				defer file.Close()
 				w = file
 			}
-			color := w == io.Writer(os.Stdout) && isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""
-			return render(cmd.Context(), st, id, f, w, color)
+			return render(cmd.Context(), st, id, f, w)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "table", "table, html, json or csv")
@@ -100,7 +99,7 @@ func openExistingStore(g *globalOptions) (*store.Store, error) {
 	return store.OpenReadOnly(g.db())
 }
 
-func render(ctx context.Context, st *store.Store, id int64, f report.Format, w io.Writer, color bool) error {
+func render(ctx context.Context, st *store.Store, id int64, f report.Format, w io.Writer) error {
 	run, err := st.GetRun(ctx, id)
 	if err != nil {
 		return err
@@ -122,14 +121,13 @@ func render(ctx context.Context, st *store.Store, id int64, f report.Format, w i
 	case report.FormatCSV:
 		return report.WriteCSV(w, samples)
 	default:
-		return report.WriteTable(w, c, report.TableOptions{Color: color})
+		return report.WriteTable(w, c, tableOptions(w))
 	}
 }
 
 // printRun prints a finished run's table and writes its HTML report.
 func printRun(ctx context.Context, st *store.Store, id int64, htmlPath string) error {
-	color := isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""
-	if err := render(ctx, st, id, report.FormatTable, os.Stdout, color); err != nil {
+	if err := render(ctx, st, id, report.FormatTable, os.Stdout); err != nil {
 		return err
 	}
 	if htmlPath == "-" {
@@ -142,7 +140,7 @@ func printRun(ctx context.Context, st *store.Store, id int64, htmlPath string) e
 	if err != nil {
 		return fmt.Errorf("write HTML report: %w", err)
 	}
-	if err := render(ctx, st, id, report.FormatHTML, f, false); err != nil {
+	if err := render(ctx, st, id, report.FormatHTML, f); err != nil {
 		f.Close()
 		return err
 	}

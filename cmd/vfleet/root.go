@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -14,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/telemetry"
 	"github.com/vfleet/vfleet/internal/version"
 )
@@ -132,6 +135,22 @@ func (s signalled) Error() string { return unix.SignalName(s.sig) }
 func (s signalled) Unwrap() error { return context.Canceled }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// tableOptions are how a table is printed to w: coloured and as wide as
+// the terminal when w is one, else plain and wide unless COLUMNS says how
+// many columns the reader has.
+func tableOptions(w io.Writer) report.TableOptions {
+	f, ok := w.(*os.File)
+	if ok && isTerminal(f) {
+		width, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			width = 0
+		}
+		return report.TableOptions{Color: os.Getenv("NO_COLOR") == "", Width: width}
+	}
+	width, _ := strconv.Atoi(os.Getenv("COLUMNS"))
+	return report.TableOptions{Width: max(width, 0)}
+}
 
 func newProgress() *telemetry.Progress {
 	return telemetry.NewProgress(os.Stderr, isTerminal(os.Stderr))

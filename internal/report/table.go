@@ -13,6 +13,10 @@ import (
 type TableOptions struct {
 	// Color enables ANSI colours (the CLI sets it for a terminal without NO_COLOR).
 	Color bool
+	// Width is the terminal's width in columns; a comparison wider than
+	// that is printed as one block per metric with a row per group. 0
+	// keeps the wide form, one column per group, whatever its width.
+	Width int
 }
 
 const (
@@ -29,29 +33,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	run := c.Run
 	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00\n", run.ID, run.ScenarioName, run.Status, run.Baseline)
-	header := []string{"workload / metric"}
-	for _, col := range c.Columns {
-		header = append(header, col.Label())
-	}
-	rows := [][]string{header}
-	colours := [][]int{make([]int, len(header))}
-	for _, r := range c.Rows {
-		line := []string{fmt.Sprintf("%s %s %s", r.Entry(), r.Metric, arrow(string(r.Better)))}
-		col := []int{0}
-		for _, cell := range r.Cells {
-			line = append(line, cellText(cell, r.Unit))
-			col = append(col, verdict(cell, string(r.Better)))
-		}
-		rows = append(rows, line)
-		colours = append(colours, col)
-	}
-	index := []string{"overhead index ↑"}
-	for _, e := range c.Index {
-		index = append(index, formatEstimate(e))
-	}
-	rows = append(rows, index)
-	colours = append(colours, make([]int, len(index)))
-	writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
+	writeComparison(w, c, opts)
 	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
 		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% interval from the spread between repetitions]"
 	if opts.Color {
@@ -73,6 +55,74 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", status)
 	}
 	return w.err
+}
+
+// writeComparison prints the ratios: wide, a column per group, when that
+// fits opts.Width; else a block per metric with a row per group, so that a
+// scenario of many groups stays readable in a terminal.
+func writeComparison(w io.Writer, c Comparison, opts TableOptions) {
+	header := []string{"workload / metric"}
+	for _, col := range c.Columns {
+		header = append(header, col.Label())
+	}
+	type metricRow struct {
+		name    string
+		cells   []string
+		colours []int
+	}
+	var metrics []metricRow
+	for _, r := range c.Rows {
+		m := metricRow{name: fmt.Sprintf("%s %s %s", r.Entry(), r.Metric, arrow(string(r.Better)))}
+		for _, cell := range r.Cells {
+			m.cells = append(m.cells, cellText(cell, r.Unit))
+			m.colours = append(m.colours, verdict(cell, string(r.Better)))
+		}
+		metrics = append(metrics, m)
+	}
+	index := metricRow{name: "overhead index ↑", colours: make([]int, len(c.Index))}
+	for _, e := range c.Index {
+		index.cells = append(index.cells, formatEstimate(e))
+	}
+	metrics = append(metrics, index)
+
+	rows := [][]string{header}
+	colours := [][]int{make([]int, len(header))}
+	for _, m := range metrics {
+		rows = append(rows, append([]string{m.name}, m.cells...))
+		colours = append(colours, append([]int{0}, m.colours...))
+	}
+	if opts.Width <= 0 || tableWidth(rows) <= opts.Width {
+		writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
+		return
+	}
+	// One table of every block's group rows, so values line up across
+	// blocks; each block's name goes on a line of its own above its rows.
+	var groupRows [][]string
+	var groupColours [][]int
+	for _, m := range metrics {
+		for j, cell := range m.cells {
+			groupRows = append(groupRows, []string{"  " + c.Columns[j].Label(), cell})
+			groupColours = append(groupColours, []int{0, m.colours[j]})
+		}
+	}
+	lines := alignLines(groupRows, func(i, j int) int { return groupColours[i][j] }, opts.Color)
+	for _, m := range metrics {
+		fmt.Fprintln(w, m.name)
+		for range m.cells {
+			fmt.Fprintln(w, lines[0])
+			lines = lines[1:]
+		}
+	}
+}
+
+// tableWidth is how many columns writeAligned needs for rows.
+func tableWidth(rows [][]string) int {
+	widths := columnWidths(rows)
+	total := 0
+	for i := range widths {
+		total += widths[i]
+	}
+	return total + 2*max(len(widths)-1, 0)
 }
 
 func arrow(better string) string {
@@ -178,12 +228,28 @@ func firstLine(s string) string {
 // writeAligned prints rows as left-aligned columns; verdict(i, j) > 0
 // colours a cell green, < 0 red, when color is set.
 func writeAligned(w io.Writer, rows [][]string, verdict func(i, j int) int, color bool) {
-	widths := map[int]int{}
+	for _, line := range alignLines(rows, verdict, color) {
+		fmt.Fprintln(w, line)
+	}
+}
+
+func columnWidths(rows [][]string) []int {
+	var widths []int
 	for _, r := range rows {
 		for i, s := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
 			widths[i] = max(widths[i], utf8.RuneCountInString(s))
 		}
 	}
+	return widths
+}
+
+// alignLines lays rows out as left-aligned columns, one line per row.
+func alignLines(rows [][]string, verdict func(i, j int) int, color bool) []string {
+	widths := columnWidths(rows)
+	lines := make([]string, 0, len(rows))
 	for i, r := range rows {
 		var b strings.Builder
 		for j, s := range r {
@@ -200,6 +266,7 @@ func writeAligned(w io.Writer, rows [][]string, verdict func(i, j int) int, colo
 				b.WriteString("  ")
 			}
 		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		lines = append(lines, strings.TrimRight(b.String(), " "))
 	}
+	return lines
 }
