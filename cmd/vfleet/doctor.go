@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/guest/qemu"
+
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/doctor"
@@ -24,7 +26,7 @@ timeout: /dev/kvm can exist and still not work), and the measuring tools in the 
 image. Every missing piece says what to install.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := doctor.Options{Runtimes: container.Runtimes()}
+			opts := doctor.Options{Runtimes: container.Runtimes(), VhostNet: qemu.VhostNetDevice}
 			if k, err := guest.Lookup(container.KindName); err == nil {
 				opts.RuntimeProbe = k.Probe
 			}

@@ -83,7 +83,7 @@ func TestChecksListEverything(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "image builder",
-		"runtime runc", "runtime crun", "QEMU", "qemu-img", "KVM", "TCG", "measuring tools"}
+		"runtime runc", "runtime crun", "QEMU", "qemu-img", "KVM", "TCG", "vhost-net", "measuring tools"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("checks %q, want %q", names, want)
 	}
@@ -342,5 +342,17 @@ func TestBootKernelAlwaysKillsQEMU(t *testing.T) {
 				t.Errorf("QEMU's process group survived: pid %s still runs", pid)
 			}
 		})
+	}
+}
+
+func TestVhostNetCheck(t *testing.T) {
+	dev := filepath.Join(t.TempDir(), "vhost-net")
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for device, want := range map[string]Status{dev: OK, filepath.Join(t.TempDir(), "absent"): Warn, "": Skip} {
+		if r := checkVhostNet(device); r.Status != want || (want == Warn && !strings.Contains(r.Fix, "vhost_net")) {
+			t.Errorf("%q: %+v, want %s", device, r, want)
+		}
 	}
 }

@@ -146,7 +146,9 @@ func netns() map[string]bool {
 
 // vfleetPrograms are the command names (as /proc/PID/comm cuts them, at 15
 // bytes) of what vfleet starts. A killed vfleet's processes are adopted by
-// init, so a leak is not always a child of the test.
+// init, so a leak is not always a child of the test; a process of another
+// vfleet still running (a developer's run beside the tests) has its own
+// parent and is not counted.
 var vfleetPrograms = map[string]bool{
 	"vfleet": true, "vfleet-agent": true, "runc": true, "runc:[2:INIT]": true, "qemu-system-x86": true, "qemu-system-aar": true,
 	"stress-ng": true, "sysbench": true, "fio": true, "iperf3": true, "sockperf": true, "cyclictest": true,
@@ -154,7 +156,8 @@ var vfleetPrograms = map[string]bool{
 }
 
 // processes lists the running (not zombie) processes that are this
-// process's children or run one of vfleet's programs, as "PID (comm)".
+// process's children, or orphans adopted by init that run one of vfleet's
+// programs, as "PID (comm)".
 func processes() map[string]bool {
 	out := map[string]bool{}
 	self := os.Getpid()
@@ -169,7 +172,7 @@ func processes() map[string]bool {
 			continue
 		}
 		name := comm(pid)
-		if st.PPID == self || vfleetPrograms[name] {
+		if st.PPID == self || st.PPID == 1 && vfleetPrograms[name] {
 			out[fmt.Sprintf("%d (%s)", pid, name)] = true
 		}
 	}

@@ -43,6 +43,9 @@ type nicConfig struct {
 	// exec.Cmd.ExtraFiles.
 	FD  int
 	MAC string
+	// VhostFD, when above 0, is an open vhost-net device's descriptor:
+	// the kernel moves the NIC's packets instead of QEMU.
+	VhostFD int
 }
 
 // qemuArgv is QEMU's argv (without the program) for one guest. The two
@@ -98,7 +101,11 @@ func qemuArgv(c launchConfig) []string {
 		// their virtio-net header and checksum and segmentation offloads
 		// reach the host's stack. QEMU reads that from the descriptor
 		// itself and refuses vnet_hdr= next to fd=.
-		a = append(a, "-netdev", fmt.Sprintf("tap,id=net0,fd=%d", c.NIC.FD))
+		netdev := fmt.Sprintf("tap,id=net0,fd=%d", c.NIC.FD)
+		if c.NIC.VhostFD > 0 {
+			netdev += fmt.Sprintf(",vhost=on,vhostfd=%d", c.NIC.VhostFD)
+		}
+		a = append(a, "-netdev", netdev)
 		nic := "virtio-net-" + bus + ",netdev=net0,mac=" + c.NIC.MAC
 		if bus == "pci" {
 			// No PXE option ROM: the kernel is booted directly, and the

@@ -130,7 +130,12 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String()}
 		extra = append(extra, tap)
-		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.addr": t.Addr.String(), "net.mac": g.nic.MAC.String()})
+		vhost, vhostState := openVhostNet(accel, VhostNetDevice)
+		if vhost != nil {
+			cfg.NIC.VhostFD = 3 + len(extra)
+			extra = append(extra, vhost)
+		}
+		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.addr": t.Addr.String(), "net.mac": g.nic.MAC.String(), "net.vhost": vhostState})
 	}
 	m, err := g.launch(qemuTool.Path, cfg, extra, undo)
 	// QEMU has its own copies now; ours go, so that the tap is free again

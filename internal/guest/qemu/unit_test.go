@@ -33,7 +33,7 @@ func TestQEMUArgvGolden(t *testing.T) {
 		nic            *vminit.NetConfig
 	}{
 		{MachineQ35, AccelTCG, nil}, {MachineQ35, AccelKVM, nil}, {MachineMicroVM, AccelTCG, nil}, {MachineMicroVM, AccelKVM, nil},
-		{MachineQ35, AccelTCG, routed}, {MachineMicroVM, AccelTCG, routed},
+		{MachineQ35, AccelTCG, routed}, {MachineMicroVM, AccelTCG, routed}, {MachineMicroVM, AccelKVM, routed},
 	} {
 		cfg := launchConfig{
 			Name: "g", Machine: c.machine, Accel: c.accel, VCPUs: 2, MemoryMiB: 512,
@@ -45,6 +45,9 @@ func TestQEMUArgvGolden(t *testing.T) {
 		if c.nic != nil {
 			cfg.NIC = &nicConfig{FD: 3, MAC: c.nic.MAC.String()}
 			name += "-net"
+			if c.accel == AccelKVM {
+				cfg.NIC.VhostFD = 4 // vhost-net where the host has it
+			}
 		}
 		got := strings.Join(qemuArgv(cfg), "\n") + "\n"
 		path := filepath.Join("testdata", name+".golden")
@@ -306,5 +309,28 @@ func TestTraitsSayHowAVMDiffers(t *testing.T) {
 	want := guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}
 	if got := guest.TraitsOf(KindName); got != want {
 		t.Errorf("traits of %s = %+v, want %+v", KindName, got, want)
+	}
+}
+
+func TestVhostNetOnlyUnderKVMAndWhereTheDeviceOpens(t *testing.T) {
+	dev := filepath.Join(t.TempDir(), "vhost-net")
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		accel, device, want string
+		open               bool
+	}{
+		{AccelKVM, dev, "on", true},
+		{AccelTCG, dev, "off: used with KVM only, this VM runs under tcg", false},
+		{AccelKVM, filepath.Join(t.TempDir(), "absent"), "is absent (no vhost_net module in this kernel)", false},
+	} {
+		f, why := openVhostNet(tc.accel, tc.device)
+		if (f != nil) != tc.open || !strings.Contains(why, tc.want) {
+			t.Errorf("%s with %s: opened %v, %q; want opened %v, %q", tc.accel, tc.device, f != nil, why, tc.open, tc.want)
+		}
+		if f != nil {
+			f.Close()
+		}
 	}
 }
