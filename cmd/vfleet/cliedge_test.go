@@ -155,24 +155,13 @@ func TestMetricsExposureWarning(t *testing.T) {
 func TestServeWarnsWhenItsMetricsLeaveTheHost(t *testing.T) {
 	c := storeRuns(t, quickText)
 	for addr, warn := range map[string]bool{"127.0.0.1:0": false, "0.0.0.0:0": true} {
-		cmd := c.command("serve", "--metrics-addr", addr)
-		pipe, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var w watchStderr
-		serving := make(chan string, 1)
-		w.start(t, pipe, map[string]chan string{`at http://(\S+)/metrics`: serving})
-		await(t, serving, "the serving address", &w)
+		cmd, w, _ := startServe(t, c, addr)
 		// The warning comes before the serving line, so it has been read.
 		if got := strings.Contains(w.String(), "beyond this host"); got != warn {
-			t.Errorf("serve --metrics-addr %s: warned %v, want %v; stderr:\n%s", addr, got, warn, &w)
+			t.Errorf("serve --metrics-addr %s: warned %v, want %v; stderr:\n%s", addr, got, warn, w)
 		}
 		if err := stopWith(t, cmd, syscall.SIGINT); err != nil {
-			t.Fatalf("serve after Ctrl-C: %v\n%s", err, &w)
+			t.Fatalf("serve after Ctrl-C: %v\n%s", err, w)
 		}
 	}
 }

@@ -162,18 +162,7 @@ func TestServeScrapesTheStoreUntilInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := c.command("serve", "--metrics-addr", "127.0.0.1:0")
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var w watchStderr
-	addr := make(chan string, 1)
-	w.start(t, pipe, map[string]chan string{`at http://(\S+)/metrics`: addr})
-	a := await(t, addr, "the serving address", &w)
+	cmd, w, a := startServe(t, c, "127.0.0.1:0")
 	body := scrape(t, a)
 	for _, want := range []string{`vfleet_store_runs{status="complete"} 1`, `vfleet_run_samples_total{run="1",scenario="served"} 1`,
 		`vfleet_sample_value{group="host",guest="host",metric="events_per_second",run="1",unit="1/s",workload="cpu"} 1234`} {
@@ -182,7 +171,7 @@ func TestServeScrapesTheStoreUntilInterrupted(t *testing.T) {
 		}
 	}
 	if err := stopWith(t, cmd, syscall.SIGINT); err != nil {
-		t.Fatalf("serve after Ctrl-C: %v\n%s", err, &w)
+		t.Fatalf("serve after Ctrl-C: %v\n%s", err, w)
 	}
 }
 
@@ -276,4 +265,22 @@ workloads:
 	if names["run"] != 1 || names["guest.start"] != 1 || names["teardown"] != 1 || names["step"] < 1 {
 		t.Errorf("spans received %v, want run, guest.start, teardown once and steps", names)
 	}
+}
+
+// startServe starts `vfleet serve` and returns once it says where it
+// serves, with its stderr as it goes.
+func startServe(t *testing.T, c *cli, listen string) (*exec.Cmd, *watchStderr, string) {
+	t.Helper()
+	cmd := c.command("serve", "--metrics-addr", listen)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &watchStderr{}
+	serving := make(chan string, 1)
+	w.start(t, pipe, map[string]chan string{`at http://(\S+)/metrics`: serving})
+	return cmd, w, await(t, serving, "the serving address", w)
 }

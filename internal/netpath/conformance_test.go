@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -172,29 +172,12 @@ func arpThroughTap(tap *os.File, link Link, target netip.Addr) error {
 	copy(f[28:32], src[:])
 	dst := target.As4()
 	copy(f[38:42], dst[:])
-	buf := make([]byte, 2048)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := tap.Write(frame); err != nil {
-			return err
-		}
-		_ = tap.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		for {
-			m, err := tap.Read(buf)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			r := buf[vnetHdrLen:m]
-			if len(r) < 42 || binary.BigEndian.Uint16(r[12:14]) != unix.ETH_P_ARP || binary.BigEndian.Uint16(r[20:22]) != 2 {
-				continue
-			}
-			if sender, _ := netip.AddrFromSlice(r[28:32]); sender == target {
-				return nil
-			}
-		}
+	err := awaitFrame(tap, func() { _, _ = tap.Write(frame) }, func(r []byte) bool {
+		sender, _ := netip.AddrFromSlice(r[28:32])
+		return arpOp(r) == 2 && sender == target
+	})
+	if err != nil {
+		return fmt.Errorf("no ARP reply came back through the tap: %w", err)
 	}
-	return errors.New("no ARP reply came back through the tap")
+	return nil
 }

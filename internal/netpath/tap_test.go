@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -67,13 +68,38 @@ const vnetHdrLen = 10
 
 // waitARPFor reads frames from a tap until an ARP request for addr
 // arrives: the host side (routed) or the bridge (switched) has sent the
-// peer's packet towards the tap. Other frames (IPv6 neighbour discovery of
-// the new links) are skipped.
+// peer's packet towards the tap.
 func waitARPFor(t *testing.T, tap *os.File, addr netip.Addr, send func()) error {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	_ = tap.SetReadDeadline(deadline)
+	err := awaitFrame(tap, send, func(f []byte) bool {
+		target, _ := netip.AddrFromSlice(f[38:42])
+		return arpOp(f) == 1 && target == addr
+	})
+	if err != nil {
+		return fmt.Errorf("no ARP request for the guest's address reached the tap: %w", err)
+	}
+	return nil
+}
+
+// arpOp is an ARP frame's operation (1 request, 2 reply), 0 for another
+// frame.
+func arpOp(f []byte) uint16 {
+	if len(f) < 42 || binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_ARP {
+		return 0
+	}
+	return binary.BigEndian.Uint16(f[20:22])
+}
+
+// errNoFrame says awaitFrame's deadline passed.
+var errNoFrame = errors.New("no such frame within 5s")
+
+// awaitFrame calls send, then reads frames (without their virtio-net
+// header) from the tap until match accepts one, sending again every half
+// second for up to five. Other frames, such as the IPv6 neighbour
+// discovery of new links, are skipped.
+func awaitFrame(tap *os.File, send func(), match func(frame []byte) bool) error {
 	buf := make([]byte, 2048)
+	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		send()
 		for {
@@ -85,16 +111,12 @@ func waitARPFor(t *testing.T, tap *os.File, addr netip.Addr, send func()) error 
 			if err != nil {
 				return err
 			}
-			f := buf[vnetHdrLen:n]
-			if len(f) < 42 || binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_ARP || binary.BigEndian.Uint16(f[20:22]) != 1 {
-				continue
-			}
-			if target, _ := netip.AddrFromSlice(f[38:42]); target == addr {
+			if n >= vnetHdrLen && match(buf[vnetHdrLen:n]) {
 				return nil
 			}
 		}
 	}
-	return errors.New("no ARP request for the guest's address reached the tap")
+	return errNoFrame
 }
 
 // TestAttachTap puts a VM's tap on the routed and the bridge path and
