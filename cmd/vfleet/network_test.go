@@ -88,7 +88,7 @@ func TestNetworkRunOverEveryPath(t *testing.T) {
 		}
 	}
 	for _, g := range []string{"host", "bridge", "routed", "macvlan", "xdp", "tc", "veth"} {
-		for _, m := range []string{"net.rtt_us", "net.cpu_us_per_transaction", "net.host_busy_cores"} {
+		for _, m := range []string{"net.rtt_us", "net.cpu_us_per_transaction", "net.host_busy_cores", "net.cpu.kernel_cores", "net.cpu.other_cores"} {
 			if !metrics[g][m] {
 				t.Errorf("group %s has no %s (has %v)", g, m, metrics[g])
 			}

@@ -72,9 +72,13 @@ func TestVMsOnTheNetworkPaths(t *testing.T) {
 		t.Errorf("failure on %s: %s\n%s", f.Guest, f.Error, f.Stderr)
 	}
 	rtts := map[string]int{}
+	emulatorUser := map[string]float64{}
 	for _, s := range rep.Samples {
 		if s.Metric == "net.rtt_us" && s.Value > 0 {
 			rtts[s.Group]++
+		}
+		if s.Metric == "net.cpu.guest_user_cores" {
+			emulatorUser[s.Group] = max(emulatorUser[s.Group], s.Value)
 		}
 		if strings.HasPrefix(s.Group, "vm-") && s.Params["path"] != strings.TrimPrefix(s.Group, "vm-") {
 			t.Errorf("%s %s stored on path %q", s.Group, s.Metric, s.Params["path"])
@@ -87,8 +91,13 @@ func TestVMsOnTheNetworkPaths(t *testing.T) {
 	}
 	for _, g := range []string{"vm-routed", "vm-bridge"} {
 		d := rep.Run.Guests[g].Details
-		if d["net.tap"] == "" || d["net.addr"] == "" || d["net.peer"] == "" {
+		if d["net.tap"] == "" || d["net.addr"] == "" || d["net.peer"] == "" || d["net.vhost"] == "" {
 			t.Errorf("%s record lacks its link: %v", g, d)
+		}
+		// Under TCG the emulator's user time is the guest running the
+		// client: it must show in the CPU split.
+		if emulatorUser[g] <= 0 {
+			t.Errorf("%s: the emulator's user time is not in the CPU split (%v)", g, emulatorUser)
 		}
 	}
 	t.Logf("round trip samples per group: %v", rtts)

@@ -19,7 +19,7 @@ func TestParseCPUStatOnRecordedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The recorded machine had two CPUs; busy excludes idle and iowait.
-	if got.cpus != 2 || got.busy == 0 || got.busy >= got.total {
+	if got.cpus != 2 || got.busy == 0 || got.busy >= got.total || got.kernel == 0 || got.kernel >= got.busy {
 		t.Fatalf("parsed %+v", got)
 	}
 	for _, bad := range []string{"", "intr 1 2\n", "cpu  1 2 3\ncpu0 1 2 3 4 5 6 7 8\n", "cpu  a b c d e f g h\ncpu0 1\n"} {
@@ -39,10 +39,15 @@ func TestCostSamples(t *testing.T) {
 		{Metric: "net.rtt_us", Unit: "us", Value: 15, Better: workload.LowerIsBetter, Hist: h},
 		{Metric: "net.rtt_p99_us", Unit: "us", Value: 20, Better: workload.LowerIsBetter},
 	}
-	// Two CPUs for 3 s (600 ticks), 150 of them busy: 0.5 cores.
-	got := costSamples(parsed, cpuUse{BusyTicks: 150, TotalTicks: 600, CPUs: 2})
+	// Two CPUs for 3 s (600 ticks), 150 of them busy: 0.5 cores, of
+	// which the guest's processes ran 60 ticks in user mode and the kernel
+	// 60 ticks.
+	got := costSamples(parsed, cpuUse{BusyTicks: 150, TotalTicks: 600, KernelTicks: 60, GuestUserTicks: 60, CPUs: 2})
 	want := map[string]float64{
 		"net.host_busy_cores":         0.5,
+		"net.cpu.guest_user_cores":    0.2,
+		"net.cpu.kernel_cores":        0.2,
+		"net.cpu.other_cores":         0.1,
 		"net.throughput_bps_per_core": 16e9,
 		"net.cpu_us_per_transaction":  1.5e6 / 1000, // 1.5 s of CPU over 1000 round trips
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/procfs"
+
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/netpath"
@@ -268,10 +270,13 @@ func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, 
 			}
 		}()
 	}
+	pids := g.Info().PIDs
 	before, cerr := readCPU()
+	before.guestUser = guestUserTicks(pids)
 	reply, err := g.Exec(ctx, agent.Request{Argv: pinned(n.cfg.ClientCPU, ne.Argv), Dir: g.Info().ScratchDir,
 		TimeoutMS: ne.Timeout.Milliseconds(), MaxOutput: ne.MaxOutput, StartAtUnixNS: startAt})
 	after, cerr2 := readCPU()
+	after.guestUser = guestUserTicks(pids)
 	bg.Wait()
 	close(bgErrs)
 	for e := range bgErrs {
@@ -306,10 +311,12 @@ func (n *netRun) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// cpuTimes are the host's CPU counters from /proc/stat, in clock ticks.
+// cpuTimes are the host's CPU counters from /proc/stat, in clock ticks,
+// with the user time of the measured guest's host processes.
 type cpuTimes struct {
-	busy, total uint64
-	cpus        int
+	busy, total, kernel uint64
+	guestUser           uint64
+	cpus                int
 }
 
 func readCPU() (cpuTimes, error) {
@@ -320,12 +327,31 @@ func readCPU() (cpuTimes, error) {
 	return parseCPUStat(b)
 }
 
-// cpuUse is the host's CPU consumption over an interval.
+// cpuUse is the host's CPU consumption over an interval. KernelTicks and
+// GuestUserTicks are parts of BusyTicks (see costSamples).
 type cpuUse struct {
-	BusyTicks, TotalTicks uint64
-	CPUs                  int
+	BusyTicks, TotalTicks       uint64
+	KernelTicks, GuestUserTicks uint64
+	CPUs                        int
 }
 
 func (a cpuTimes) since(b cpuTimes) cpuUse {
-	return cpuUse{BusyTicks: a.busy - b.busy, TotalTicks: a.total - b.total, CPUs: a.cpus}
+	u := cpuUse{BusyTicks: a.busy - b.busy, TotalTicks: a.total - b.total, KernelTicks: a.kernel - b.kernel, CPUs: a.cpus}
+	if a.guestUser >= b.guestUser {
+		u.GuestUserTicks = a.guestUser - b.guestUser
+	}
+	return u
+}
+
+// guestUserTicks is the user time of a guest's host processes (a VM's
+// emulator; a container's or the bare host's agent, with the tools it has
+// waited for), whose threads and reaped children /proc/PID/stat sums.
+func guestUserTicks(pids []int) uint64 {
+	var ticks uint64
+	for _, pid := range pids {
+		if st, err := procfs.ReadStat(pid); err == nil {
+			ticks += st.UTime + st.CUTime
+		}
+	}
+	return ticks
 }
