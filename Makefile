@@ -1,6 +1,6 @@
 # Developer shortcuts; each target is a thin wrapper over scripts/, which is
 # what the README and CI use.
-.PHONY: help deps build run test unit clean
+.PHONY: help deps build run test unit fuzz soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -19,6 +19,12 @@ test: ## the whole suite, integration tests included (root)
 
 unit: ## only the tests that need neither root nor the guest image
 	go test -short ./...
+
+fuzz: ## every fuzz target in turn, 10m each (FUZZTIME=1000000x: a count)
+	scripts/fuzz.sh $(FUZZTIME)
+
+soak: ## SOAK=100 runs in a row (success, failed step, SIGINT, SIGKILL+clean), counting leaks (root)
+	VFLEET_SOAK=$(or $(SOAK),100) go test -count=1 -run '^TestSoak$$' -v -timeout 3h ./cmd/vfleet
 
 clean: ## remove what killed runs left behind, and the built binaries
 	-bin/vfleet clean

@@ -16,3 +16,6 @@ go vet ./...
 # -p 1: the integration tests share the machine's two cores and its runc;
 # running packages one at a time keeps their timing sane.
 go test -p 1 -count=1 -timeout 20m ./... "$@"
+# A few seconds of every fuzz target: enough to catch a parser that a
+# small change to its seeds makes panic. make fuzz is the long pass.
+scripts/fuzz.sh 3s

@@ -42,7 +42,7 @@ type Histogram struct {
 	buckets map[int32]uint64 // bucket index -> observations; only non-empty ones
 	zero    uint64           // observations <= 0
 	count   uint64
-	invalid uint64 // NaN and ±Inf, never part of count
+	invalid uint64 // NaN, ±Inf and values whose square overflows, never part of count
 	min     float64
 	max     float64
 	sum     float64
@@ -72,7 +72,11 @@ func (h *Histogram) AddN(v float64, n uint64) {
 	if n == 0 {
 		return
 	}
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	// An observation beyond about 1e154 would make the sum of squares
+	// infinite, which no statistic can use and JSON cannot store: it is
+	// as unusable as a NaN. No tool measures anything that large.
+	sum, sumSq := h.sum+v*float64(n), h.sumSq+v*v*float64(n)
+	if math.IsNaN(v) || math.IsInf(sum, 0) || math.IsInf(sumSq, 0) {
 		h.invalid += n
 		return
 	}
@@ -83,8 +87,7 @@ func (h *Histogram) AddN(v float64, n uint64) {
 		h.max = v
 	}
 	h.count += n
-	h.sum += v * float64(n)
-	h.sumSq += v * v * float64(n)
+	h.sum, h.sumSq = sum, sumSq
 	if v <= 0 {
 		h.zero += n
 		return
@@ -118,6 +121,9 @@ func (h *Histogram) Merge(o *Histogram) error {
 	}
 	if o.unit != h.unit {
 		return fmt.Errorf("%w: cannot merge %q observations into a histogram of %q", ErrHistogram, o.unit, h.unit)
+	}
+	if math.IsInf(h.sumSq+o.sumSq, 0) || math.IsInf(h.sum+o.sum, 0) {
+		return fmt.Errorf("%w: merged sums would overflow", ErrHistogram)
 	}
 	h.invalid += o.invalid
 	if o.count == 0 {

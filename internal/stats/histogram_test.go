@@ -316,7 +316,9 @@ func TestBucketEdgesPartitionValues(t *testing.T) {
 			t.Fatalf("%v in bucket %d = [%v, %v)", v, i, lowerEdge(i), lowerEdge(i+1))
 		}
 	}
-	for _, v := range []float64{math.SmallestNonzeroFloat64, math.MaxFloat64} {
+	// 1e154 is about the largest observation whose square the sums hold;
+	// larger ones are invalid (TestObservationThatOverflowsTheSumsIsInvalid).
+	for _, v := range []float64{math.SmallestNonzeroFloat64, 1e154} {
 		h := NewHistogram("x")
 		h.Add(v)
 		if h.Quantile(0.5) != v {
@@ -337,4 +339,24 @@ func mustJSON(t *testing.T, h *Histogram) []byte {
 func equalJSON(t *testing.T, a, b *Histogram) bool {
 	t.Helper()
 	return string(mustJSON(t, a)) == string(mustJSON(t, b))
+}
+
+func TestObservationThatOverflowsTheSumsIsInvalid(t *testing.T) {
+	h := NewHistogram("us")
+	h.Add(10)
+	h.Add(math.MaxFloat64)
+	h.Add(2e154)
+	if h.Count() != 1 || h.Invalid() != 2 || h.Max() != 10 {
+		t.Fatalf("count %d invalid %d max %v; want the huge values invalid", h.Count(), h.Invalid(), h.Max())
+	}
+	if _, err := json.Marshal(h); err != nil {
+		t.Fatalf("a histogram that met huge values cannot be stored: %v", err)
+	}
+	big := NewHistogram("us")
+	big.Add(1e154)
+	twice := NewHistogram("us")
+	twice.Add(1e154)
+	if err := big.Merge(twice); !errors.Is(err, ErrHistogram) || big.Count() != 1 {
+		t.Fatalf("a merge whose sums overflow: %v, count %d", err, big.Count())
+	}
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"time"
@@ -207,8 +208,16 @@ func (netThroughput) Parse(stdout, stderr []byte) ([]Sample, error) {
 	if cpu == nil {
 		return nil, fmt.Errorf("%w: iperf3: no end.cpu_utilization_percent", ErrParse)
 	}
-	return append(samples,
+	samples = append(samples,
 		Sample{Metric: "net.cpu_client_pct", Unit: "%", Value: cpu.HostTotal, Better: LowerIsBetter},
 		Sample{Metric: "net.cpu_server_pct", Unit: "%", Value: cpu.RemoteTotal, Better: LowerIsBetter},
-	), nil
+	)
+	// JSON holds only finite numbers, but the unit conversions above can
+	// overflow one that no real test reports (a jitter of 1e306 ms).
+	for _, s := range samples {
+		if math.IsInf(s.Value, 0) || math.IsNaN(s.Value) {
+			return nil, fmt.Errorf("%w: iperf3: %s comes out as %v", ErrParse, s.Metric, s.Value)
+		}
+	}
+	return samples, nil
 }

@@ -3,7 +3,6 @@ package workload
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"time"
@@ -224,6 +223,11 @@ func (netLatency) Parse(stdout, stderr []byte) ([]Sample, error) {
 	}, nil
 }
 
+// sockperfMaxRTT bounds a round trip, in microseconds: an hour, longer
+// than any run. A larger figure is garbage, and squaring it for the
+// standard deviation would overflow.
+const sockperfMaxRTT = 3600e6
+
 // sockperfRowRTT reads the last of the four comma-separated fields of a
 // full-log row: packet number, send and receive time in seconds, round
 // trip in microseconds.
@@ -233,7 +237,7 @@ func sockperfRowRTT(line []byte) (float64, error) {
 	}
 	field := bytes.TrimSpace(line[bytes.LastIndexByte(line, ',')+1:])
 	v, err := strconv.ParseFloat(string(field), 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+	if err != nil || !(v >= 0 && v <= sockperfMaxRTT) {
 		return 0, fmt.Errorf("%.80q: round trip %q is not a duration in microseconds", line, field)
 	}
 	return v, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -103,7 +104,7 @@ func (w stressng) Parse(stdout, stderr []byte) ([]Sample, error) {
 		text := strings.Join(fields[2:], " ")
 		for _, m := range w.misc {
 			if strings.HasPrefix(text, m.phrase) && !found[m.sample.Metric] {
-				v, err := strconv.ParseFloat(fields[1], 64)
+				v, err := parseFinite(fields[1])
 				if err != nil {
 					return nil, fmt.Errorf("%w: stress-ng %s: %q: %v", ErrParse, w.stressor, sc.Text(), err)
 				}
@@ -138,8 +139,18 @@ func bogoRate(fields []string) (float64, bool) {
 	if _, err := strconv.ParseUint(fields[1], 10, 64); err != nil {
 		return 0, false
 	}
-	v, err := strconv.ParseFloat(fields[5], 64)
+	v, err := parseFinite(fields[5])
 	return v, err == nil
+}
+
+// parseFinite reads a figure, refusing NaN and the infinities, which
+// ParseFloat accepts ("nan", "inf") but no measurement yields.
+func parseFinite(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+		return 0, fmt.Errorf("%q is not a finite number", s)
+	}
+	return v, err
 }
 
 // lastOwnMessage finds the stressor's last log line ("stream: run duration
