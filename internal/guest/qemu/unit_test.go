@@ -319,7 +319,7 @@ func TestVhostNetOnlyUnderKVMAndWhereTheDeviceOpens(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		accel, device, want string
-		open               bool
+		open                bool
 	}{
 		{AccelKVM, dev, "on", true},
 		{AccelTCG, dev, "off: used with KVM only, this VM runs under tcg", false},
