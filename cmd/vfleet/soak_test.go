@@ -17,7 +17,7 @@ import (
 )
 
 // failingScenario has a step that fails while it runs: stress-ng's stream
-// buffers do not fit in a 16 MiB container, whose kernel kills them.
+// buffers do not fit in a 16 MiB container, and it reports no rates.
 const failingScenario = `name: soak-fail
 repetitions: 1
 warmup: 0
