@@ -76,12 +76,18 @@ func costSamples(parsed []workload.Sample, use cpuUse) []workload.Sample {
 	coresOf := func(ticks uint64) float64 { return float64(ticks) / float64(use.TotalTicks) * float64(use.CPUs) }
 	cores := coresOf(use.BusyTicks)
 	out := []workload.Sample{{Metric: "net.host_busy_cores", Unit: "cores", Value: cores, Better: workload.LowerIsBetter}}
-	if use.GuestUserTicks+use.KernelTicks <= use.BusyTicks {
-		out = append(out,
-			workload.Sample{Metric: "net.cpu.guest_user_cores", Unit: "cores", Value: coresOf(use.GuestUserTicks), Better: workload.LowerIsBetter},
-			workload.Sample{Metric: "net.cpu.kernel_cores", Unit: "cores", Value: coresOf(use.KernelTicks), Better: workload.LowerIsBetter},
-			workload.Sample{Metric: "net.cpu.other_cores", Unit: "cores", Value: coresOf(use.BusyTicks - use.GuestUserTicks - use.KernelTicks), Better: workload.LowerIsBetter})
+	// The guest's share comes from its processes' own counters, the rest
+	// from the CPUs': sampled apart, tick by tick, they may add up to a
+	// tick or two more than the busy time when the guest is nearly all of
+	// it (an emulated VM). The rest is then none, not negative.
+	other := uint64(0)
+	if parts := use.GuestUserTicks + use.KernelTicks; parts < use.BusyTicks {
+		other = use.BusyTicks - parts
 	}
+	out = append(out,
+		workload.Sample{Metric: "net.cpu.guest_user_cores", Unit: "cores", Value: coresOf(use.GuestUserTicks), Better: workload.LowerIsBetter},
+		workload.Sample{Metric: "net.cpu.kernel_cores", Unit: "cores", Value: coresOf(use.KernelTicks), Better: workload.LowerIsBetter},
+		workload.Sample{Metric: "net.cpu.other_cores", Unit: "cores", Value: coresOf(other), Better: workload.LowerIsBetter})
 	for _, s := range parsed {
 		switch {
 		case s.Unit == "bit/s" && s.Better == workload.HigherIsBetter:

@@ -59,6 +59,15 @@ func TestCostSamples(t *testing.T) {
 			t.Errorf("%s = %v, want %v", s.Metric, s.Value, w)
 		}
 	}
+	// Counted apart, the guest's and the kernel's ticks may exceed the busy
+	// ones by a tick: nothing is left for the rest, and nothing is lost.
+	over := map[string]float64{}
+	for _, s := range costSamples(nil, cpuUse{BusyTicks: 100, TotalTicks: 200, KernelTicks: 20, GuestUserTicks: 81, CPUs: 2}) {
+		over[s.Metric] = s.Value
+	}
+	if over["net.cpu.other_cores"] != 0 || over["net.cpu.guest_user_cores"] != 0.81 {
+		t.Errorf("split of an overfull interval: %v", over)
+	}
 	if costSamples(parsed, cpuUse{}) != nil {
 		t.Fatal("an empty interval produced costs")
 	}
