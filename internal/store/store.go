@@ -51,9 +51,8 @@ const sqliteMagic = "SQLite format 3\x00"
 
 // Store is an open results database. It is safe for concurrent use.
 type Store struct {
-	db       *sql.DB
-	path     string
-	readOnly bool
+	db   *sql.DB
+	path string
 }
 
 // Open opens the results database at path for reading and writing,
@@ -254,16 +253,13 @@ func openReadOnly(abs, mode string) (*Store, error) {
 		return nil, fmt.Errorf("open results database %s: %w", abs, err)
 	}
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: abs, readOnly: true}
+	s := &Store{db: db, path: abs}
 	if err := s.checkSchema(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open results database %s: %w", abs, err)
 	}
 	return s, nil
 }
-
-// ReadOnly says whether the store was opened for reading only.
-func (s *Store) ReadOnly() bool { return s.readOnly }
 
 // refuseNonRegular fails for a path that exists and is not a regular file.
 func refuseNonRegular(path string) error {
