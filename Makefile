@@ -20,7 +20,7 @@ test: ## the whole suite, integration tests included (root)
 unit: ## only the tests that need neither root nor the guest image
 	go test -short ./...
 
-fuzz: ## every fuzz target in turn, 10m each (FUZZTIME=1000000x: a count)
+fuzz: ## every fuzz target in turn, a million executions each (FUZZTIME=10m: a duration)
 	scripts/fuzz.sh $(FUZZTIME)
 
 soak: ## SOAK=100 runs in a row (success, failed step, SIGINT, SIGKILL+clean), counting leaks (root)

@@ -16,6 +16,7 @@ go vet ./...
 # -p 1: the integration tests share the machine's two cores and its runc;
 # running packages one at a time keeps their timing sane.
 go test -p 1 -count=1 -timeout 20m ./... "$@"
-# A few seconds of every fuzz target: enough to catch a parser that a
-# small change to its seeds makes panic. make fuzz is the long pass.
-scripts/fuzz.sh 3s
+# A thousand executions of every fuzz target, seeds first: enough to catch
+# a parser that a small change to its seeds makes panic; a count, not a
+# duration (see scripts/fuzz.sh). make fuzz is the long pass.
+scripts/fuzz.sh 1000x
