@@ -106,12 +106,13 @@ func TestBadRequestsGetErrorRepliesAndConnectionSurvives(t *testing.T) {
 	}
 	for _, tc := range []struct{ line, want string }{
 		{"{not json\n", "malformed request"},
+		{`{"v":2,"id":6,"op":"cancel","target":77}` + "\n", "no execution 77 is running"},
 		{`{"v":99,"id":1,"op":"ping"}` + "\n", "protocol version 99"},
-		{`{"v":1,"id":2,"op":"reboot"}` + "\n", "unknown op"},
-		{`{"v":1,"id":3,"op":"exec"}` + "\n", "empty argv"},
-		{`{"v":1,"id":4,"op":"exec","argv":["/nonexistent/tool"]}` + "\n", "no such file"},
+		{`{"v":2,"id":2,"op":"reboot"}` + "\n", "unknown op"},
+		{`{"v":2,"id":3,"op":"exec"}` + "\n", "empty argv"},
+		{`{"v":2,"id":4,"op":"exec","argv":["/nonexistent/tool"]}` + "\n", "no such file"},
 		{strings.Repeat("x", maxRequest+10) + "\n", "malformed request"},
-		{`{"v":1,"id":5,"op":"ping"}` + "\n", ""},
+		{`{"v":2,"id":5,"op":"ping"}` + "\n", ""},
 	} {
 		if _, err := conn.Write([]byte(tc.line)); err != nil {
 			t.Fatal(err)
@@ -154,16 +155,45 @@ func TestVersionMismatchRefusedAtHello(t *testing.T) {
 	}
 }
 
-func TestCancelledRequestPoisonsConnection(t *testing.T) {
+// A request given up on is stopped in the guest, and the connection
+// carries on: a VM has only the one.
+func TestCancelledRequestIsStoppedAndConnectionStaysUsable(t *testing.T) {
 	c := dial(t, startServer(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	marker := filepath.Join(t.TempDir(), "still-running")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := c.Do(ctx, Request{Argv: []string{"sleep", "1"}})
+	_, err := c.Do(ctx, Request{Argv: []string{"sh", "-c", "sleep 1; touch " + marker}})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
-	if err := c.Ping(context.Background()); err == nil {
-		t.Fatal("a connection with a reply in flight must not be reused")
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatalf("connection unusable after a cancelled request: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the cancelled process ran on")
+	}
+}
+
+// Executions on one connection overlap: the first ends only once the
+// second, sent after it, has run.
+func TestExecutionsOnOneConnectionRunConcurrently(t *testing.T) {
+	c := dial(t, startServer(t))
+	flag := filepath.Join(t.TempDir(), "flag")
+	waiter := make(chan error, 1)
+	go func() {
+		r, err := c.Do(context.Background(), Request{Argv: []string{"sh", "-c", "while [ ! -e " + flag + " ]; do sleep 0.01; done"}, TimeoutMS: 10000})
+		if err == nil && !r.Succeeded() {
+			err = errors.New("the waiting execution did not succeed: timed out or failed")
+		}
+		waiter <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if r, err := c.Do(context.Background(), Request{Argv: []string{"touch", flag}}); err != nil || !r.Succeeded() {
+		t.Fatalf("touch: %v %+v", err, r)
+	}
+	if err := <-waiter; err != nil {
+		t.Fatal(err)
 	}
 }
 

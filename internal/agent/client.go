@@ -11,17 +11,21 @@ import (
 	"time"
 )
 
-// Client is the host's end of one connection to an agent. Requests on one
-// client are serialised; open several clients to run things concurrently.
+// Client is the host's end of one connection to an agent. It is safe for
+// concurrent use: requests from several goroutines share the connection,
+// and each gets its own reply, matched by id.
 type Client struct {
 	conn  net.Conn
 	r     *bufio.Reader
 	hello Hello
 
-	mu     sync.Mutex
-	nextID uint64
-	// broken is set when a request was abandoned mid-way: its reply may
-	// still arrive, so the stream can no longer be trusted to be in step.
+	wmu sync.Mutex // one request line at a time
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan Reply
+	// broken is why the stream can no longer be used (closed, a failed or
+	// garbled read or write); every request after it fails at once.
 	broken error
 }
 
@@ -43,8 +47,8 @@ func Dial(ctx context.Context, socketPath string) (*Client, error) {
 // NewClient speaks the protocol over an established connection; it reads
 // the agent's hello first.
 func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
-	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
-	stop := c.watch(ctx)
+	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 64<<10), pending: map[uint64]chan Reply{}}
+	stop := watch(ctx, conn.SetReadDeadline)
 	line, err := c.r.ReadBytes('\n')
 	stop()
 	if err != nil {
@@ -56,7 +60,46 @@ func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 	if c.hello.V != Version {
 		return nil, fmt.Errorf("%w: agent speaks %d, vfleet speaks %d (rebuild the image or vfleet)", ErrVersion, c.hello.V, Version)
 	}
+	go c.readReplies()
 	return c, nil
+}
+
+// readReplies hands each reply to the request waiting for it until the
+// stream ends. A reply nobody waits for answers a request given up on (or
+// a cancel) and is dropped.
+func (c *Client) readReplies() {
+	for {
+		line, err := c.r.ReadBytes('\n')
+		if err != nil {
+			c.fail(fmt.Errorf("read reply: %w", err))
+			return
+		}
+		var reply Reply
+		if err := json.Unmarshal(line, &reply); err != nil {
+			c.fail(fmt.Errorf("read reply: %w", err))
+			return
+		}
+		c.mu.Lock()
+		ch, ok := c.pending[reply.ID]
+		delete(c.pending, reply.ID)
+		c.mu.Unlock()
+		if ok {
+			ch <- reply
+		}
+	}
+}
+
+// fail marks the stream unusable and fails every request waiting on it.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken == nil {
+		c.broken = err
+	}
+	for id, ch := range c.pending {
+		close(ch)
+		delete(c.pending, id)
+	}
 }
 
 // Polling schedule of WaitReady: a container's agent listens a few
@@ -97,44 +140,87 @@ func WaitReady(ctx context.Context, socketPath string) (*Client, error) {
 func (c *Client) Hello() Hello { return c.hello }
 
 // Do sends one request and waits for its reply. A reply whose Error is set
-// is returned together with an error wrapping ErrRemote.
+// is returned together with an error wrapping ErrRemote. When ctx ends
+// first, the agent is asked to stop the execution and Do returns at once;
+// the connection stays usable.
 func (c *Client) Do(ctx context.Context, req Request) (Reply, error) {
+	ch := make(chan Reply, 1)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.broken != nil {
-		return Reply{}, fmt.Errorf("connection unusable after an earlier abandoned request: %w", c.broken)
+		err := c.broken
+		c.mu.Unlock()
+		return Reply{}, fmt.Errorf("connection unusable: %w", err)
 	}
 	c.nextID++
 	req.V, req.ID = Version, c.nextID
+	c.pending[req.ID] = ch
+	c.mu.Unlock()
 	if req.Op == "" {
 		req.Op = OpExec
 	}
-	stop := c.watch(ctx)
-	defer stop()
+	if err := c.send(ctx, req); err != nil {
+		c.forget(req.ID)
+		return Reply{}, fmt.Errorf("send request: %w", err)
+	}
+	select {
+	case reply, ok := <-ch:
+		if !ok {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return Reply{}, c.broken
+		}
+		if reply.Error != "" {
+			return reply, fmt.Errorf("%w: %s", ErrRemote, reply.Error)
+		}
+		return reply, nil
+	case <-ctx.Done():
+		c.forget(req.ID)
+		if req.Op == OpExec {
+			c.cancel(req.ID)
+		}
+		return Reply{}, ctx.Err()
+	}
+}
+
+// cancel asks the agent to stop an execution, without waiting: its reply,
+// and the cancel's own, are dropped when they come.
+func (c *Client) cancel(id uint64) {
+	c.mu.Lock()
+	c.nextID++
+	req := Request{V: Version, ID: c.nextID, Op: OpCancel, Target: id}
+	c.mu.Unlock()
+	ctx, done := context.WithTimeout(context.Background(), cancelSendTimeout)
+	defer done()
+	_ = c.send(ctx, req)
+}
+
+// cancelSendTimeout bounds the write of a cancel: an agent that does not
+// read any more cannot be helped by waiting.
+const cancelSendTimeout = 5 * time.Second
+
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// send writes one request line whole. A write cut short leaves half a line
+// on the stream, after which nothing the agent reads is trustworthy.
+func (c *Client) send(ctx context.Context, req Request) error {
 	b, err := json.Marshal(req)
 	if err != nil {
-		return Reply{}, err
+		return err
 	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	stop := watch(ctx, c.conn.SetWriteDeadline)
+	defer stop()
 	if _, err := c.conn.Write(append(b, '\n')); err != nil {
-		c.broken = ctxErr(ctx, err)
-		return Reply{}, fmt.Errorf("send request: %w", c.broken)
+		err = ctxErr(ctx, err)
+		c.fail(fmt.Errorf("send request: %w", err))
+		return err
 	}
-	line, err := c.r.ReadBytes('\n')
-	if err != nil {
-		c.broken = ctxErr(ctx, err)
-		return Reply{}, fmt.Errorf("read reply: %w", c.broken)
-	}
-	var reply Reply
-	if err := json.Unmarshal(line, &reply); err != nil {
-		return Reply{}, fmt.Errorf("read reply: %w", err)
-	}
-	if reply.ID != req.ID {
-		return reply, fmt.Errorf("reply for request %d, expected %d", reply.ID, req.ID)
-	}
-	if reply.Error != "" {
-		return reply, fmt.Errorf("%w: %s", ErrRemote, reply.Error)
-	}
-	return reply, nil
+	return nil
 }
 
 // Ping checks that the agent answers.
@@ -143,26 +229,30 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
-// Close closes the connection; the agent keeps running.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection; the agent keeps running, and stops what it
+// was running for this client.
+func (c *Client) Close() error {
+	c.fail(errors.New("connection closed"))
+	return c.conn.Close()
+}
 
-// watch makes blocking I/O on the connection return when ctx ends. The
-// returned stop must be called before the next use of the connection.
-func (c *Client) watch(ctx context.Context) (stop func()) {
+// watch makes blocking I/O through setDeadline return when ctx ends. The
+// returned stop must be called before the next such I/O.
+func watch(ctx context.Context, setDeadline func(time.Time) error) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		select {
 		case <-ctx.Done():
-			_ = c.conn.SetDeadline(time.Unix(1, 0))
+			_ = setDeadline(time.Unix(1, 0))
 		case <-done:
 		}
 	}()
 	return func() {
 		close(done)
 		<-finished
-		_ = c.conn.SetDeadline(time.Time{})
+		_ = setDeadline(time.Time{})
 	}
 }
 

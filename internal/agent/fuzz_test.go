@@ -21,8 +21,9 @@ const (
 )
 
 // FuzzServeConn feeds arbitrary bytes to the server as a client's request
-// stream. Every line must be answered, in order, and only a well-formed
-// ping may be answered without an error.
+// stream. Every line must be answered, in order (only executions, which
+// run concurrently, are answered as they end, and none gets this far), and
+// only a well-formed ping may be answered without an error.
 //
 // The server has no way to run a program other than for real, so an input
 // with a line that decodes to a non-empty argv is skipped: it is the only
@@ -34,17 +35,18 @@ func FuzzServeConn(f *testing.F) {
 		"",
 		"\n",
 		"   \n\t\n",
-		`{"v":1,"id":1,"op":"ping"}` + "\n",
-		`{"v":1,"id":2,"op":"ping"}` + "\r\n" + `{"v":1,"id":3,"op":"ping"}`,
-		`{"v":1,"id":4,"op":"ping"}` + "\n  ",
-		`{"v":2,"id":5,"op":"ping"}` + "\n",
-		`{"v":1,"id":6,"op":"reboot"}` + "\n",
-		`{"v":1,"id":7,"op":"exec"}` + "\n" + `{"v":1,"id":8}` + "\n",
-		`{"v":1,"id":9,"argv":[],"timeout_ms":-1}` + "\n",
-		`{"v":1,"id":10,"argv":null,"start_at_unix_ns":9223372036854775807}` + "\n",
+		`{"v":2,"id":1,"op":"ping"}` + "\n",
+		`{"v":2,"id":2,"op":"ping"}` + "\r\n" + `{"v":2,"id":3,"op":"ping"}`,
+		`{"v":2,"id":4,"op":"ping"}` + "\n  ",
+		`{"v":1,"id":5,"op":"ping"}` + "\n",
+		`{"v":2,"id":11,"op":"cancel","target":11}` + "\n",
+		`{"v":2,"id":6,"op":"reboot"}` + "\n",
+		`{"v":2,"id":7,"op":"exec"}` + "\n" + `{"v":2,"id":8}` + "\n",
+		`{"v":2,"id":9,"argv":[],"timeout_ms":-1}` + "\n",
+		`{"v":2,"id":10,"argv":null,"start_at_unix_ns":9223372036854775807}` + "\n",
 		`{"v":"1","id":-1}` + "\n",
-		`{"v":1,"id":18446744073709551616}` + "\n",
-		`{"v":1,"V":2,"Op":"ping","op":"exec"}` + "\n",
+		`{"v":2,"id":18446744073709551616}` + "\n",
+		`{"v":2,"V":1,"Op":"ping","op":"exec"}` + "\n",
 		"null\n[]\n\"ping\"\n{}\n{\n",
 		"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n",
 		"\xff\xfe{\"v\":1}\n\x00\n",
@@ -114,18 +116,18 @@ func requestLines(in []byte) [][]byte {
 // hello of its own version, and may return a reply without an error only
 // when it answers the request sent.
 func FuzzClient(f *testing.F) {
-	hello := `{"v":1,"agent_version":"x","pid":7,"hostname":"g","kernel_uptime_s":1.5}` + "\n"
+	hello := `{"v":2,"agent_version":"x","pid":7,"hostname":"g","kernel_uptime_s":1.5}` + "\n"
 	for _, s := range []string{
 		"",
 		hello,
-		hello + `{"v":1,"id":1,"agent_unix_ns":1}` + "\n" + `{"v":1,"id":2}` + "\n",
-		hello + `{"v":1,"id":2}` + "\n" + `{"v":1,"id":1}` + "\n",
-		hello + `{"v":1,"id":1,"error":"boom"}` + "\n",
-		hello + `{"v":1,"id":1,"stdout":"not base64"}` + "\n" + `{"v":1,"id":2,"stdout":"b2s="}` + "\n",
-		hello + `{"v":1,"id":1`,
+		hello + `{"v":2,"id":1,"agent_unix_ns":1}` + "\n" + `{"v":2,"id":2}` + "\n",
+		hello + `{"v":2,"id":2}` + "\n" + `{"v":2,"id":1}` + "\n",
+		hello + `{"v":2,"id":1,"error":"boom"}` + "\n",
+		hello + `{"v":2,"id":1,"stdout":"not base64"}` + "\n" + `{"v":2,"id":2,"stdout":"b2s="}` + "\n",
+		hello + `{"v":2,"id":1`,
 		hello + "\n\n\n",
-		`{"v":2}` + "\n",
-		`{"v":1,"pid":"x"}` + "\n",
+		`{"v":1}` + "\n",
+		`{"v":2,"pid":"x"}` + "\n",
 		"{\"v\":1}\r\n{\"v\":1,\"id\":1}\r\n",
 		"\x00\xff\n",
 	} {
@@ -159,7 +161,7 @@ func FuzzClient(f *testing.F) {
 		if c.Hello().V != Version {
 			t.Fatalf("accepted hello %+v", c.Hello())
 		}
-		for id := uint64(1); id <= uint64(bytes.Count(in, []byte("\n")))+1 && c.broken == nil; id++ {
+		for id := uint64(1); id <= uint64(bytes.Count(in, []byte("\n")))+1 && c.usable(); id++ {
 			reply, err := c.Do(ctx, Request{Op: OpPing})
 			if err == nil && (reply.ID != id || reply.Error != "") {
 				t.Fatalf("request %d: accepted reply %+v", id, reply)
@@ -189,4 +191,11 @@ func socketPair(t *testing.T) (near net.Conn, far *net.UnixConn) {
 		}
 	}
 	return conns[0], conns[1].(*net.UnixConn)
+}
+
+// usable says whether the client still takes requests.
+func (c *Client) usable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken == nil
 }

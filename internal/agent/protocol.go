@@ -7,7 +7,9 @@ import (
 
 // Version is the protocol version. Bump it on any incompatible change to the
 // messages below; both ends refuse a peer with another version.
-const Version = 1
+// Version 2: executions on one connection run concurrently and are
+// answered as they end, matched by id; a request can be cancelled.
+const Version = 2
 
 // MaxOutput bounds the stdout and stderr kept per execution, so a runaway
 // tool cannot exhaust the host's memory through the agent.
@@ -22,6 +24,9 @@ const MaxOutputLimit = 256 << 20
 const (
 	OpExec = "exec"
 	OpPing = "ping"
+	// OpCancel stops the execution whose id is Target; its own reply
+	// still comes, saying how it ended.
+	OpCancel = "cancel"
 )
 
 // Hello is the first message the agent sends on a new connection.
@@ -51,6 +56,8 @@ type Request struct {
 	// everywhere together. A moment already past starts at once; one more
 	// than MaxStartDelay ahead is refused.
 	StartAtUnixNS int64 `json:"start_at_unix_ns,omitempty"`
+	// Target is the id of the execution an OpCancel stops.
+	Target uint64 `json:"target,omitempty"`
 }
 
 // MaxStartDelay bounds how far ahead a Request may schedule its start, so a

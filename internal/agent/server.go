@@ -86,17 +86,28 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 }
 
+// maxInFlight bounds the executions one connection may have running at
+// once: a run needs a handful (a measured tool, its background load, a
+// server), so more is a runaway client.
+const maxInFlight = 64
+
 // ServeConn speaks the protocol on one stream until the peer closes it.
+// Executions run concurrently, each answered when it ends, so one stream
+// (a VM's single virtio-serial port) carries a measured tool, its
+// background load and a server at once; everything else is answered in
+// order, at once. When the peer hangs up, its executions are stopped
+// rather than left running until their timeouts (a background load, an
+// interrupted run).
 func (s *Server) ServeConn(ctx context.Context, rw io.ReadWriter) error {
-	enc := json.NewEncoder(rw)
-	if err := enc.Encode(s.Hello); err != nil {
+	c := &conn{srv: s, enc: json.NewEncoder(rw), running: map[uint64]context.CancelCauseFunc{}}
+	if err := c.send(s.Hello); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
-	// Lines are read on their own goroutine so that a client that hangs up
-	// mid-request is noticed at once: its work is stopped rather than left
-	// running until its timeout (a background load, an interrupted run).
 	connCtx, hangUp := context.WithCancelCause(ctx)
-	defer hangUp(nil)
+	defer func() {
+		hangUp(errClientGone)
+		c.inFlight.Wait()
+	}()
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	go func() {
@@ -105,7 +116,6 @@ func (s *Server) ServeConn(ctx context.Context, rw io.ReadWriter) error {
 			line, err := readLine(r)
 			if err != nil {
 				readErr <- err
-				hangUp(errClientGone)
 				return
 			}
 			select {
@@ -116,9 +126,11 @@ func (s *Server) ServeConn(ctx context.Context, rw io.ReadWriter) error {
 		}
 	}()
 	for {
-		var line []byte
 		select {
-		case line = <-lines:
+		case line := <-lines:
+			if err := c.dispatch(connCtx, line); err != nil {
+				return fmt.Errorf("send reply: %w", err)
+			}
 		case err := <-readErr:
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -127,14 +139,99 @@ func (s *Server) ServeConn(ctx context.Context, rw io.ReadWriter) error {
 		case <-connCtx.Done():
 			return nil
 		}
-		reply := s.handle(connCtx, line)
-		if err := enc.Encode(reply); err != nil {
-			return fmt.Errorf("send reply: %w", err)
-		}
 	}
 }
 
-var errClientGone = errors.New("client hung up")
+// conn is one client's stream: replies are written whole, one at a time,
+// and the executions running for it can be cancelled by id.
+type conn struct {
+	srv      *Server
+	wmu      sync.Mutex
+	enc      *json.Encoder
+	inFlight sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[uint64]context.CancelCauseFunc
+	sendErr error
+}
+
+func (c *conn) send(v any) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.enc.Encode(v)
+}
+
+// dispatch answers a request at once, or starts its execution and answers
+// when it ends. The error is a failed write of an immediate answer, or of
+// an execution's answer that ended before.
+func (c *conn) dispatch(ctx context.Context, line []byte) error {
+	req, reply, ok := decode(line)
+	if !ok {
+		return c.send(reply)
+	}
+	switch req.Op {
+	case OpPing:
+		reply.AgentUnixNS = time.Now().UnixNano()
+	case OpCancel:
+		c.mu.Lock()
+		stop, running := c.running[req.Target]
+		c.mu.Unlock()
+		if !running {
+			reply.Error = fmt.Sprintf("cancel: no execution %d is running", req.Target)
+		} else {
+			stop(errCancelled)
+		}
+	case OpExec, "":
+		if err := c.start(ctx, req); err != "" {
+			reply.Error = err
+			break
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.sendErr
+	default:
+		reply.Error = fmt.Sprintf("unknown op %q (known: %s, %s, %s)", req.Op, OpExec, OpPing, OpCancel)
+	}
+	return c.send(reply)
+}
+
+// start runs an execution on its own goroutine; the string says why it
+// could not start.
+func (c *conn) start(ctx context.Context, req Request) string {
+	if why := checkExec(req); why != "" {
+		return why
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.running[req.ID]; dup {
+		return fmt.Sprintf("exec: request id %d is already running", req.ID)
+	}
+	if len(c.running) >= maxInFlight {
+		return fmt.Sprintf("exec: %d executions already running on this connection, the most allowed", maxInFlight)
+	}
+	reqCtx, stop := context.WithCancelCause(ctx)
+	c.running[req.ID] = stop
+	c.inFlight.Add(1)
+	go func() {
+		defer c.inFlight.Done()
+		reply := c.srv.exec(reqCtx, req)
+		c.mu.Lock()
+		delete(c.running, req.ID)
+		c.mu.Unlock()
+		stop(nil)
+		if err := c.send(reply); err != nil {
+			c.mu.Lock()
+			c.sendErr = err
+			c.mu.Unlock()
+		}
+	}()
+	return ""
+}
+
+var (
+	errClientGone = errors.New("client hung up")
+	errCancelled  = errors.New("cancelled by the client")
+)
 
 // maxRequest bounds one request line; a request is argv and env, so
 // anything larger is garbage or hostile.
@@ -165,26 +262,18 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func (s *Server) handle(ctx context.Context, line []byte) Reply {
-	var req Request
+// decode reads a request; when it cannot be served (malformed, another
+// protocol version) ok is false and reply says why.
+func decode(line []byte) (req Request, reply Reply, ok bool) {
 	if err := json.Unmarshal(line, &req); err != nil {
-		return Reply{V: Version, Error: fmt.Sprintf("malformed request: %v", err)}
+		return req, Reply{V: Version, Error: fmt.Sprintf("malformed request: %v", err)}, false
 	}
-	reply := Reply{V: Version, ID: req.ID}
+	reply = Reply{V: Version, ID: req.ID}
 	if req.V != Version {
 		reply.Error = fmt.Sprintf("protocol version %d not supported (agent speaks %d)", req.V, Version)
-		return reply
+		return req, reply, false
 	}
-	switch req.Op {
-	case OpPing:
-		reply.AgentUnixNS = time.Now().UnixNano()
-		return reply
-	case OpExec, "":
-		return s.exec(ctx, req)
-	default:
-		reply.Error = fmt.Sprintf("unknown op %q (known: %s, %s)", req.Op, OpExec, OpPing)
-		return reply
-	}
+	return req, reply, true
 }
 
 // limitedBuffer keeps the first limit bytes and notes that more came.
@@ -206,20 +295,23 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// checkExec says what is wrong with an execution request, before anything
+// runs; such a request is answered at once, in order.
+func checkExec(req Request) string {
+	switch {
+	case len(req.Argv) == 0:
+		return "exec: empty argv"
+	case req.TimeoutMS < 0:
+		return "exec: negative timeout"
+	case req.MaxOutput < 0 || req.MaxOutput > MaxOutputLimit:
+		return fmt.Sprintf("exec: max_output %d: want 0 (default %d) to %d bytes", req.MaxOutput, MaxOutput, MaxOutputLimit)
+	}
+	return ""
+}
+
+// exec runs a request that passed checkExec.
 func (s *Server) exec(ctx context.Context, req Request) Reply {
 	reply := Reply{V: Version, ID: req.ID}
-	if len(req.Argv) == 0 {
-		reply.Error = "exec: empty argv"
-		return reply
-	}
-	if req.TimeoutMS < 0 {
-		reply.Error = "exec: negative timeout"
-		return reply
-	}
-	if req.MaxOutput < 0 || req.MaxOutput > MaxOutputLimit {
-		reply.Error = fmt.Sprintf("exec: max_output %d: want 0 (default %d) to %d bytes", req.MaxOutput, MaxOutput, MaxOutputLimit)
-		return reply
-	}
 	limit := int(req.MaxOutput)
 	if limit == 0 {
 		limit = MaxOutput
@@ -291,8 +383,9 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 }
 
 func stopReason(ctx context.Context) string {
-	if errors.Is(context.Cause(ctx), errClientGone) {
-		return "stopped: the client hung up"
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errClientGone), errors.Is(cause, errCancelled):
+		return "stopped: " + cause.Error()
 	}
 	return "agent shutting down"
 }

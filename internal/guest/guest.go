@@ -183,10 +183,6 @@ type Kind interface {
 type Traits struct {
 	// Network is how a guest joins a run's network.
 	Network NetAttachment
-	// OneAgentClient: the agent serves one connection at a time (a VM's
-	// virtio-serial port), so aggressors cannot share it with the measured
-	// work.
-	OneAgentClient bool
 	// PinsVCPUs: the guest is placed on CPUs by pinning its virtual CPUs
 	// (Spec.PinVCPUs), not by a CPU set its processes run in (Spec.CPUs).
 	PinsVCPUs bool

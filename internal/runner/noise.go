@@ -19,7 +19,7 @@ const noiseLead = 500 * time.Millisecond
 
 // aggressorArgv is the stress-ng command of a noise profile with one
 // worker per noise CPU. It stops by itself after limit; the run stops it
-// earlier, when the measured step ends, by hanging up its connection.
+// earlier, when the measured step ends.
 func aggressorArgv(profile string, workers int, limit time.Duration) []string {
 	n := strconv.Itoa(workers)
 	var load []string
@@ -52,45 +52,35 @@ func (r *run) startNoise(ctx context.Context, st scenario.Step) (stop func()) {
 	}
 	limit := 3*st.Duration + time.Minute
 	argv := append([]string{"taskset", "-c", r.placed.noiseCPUs}, aggressorArgv(st.Noise, len(cpus), limit)...)
-	var clients []*agent.Client
+	// The aggressors stop when their context does: the agent is asked to
+	// stop them, on the connection the measured work shares.
+	nctx, stopAll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, name := range r.plan.NoiseGuests {
 		g := r.guests[name]
 		if g == nil {
 			continue
 		}
-		c, err := agent.Dial(ctx, g.Info().AgentAddr)
-		if err != nil {
-			r.noiseFailed(ctx, g, st, err)
-			continue
-		}
-		clients = append(clients, c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reply, err := c.Do(ctx, agent.Request{Argv: argv, Dir: g.Info().ScratchDir, TimeoutMS: limit.Milliseconds()})
+			reply, err := g.Exec(nctx, agent.Request{Argv: argv, Dir: g.Info().ScratchDir, TimeoutMS: limit.Milliseconds()})
 			if err == nil && !reply.Succeeded() {
 				err = execError(reply)
 			}
-			// Ended by the run hanging up is the normal way; anything
-			// else means the aggressor did not run for the whole step.
-			if err != nil && ctx.Err() == nil && !hungUp(reply) {
+			// Stopped at the step's end is the normal way; anything else
+			// means the aggressor did not run for the whole step.
+			if err != nil && nctx.Err() == nil {
 				r.noiseFailed(ctx, g, st, err)
 			}
 		}()
 	}
 	time.Sleep(noiseLead)
 	return func() {
-		for _, c := range clients {
-			c.Close()
-		}
+		stopAll()
 		wg.Wait()
 	}
 }
-
-// hungUp tells a reply to a request that was stopped by closing its
-// connection; the reply itself never arrives, so it is the zero Reply.
-func hungUp(reply agent.Reply) bool { return reply.ID == 0 }
 
 func (r *run) noiseFailed(ctx context.Context, g guest.Guest, st scenario.Step, err error) {
 	err = fmt.Errorf("noise %s: %w", st.Noise, err)

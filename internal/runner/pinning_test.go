@@ -64,7 +64,7 @@ func plan(t *testing.T, src string) *scenario.Plan {
 // compile in: its guests are placed by their vCPUs.
 func init() {
 	guest.Register(guesttest.NewFake("vm", func(guest.Spec) guest.Info { return guest.Info{Kind: "vm"} }).
-		WithTraits(guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}))
+		WithTraits(guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}))
 }
 
 func TestPlaceSpreadReservesAndLabelsOversubscription(t *testing.T) {

@@ -223,10 +223,7 @@ func (p *parser) checkFleet(root *yaml.Node, s *Spec) {
 		if g.Name != s.Noise.On {
 			continue
 		}
-		switch {
-		case p.opts.traits(g.Kind).OneAgentClient:
-			p.errorf(root, "noise.on", "group %q is of kind %s, whose agent serves one connection, which the measured work needs: aggressors run in hosts or containers", g.Name, g.Kind)
-		case g.Name == s.Baseline:
+		if g.Name == s.Baseline {
 			p.errorf(root, "noise.on", "group %q is the baseline; the aggressors need a group of their own", g.Name)
 		}
 		return

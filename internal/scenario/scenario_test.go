@@ -21,7 +21,7 @@ var opts = Options{KnownKinds: []string{"container", "host"}, Traits: testTraits
 // testTraits stands in for guest.TraitsOf: these tests compile no kind in.
 func testTraits(kind string) guest.Traits {
 	if kind == "vm" {
-		return guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}
+		return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}
 	}
 	return guest.Traits{}
 }

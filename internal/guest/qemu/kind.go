@@ -35,7 +35,7 @@ func (kind) Name() string { return KindName }
 // client, its vCPU threads are what gets pinned, and its agent lives in
 // the guest's RAM.
 func (kind) Traits() guest.Traits {
-	return guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}
+	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}
 }
 
 // Probe checks that the tools a VM guest needs are installed. Whether an

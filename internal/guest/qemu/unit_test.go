@@ -306,7 +306,7 @@ func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
 }
 
 func TestTraitsSayHowAVMDiffers(t *testing.T) {
-	want := guest.Traits{Network: guest.NetTap, OneAgentClient: true, PinsVCPUs: true, AgentInGuest: true}
+	want := guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}
 	if got := guest.TraitsOf(KindName); got != want {
 		t.Errorf("traits of %s = %+v, want %+v", KindName, got, want)
 	}
