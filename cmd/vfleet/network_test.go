@@ -13,7 +13,9 @@ import (
 )
 
 // netScenario puts a container on every data path, next to the host
-// side's direct link, and runs both network workloads briefly.
+// side's direct link, and runs both network workloads briefly, and round
+// trips the other way, the peer's client to a server in the guest, beside
+// a bulk stream.
 const netScenario = `name: netquick
 repetitions: 1
 warmup: 0
@@ -31,6 +33,7 @@ guests:
 workloads:
   - {id: rr, workload: net-latency, params: {proto: tcp}}
   - {id: bulk, workload: net-throughput, params: {proto: tcp, msg_size: 16384}}
+  - {id: rr-from-peer, workload: net-latency, params: {proto: tcp, client: peer, background_streams: 1}}
 `
 
 // processesRootedIn lists processes whose root directory lies below dir:
@@ -66,6 +69,7 @@ func TestNetworkRunOverEveryPath(t *testing.T) {
 	var rep struct {
 		Samples []struct {
 			Group, Metric string
+			WorkloadID    string `json:"workload_id"`
 			Params        map[string]string
 		} `json:"samples"`
 		Run struct {
@@ -82,13 +86,14 @@ func TestNetworkRunOverEveryPath(t *testing.T) {
 		if metrics[s.Group] == nil {
 			metrics[s.Group] = map[string]bool{}
 		}
-		metrics[s.Group][s.Metric] = true
+		metrics[s.Group][s.WorkloadID+" "+s.Metric] = true
 		if s.Params["client_cpu"] != "0" || s.Params["server_cpu"] != "0" || s.Params["path"] == "" {
 			t.Errorf("%s %s: placement not stored: %v", s.Group, s.Metric, s.Params)
 		}
 	}
 	for _, g := range []string{"host", "bridge", "routed", "macvlan", "xdp", "tc", "veth"} {
-		for _, m := range []string{"net.rtt_us", "net.cpu_us_per_transaction", "net.host_busy_cores", "net.cpu.kernel_cores", "net.cpu.other_cores"} {
+		for _, m := range []string{"rr net.rtt_us", "rr net.cpu_us_per_transaction", "rr net.host_busy_cores", "rr net.cpu.kernel_cores",
+			"rr net.cpu.other_cores", "rr net.cpu.kernel_us_per_transaction", "bulk net.cpu.kernel_ms_per_gbit", "rr-from-peer net.rtt_us"} {
 			if !metrics[g][m] {
 				t.Errorf("group %s has no %s (has %v)", g, m, metrics[g])
 			}

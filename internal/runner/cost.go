@@ -88,13 +88,25 @@ func costSamples(parsed []workload.Sample, use cpuUse) []workload.Sample {
 		workload.Sample{Metric: "net.cpu.guest_user_cores", Unit: "cores", Value: coresOf(use.GuestUserTicks), Better: workload.LowerIsBetter},
 		workload.Sample{Metric: "net.cpu.kernel_cores", Unit: "cores", Value: coresOf(use.KernelTicks), Better: workload.LowerIsBetter},
 		workload.Sample{Metric: "net.cpu.other_cores", Unit: "cores", Value: coresOf(other), Better: workload.LowerIsBetter})
+	if use.InGuest != nil {
+		out = append(out, workload.Sample{Metric: "net.cpu.in_guest_cores", Unit: "cores", Value: *use.InGuest, Better: workload.LowerIsBetter})
+	}
+	// What the path costs the host kernel per unit of work: under
+	// emulation the guest's vCPU is the bottleneck, so this, not the
+	// throughput, tells the paths apart.
+	kernelCores := coresOf(use.KernelTicks)
 	for _, s := range parsed {
 		switch {
 		case s.Unit == "bit/s" && s.Better == workload.HigherIsBetter:
 			out = append(out, workload.Sample{Metric: s.Metric + "_per_core", Unit: "bit/s per core", Value: s.Value / cores, Better: workload.HigherIsBetter})
+			if s.Value > 0 {
+				out = append(out, workload.Sample{Metric: "net.cpu.kernel_ms_per_gbit", Unit: "ms", Value: kernelCores / (s.Value / 1e9) * 1e3, Better: workload.LowerIsBetter})
+			}
 		case s.Hist != nil && s.Hist.Count() > 0:
-			busyUS := float64(use.BusyTicks) / userHZ * 1e6
-			out = append(out, workload.Sample{Metric: "net.cpu_us_per_transaction", Unit: "us", Value: busyUS / float64(s.Hist.Count()), Better: workload.LowerIsBetter})
+			perTx := func(ticks uint64) float64 { return float64(ticks) / userHZ * 1e6 / float64(s.Hist.Count()) }
+			out = append(out,
+				workload.Sample{Metric: "net.cpu_us_per_transaction", Unit: "us", Value: perTx(use.BusyTicks), Better: workload.LowerIsBetter},
+				workload.Sample{Metric: "net.cpu.kernel_us_per_transaction", Unit: "us", Value: perTx(use.KernelTicks), Better: workload.LowerIsBetter})
 		}
 	}
 	return out

@@ -42,14 +42,21 @@ func TestCostSamples(t *testing.T) {
 	// Two CPUs for 3 s (600 ticks), 150 of them busy: 0.5 cores, of
 	// which the guest's processes ran 60 ticks in user mode and the kernel
 	// 60 ticks.
-	got := costSamples(parsed, cpuUse{BusyTicks: 150, TotalTicks: 600, KernelTicks: 60, GuestUserTicks: 60, CPUs: 2})
+	// The guest's own kernel saw it 0.75 busy.
+	inGuest := 0.75
+	got := costSamples(parsed, cpuUse{BusyTicks: 150, TotalTicks: 600, KernelTicks: 60, GuestUserTicks: 60, CPUs: 2, InGuest: &inGuest})
 	want := map[string]float64{
 		"net.host_busy_cores":         0.5,
 		"net.cpu.guest_user_cores":    0.2,
 		"net.cpu.kernel_cores":        0.2,
 		"net.cpu.other_cores":         0.1,
+		"net.cpu.in_guest_cores":      0.75,
 		"net.throughput_bps_per_core": 16e9,
-		"net.cpu_us_per_transaction":  1.5e6 / 1000, // 1.5 s of CPU over 1000 round trips
+		// 0.2 kernel cores for 8 Gbit/s: 25 ms of kernel CPU per Gbit.
+		"net.cpu.kernel_ms_per_gbit": 25,
+		"net.cpu_us_per_transaction": 1.5e6 / 1000, // 1.5 s of CPU over 1000 round trips
+		// 0.6 s of it the kernel's.
+		"net.cpu.kernel_us_per_transaction": 0.6e6 / 1000,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d samples %+v, want %d", len(got), got, len(want))

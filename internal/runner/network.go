@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -42,10 +43,13 @@ type netRun struct {
 	wg      sync.WaitGroup
 }
 
-// netView is how one guest reaches the peer.
+// netView is how one guest and the peer reach each other.
 type netView struct {
 	path netpath.Path
 	peer workload.Peer
+	// addr is the guest's own address as the peer reaches it, where the
+	// peer's clients connect when the guest serves.
+	addr netip.Addr
 }
 
 type server struct {
@@ -75,7 +79,8 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	}
 	for i := range plan.Guests {
 		pg := &plan.Guests[i]
-		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: n.net.DirectPeer(), Port: firstServerPort + i*workload.PortsPerGuest}}
+		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: n.net.DirectPeer(), Port: firstServerPort + i*workload.PortsPerGuest},
+			addr: netpath.UplinkOf(netpath.Direct).Host.Addr()}
 		switch {
 		case pg.Network == "":
 			pg.Spec.NetNS = n.net.HostSide()
@@ -85,14 +90,14 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 				return n, err
 			}
 			pg.Spec.Tap = &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String()}
-			view.path, view.peer.Addr = link.Path, link.Peer
+			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
 		default:
 			link, nsPath, err := n.net.Attach(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
 			}
 			pg.Spec.NetNS = nsPath
-			view.path, view.peer.Addr = link.Path, link.Peer
+			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
 		}
 		n.views[pg.Spec.Name] = view
 	}
@@ -138,6 +143,23 @@ func (n *netRun) placement(guestName string) map[string]string {
 	return map[string]string{"path": string(n.views[guestName].path), "client_cpu": cpuLabel(n.cfg.ClientCPU), "server_cpu": cpuLabel(n.cfg.ServerCPU)}
 }
 
+// ends are who runs a step's client and servers, and where the client
+// connects: by default the guest is the client and the peer serves it.
+type ends struct {
+	client, server guest.Guest
+	// role names the server's side in its processes' keys.
+	role   string
+	target workload.Peer
+}
+
+func (n *netRun) endsOf(g guest.Guest, p workload.Params) ends {
+	v := n.views[g.Spec().Name]
+	if workload.ClientOf(p) == workload.ClientPeer {
+		return ends{client: n.peer, server: g, role: "guest", target: workload.Peer{Addr: v.addr, Port: v.peer.Port}}
+	}
+	return ends{client: g, server: n.peer, role: "peer", target: v.peer}
+}
+
 func cpuLabel(cpu int) string {
 	if cpu == scenario.NoPin {
 		return "any"
@@ -153,54 +175,46 @@ func pinned(cpu int, argv []string) []string {
 	return append([]string{"taskset", "--cpu-list", strconv.Itoa(cpu)}, argv...)
 }
 
-// ensureServers starts the servers a step needs on the peer, once per
-// guest and server, and waits until each listens.
-func (n *netRun) ensureServers(ctx context.Context, guestName string, w workload.Networked, p workload.Params) error {
-	for _, s := range w.Servers(p, n.views[guestName].peer.Port) {
-		key := guestName + "/" + s.Name
+// ensureServers starts the servers a step needs on its server side, once
+// per guest, side and server, and waits until each listens.
+func (n *netRun) ensureServers(ctx context.Context, guestName string, e ends, w workload.Networked, p workload.Params) error {
+	for _, s := range w.Servers(p, e.target.Port) {
+		key := guestName + "/" + e.role + "/" + s.Name
 		n.mu.Lock()
 		srv, running := n.servers[key]
 		n.mu.Unlock()
 		if running {
 			select {
 			case <-srv.done:
-				return fmt.Errorf("peer server %s for %s stopped earlier: %w", s.Name, guestName, serverError(srv))
+				return fmt.Errorf("%s server %s for %s stopped earlier: %w", e.role, s.Name, guestName, serverError(srv))
 			default:
 				continue
 			}
 		}
-		srv, err := n.startServer(s)
-		if err != nil {
-			return err
-		}
+		srv = n.startServer(e.server, s)
 		n.mu.Lock()
 		n.servers[key] = srv
 		n.mu.Unlock()
-		if err := n.waitListening(ctx, s, srv); err != nil {
-			return fmt.Errorf("peer server %s for %s: %w", s.Name, guestName, err)
+		if err := n.waitListening(ctx, e.server, s, srv); err != nil {
+			return fmt.Errorf("%s server %s for %s: %w", e.role, s.Name, guestName, err)
 		}
 	}
 	return nil
 }
 
-// startServer runs a server through its own connection to the peer's
-// agent: the request lasts as long as the server does.
-func (n *netRun) startServer(s workload.Server) (*server, error) {
+// startServer runs a server on the side g until the run closes; the
+// request lasts as long as the server does, beside the other work on the
+// same agent connection.
+func (n *netRun) startServer(g guest.Guest, s workload.Server) *server {
 	sctx, cancel := context.WithCancel(context.Background())
-	client, err := agent.Dial(sctx, n.peer.Info().AgentAddr)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("connect to the peer's agent: %w", err)
-	}
 	srv := &server{done: make(chan struct{}), cancel: cancel}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer close(srv.done)
-		defer client.Close()
-		srv.reply, srv.err = client.Do(sctx, agent.Request{Argv: pinned(n.cfg.ServerCPU, s.Argv), TimeoutMS: n.serverLife.Milliseconds()})
+		srv.reply, srv.err = g.Exec(sctx, agent.Request{Argv: pinned(n.cfg.ServerCPU, s.Argv), TimeoutMS: n.serverLife.Milliseconds()})
 	}()
-	return srv, nil
+	return srv
 }
 
 func serverError(s *server) error {
@@ -210,7 +224,7 @@ func serverError(s *server) error {
 	return execError(s.reply)
 }
 
-func (n *netRun) waitListening(ctx context.Context, s workload.Server, srv *server) error {
+func (n *netRun) waitListening(ctx context.Context, g guest.Guest, s workload.Server, srv *server) error {
 	tables := []string{"/proc/net/tcp", "/proc/net/tcp6"}
 	if s.Proto == "udp" {
 		tables = []string{"/proc/net/udp", "/proc/net/udp6"}
@@ -218,7 +232,7 @@ func (n *netRun) waitListening(ctx context.Context, s workload.Server, srv *serv
 	wctx, cancel := context.WithTimeout(ctx, serverReadyTimeout)
 	defer cancel()
 	for {
-		reply, err := n.peer.Exec(wctx, agent.Request{Argv: append([]string{"cat"}, tables...), TimeoutMS: 5000})
+		reply, err := g.Exec(wctx, agent.Request{Argv: append([]string{"cat"}, tables...), TimeoutMS: 5000})
 		if err == nil && reply.Succeeded() {
 			up, perr := netpath.Listening(reply.Stdout, s.Proto, s.Port)
 			if perr != nil {
@@ -239,29 +253,32 @@ func (n *netRun) waitListening(ctx context.Context, s workload.Server, srv *serv
 }
 
 // exec runs one measured network step: background load first, then the
-// measured client, pinned as the scenario says, with the host's CPU time
-// sampled around it.
+// measured client, on the side the step names, pinned as the scenario
+// says, with the host's CPU time sampled around it. A client on the peer
+// starts when asked: startAt is on the guest's clock.
 func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, st scenario.Step, startAt int64) (agent.Reply, cpuUse, error) {
-	name := g.Spec().Name
-	if err := n.ensureServers(ctx, name, w, st.Params); err != nil {
+	e := n.endsOf(g, st.Params)
+	if err := n.ensureServers(ctx, g.Spec().Name, e, w, st.Params); err != nil {
 		return agent.Reply{}, cpuUse{}, err
 	}
-	ne, err := w.NetCommand(st.Params, st.Duration, n.views[name].peer)
+	ne, err := w.NetCommand(st.Params, st.Duration, e.target)
 	if err != nil {
 		return agent.Reply{}, cpuUse{}, err
 	}
+	if e.client != g {
+		startAt = 0
+	}
+	// The background load ends by itself shortly after the measured
+	// client; it is stopped with it if the step fails.
+	bctx, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
 	bgErrs := make(chan error, len(ne.Background))
 	var bg sync.WaitGroup
 	for _, b := range ne.Background {
-		client, err := agent.Dial(ctx, g.Info().AgentAddr)
-		if err != nil {
-			return agent.Reply{}, cpuUse{}, fmt.Errorf("background load needs a second agent connection: %w", err)
-		}
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
-			defer client.Close()
-			reply, err := client.Do(ctx, agent.Request{Argv: b.Argv, TimeoutMS: b.Timeout.Milliseconds(), Dir: g.Info().ScratchDir})
+			reply, err := e.client.Exec(bctx, agent.Request{Argv: b.Argv, TimeoutMS: b.Timeout.Milliseconds(), Dir: e.client.Info().ScratchDir})
 			if err == nil && !reply.Succeeded() {
 				err = execError(reply)
 			}
@@ -271,12 +288,27 @@ func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, 
 		}()
 	}
 	pids := g.Info().PIDs
+	ownKernel := guest.TraitsOf(g.Spec().Kind).AgentInGuest
+	var inBefore cpuTimes
+	var inErr error
+	if ownKernel {
+		inBefore, inErr = readGuestCPU(ctx, g)
+	}
 	before, cerr := readCPU()
 	before.guestUser = guestUserTicks(pids)
-	reply, err := g.Exec(ctx, agent.Request{Argv: pinned(n.cfg.ClientCPU, ne.Argv), Dir: g.Info().ScratchDir,
+	reply, err := e.client.Exec(ctx, agent.Request{Argv: pinned(n.cfg.ClientCPU, ne.Argv), Dir: e.client.Info().ScratchDir,
 		TimeoutMS: ne.Timeout.Milliseconds(), MaxOutput: ne.MaxOutput, StartAtUnixNS: startAt})
 	after, cerr2 := readCPU()
 	after.guestUser = guestUserTicks(pids)
+	var inUse *float64
+	if ownKernel && inErr == nil && err == nil {
+		if inAfter, err := readGuestCPU(ctx, g); err == nil {
+			inUse = inAfter.since(inBefore).cores()
+		}
+	}
+	if err != nil {
+		stopBackground()
+	}
 	bg.Wait()
 	close(bgErrs)
 	for e := range bgErrs {
@@ -286,7 +318,30 @@ func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, 
 	if cerr == nil && cerr2 == nil {
 		use = after.since(before)
 	}
+	use.InGuest = inUse
 	return reply, use, err
+}
+
+// readGuestCPU reads the CPU counters of a guest's own kernel through its
+// agent.
+func readGuestCPU(ctx context.Context, g guest.Guest) (cpuTimes, error) {
+	reply, err := g.Exec(ctx, agent.Request{Argv: []string{"cat", "/proc/stat"}, TimeoutMS: 5000})
+	if err == nil && !reply.Succeeded() {
+		err = execError(reply)
+	}
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	return parseCPUStat(reply.Stdout)
+}
+
+// cores is the busy share of an interval in CPUs, nil for an empty one.
+func (u cpuUse) cores() *float64 {
+	if u.TotalTicks == 0 || u.CPUs == 0 {
+		return nil
+	}
+	c := float64(u.BusyTicks) / float64(u.TotalTicks) * float64(u.CPUs)
+	return &c
 }
 
 // close stops the servers and the peer and deletes the network.
@@ -333,6 +388,9 @@ type cpuUse struct {
 	BusyTicks, TotalTicks       uint64
 	KernelTicks, GuestUserTicks uint64
 	CPUs                        int
+	// InGuest is the guest's own busy cores by its own /proc/stat, for a
+	// guest with a kernel of its own; nil otherwise.
+	InGuest *float64
 }
 
 func (a cpuTimes) since(b cpuTimes) cpuUse {

@@ -19,7 +19,7 @@ func (netThroughput) Name() string { return "net-throughput" }
 func (netThroughput) Tool() string { return "iperf3" }
 
 func (netThroughput) Defaults() Params {
-	return Params{"proto": "tcp", "msg_size": "16384", "streams": "1", "direction": "up", "nodelay": "false", "bitrate": "0"}
+	return Params{"proto": "tcp", "msg_size": "16384", "streams": "1", "direction": "up", "nodelay": "false", "bitrate": "0", ParamClient: ClientGuest}
 }
 
 // iperf3's own limits on its block size (-l).
@@ -65,7 +65,7 @@ func (w netThroughput) Validate(p Params) error {
 	if !bitrateRE.MatchString(p["bitrate"]) {
 		return fmt.Errorf("%w: bitrate = %q: want bits per second like 0 (unlimited), 500M or 10G", ErrBadParam, Clip(p["bitrate"]))
 	}
-	return nil
+	return checkClient(p)
 }
 
 func (w netThroughput) Command(Params, time.Duration) (Exec, error) {

@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// A network workload has two sides. The server side runs in the run's peer
-// namespace for the whole run, one set of servers per guest so that guests
-// never share a listening socket; the client side is the measured
-// execution inside the guest. The runner owns both processes: the adapter
-// only says which servers it needs and builds the client's argv for the
-// peer address the guest sees.
+// A network workload has two sides. By default the server side runs in the
+// run's peer namespace for the whole run, one set of servers per guest so
+// that guests never share a listening socket, and the client side is the
+// measured execution inside the guest; with ParamClient = ClientPeer the
+// two swap. The runner owns both processes: the adapter only says which
+// servers it needs and builds the client's argv for the server's address
+// as the client sees it.
 
 // Peer is where a network workload's client sends traffic: the peer's address as this guest sees
 // it and the first of PortsPerGuest ports reserved for this guest's servers.
@@ -56,6 +57,34 @@ type Networked interface {
 	// NetCommand builds the client executions for one measurement of the
 	// given nominal duration against peer.
 	NetCommand(p Params, duration time.Duration, peer Peer) (NetExec, error)
+}
+
+// ParamClient is the parameter every network workload takes to say which
+// side runs its client: the guest (ClientGuest, the default: traffic
+// starts in the guest) or the peer (ClientPeer: the servers run in the
+// guest and the peer connects to it, the host-to-guest direction in which
+// isolation layers often cost more).
+const (
+	ParamClient = "client"
+	ClientGuest = "guest"
+	ClientPeer  = "peer"
+)
+
+// ClientOf is the side that runs the client for validated parameters.
+func ClientOf(p Params) string {
+	if p[ParamClient] == ClientPeer {
+		return ClientPeer
+	}
+	return ClientGuest
+}
+
+// checkClient accepts parameters without the key: they predate it.
+func checkClient(p Params) error {
+	if _, set := p[ParamClient]; !set {
+		return nil
+	}
+	_, err := enumParam(p, ParamClient, ClientGuest, ClientPeer)
+	return err
 }
 
 // ErrNeedsNetwork is wrapped by the plain Command of a Networked workload:

@@ -28,7 +28,7 @@ func (netLatency) Name() string { return "net-latency" }
 func (netLatency) Tool() string { return "sockperf" }
 
 func (netLatency) Defaults() Params {
-	return Params{"proto": "udp", "msg_size": "64", "background_streams": "0", "background_direction": "same"}
+	return Params{"proto": "udp", "msg_size": "64", "background_streams": "0", "background_direction": "same", ParamClient: ClientGuest}
 }
 
 // sockperf's own limits on its message size (-m).
@@ -50,8 +50,10 @@ func (w netLatency) Validate(p Params) error {
 	if _, err := intParam(p, "background_streams", 0, 16); err != nil {
 		return err
 	}
-	_, err := enumParam(p, "background_direction", "same", "opposite")
-	return err
+	if _, err := enumParam(p, "background_direction", "same", "opposite"); err != nil {
+		return err
+	}
+	return checkClient(p)
 }
 
 func (w netLatency) Command(Params, time.Duration) (Exec, error) {
