@@ -149,7 +149,7 @@ type htmlData struct {
 	Complete bool
 	// NonFinite explains sample values left out of the statistics.
 	NonFinite string
-	Latency   []htmlLatency
+	Latency   []htmlLatencyBlock
 	CDFs      []cdfChart
 	// LatencyNote explains histograms left out of the percentiles.
 	LatencyNote string
@@ -169,6 +169,11 @@ type htmlCost struct {
 type scalingChart struct {
 	lineChart
 	Fixed string
+}
+
+type htmlLatencyBlock struct {
+	Title string
+	Rows  []htmlLatency
 }
 
 type htmlLatency struct {
@@ -212,14 +217,13 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	}
 	d.Env = environment(c.Run.Host)
 	d.CDFs, d.LatencyNote = buildCDFCharts(c.Latency), latencyNote(c.Latency)
-	for _, r := range c.Latency {
-		h := r.Hist
-		hl := htmlLatency{Workload: r.WorkloadID, Metric: r.Metric, Label: r.Label(), Unit: r.Unit, Count: h.Count()}
-		for _, p := range latencyPercentiles {
-			hl.Figures = append(hl.Figures, formatValue(h.Quantile(p.Q)))
+	for _, b := range latencyBlocks(c.Latency) {
+		hb := htmlLatencyBlock{Title: b.Title}
+		for _, r := range b.Rows {
+			hb.Rows = append(hb.Rows, htmlLatency{Workload: r.WorkloadID, Metric: r.Metric, Label: r.Label(), Unit: r.Unit,
+				Count: r.Hist.Count(), Figures: latencyFigures(r.Hist)})
 		}
-		hl.Figures = append(hl.Figures, formatValue(h.Min()), formatValue(h.Mean()), formatValue(h.Max()), formatValue(h.StdDev()))
-		d.Latency = append(d.Latency, hl)
+		d.Latency = append(d.Latency, hb)
 	}
 	for j, col := range c.Columns {
 		hi := htmlIndex{Label: col.Label(), Value: formatEstimate(c.Index[j])}

@@ -180,3 +180,37 @@ func latencyNote(rows []LatencyRow) string {
 	}
 	return fmt.Sprintf("%d latency histogram(s) were in a different unit from the rest of their metric and are left out of the percentiles.", skipped)
 }
+
+// latencyBlock is the rows of one traffic direction: a network workload's
+// client in the guest or on the peer. The studies print one table per
+// direction, since a path's cost differs between them.
+type latencyBlock struct {
+	Title string
+	Rows  []LatencyRow
+}
+
+// latencyBlocks splits rows by direction, keeping their order; rows of a
+// single direction make one untitled block.
+func latencyBlocks(rows []LatencyRow) []latencyBlock {
+	titles := map[string]string{
+		workload.ClientGuest: "guest → peer (the client in the guest)",
+		workload.ClientPeer:  "peer → guest (the client on the peer)",
+	}
+	var order []string
+	by := map[string][]LatencyRow{}
+	for _, r := range rows {
+		d := workload.ClientOf(r.Params)
+		if _, seen := by[d]; !seen {
+			order = append(order, d)
+		}
+		by[d] = append(by[d], r)
+	}
+	if len(order) == 1 {
+		return []latencyBlock{{Rows: rows}}
+	}
+	blocks := make([]latencyBlock, len(order))
+	for i, d := range order {
+		blocks[i] = latencyBlock{Title: titles[d], Rows: by[d]}
+	}
+	return blocks
+}

@@ -254,3 +254,33 @@ func TestTimeLabelAndRounding(t *testing.T) {
 		}
 	}
 }
+
+// The studies print one latency table per direction: a run that measured
+// both gets a titled block each, in the order it measured them, and the
+// terminal shows both titles.
+func TestLatencyOneTablePerDirection(t *testing.T) {
+	run, _, _ := fullFixture()
+	toPeer := workload.Params{"path": "veth", workload.ParamClient: workload.ClientGuest}
+	fromPeer := workload.Params{"path": "veth", workload.ParamClient: workload.ClientPeer}
+	samples := []store.Sample{
+		rttSample("host", "host", 0, toPeer, hist("us", repeat(10, 100)...)),
+		rttSample("host", "host", 0, fromPeer, hist("us", repeat(30, 100)...)),
+		rttSample("container", "container", 0, fromPeer, hist("us", repeat(40, 100)...)),
+	}
+	c := Build(run, samples, nil)
+	blocks := latencyBlocks(c.Latency)
+	if len(blocks) != 2 || !strings.HasPrefix(blocks[0].Title, "guest → peer") || !strings.HasPrefix(blocks[1].Title, "peer → guest") {
+		t.Fatalf("blocks %+v", blocks)
+	}
+	if len(blocks[0].Rows) != 1 || len(blocks[1].Rows) != 2 || blocks[1].Rows[0].Hist.Quantile(0.5) < 29 {
+		t.Errorf("rows per block: %d and %d, peer-side median %v", len(blocks[0].Rows), len(blocks[1].Rows), blocks[1].Rows[0].Hist.Quantile(0.5))
+	}
+	var b strings.Builder
+	writeLatency(&b, c.Latency)
+	if !strings.Contains(b.String(), "guest → peer") || !strings.Contains(b.String(), "peer → guest") {
+		t.Errorf("terminal table lacks a direction:\n%s", b.String())
+	}
+	if one := latencyBlocks(c.Latency[:1]); len(one) != 1 || one[0].Title != "" {
+		t.Errorf("a single direction must stay one untitled table: %+v", one)
+	}
+}

@@ -95,10 +95,11 @@ workload's headline metric is a rate: CPU time per unit of work, the CPU time di
 <p class="muted">Each row merges the latency histograms of every repetition and every guest of the group into one
 distribution and reads its percentiles from it; percentiles are never averaged over executions. Percentiles are within
 1.1% (the width of a histogram bucket); min, mean, max and stddev are exact.</p>
-<table>
+{{range .Latency}}{{if .Title}}<h3>{{.Title}}</h3>{{end}}<table>
 <tr><th>workload</th><th>metric</th><th>group</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>min</th><th>mean</th><th>max</th><th>stddev</th><th>unit</th><th>n</th></tr>
-{{range .Latency}}<tr><td>{{.Workload}}</td><td>{{.Metric}}</td><td>{{.Label}}</td>{{range .Figures}}<td class="num">{{.}}</td>{{end}}<td>{{.Unit}}</td><td class="num">{{.Count}}</td></tr>
+{{range .Rows}}<tr><td>{{.Workload}}</td><td>{{.Metric}}</td><td>{{.Label}}</td>{{range .Figures}}<td class="num">{{.}}</td>{{end}}<td>{{.Unit}}</td><td class="num">{{.Count}}</td></tr>
 {{end}}</table>
+{{end}}
 {{if .LatencyNote}}<p><strong>Note:</strong> {{.LatencyNote}}</p>{{end}}
 <p class="muted">Cumulative distributions: the share of observations at or below a latency, on a logarithmic axis;
 dotted lines mark p90 and p99. A curve further left is faster; a curve that reaches the top later has a longer tail.</p>

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -153,21 +154,30 @@ func writeLatency(w io.Writer, rows []LatencyRow) {
 		return
 	}
 	fmt.Fprintln(w, "\nlatency: percentiles of all repetitions and guests of a group merged")
-	table := [][]string{{"workload / metric", "group", "p50", "p90", "p99", "p99.9", "min", "mean", "max", "stddev", "unit", "n"}}
-	for _, r := range rows {
-		h := r.Hist
-		line := []string{r.WorkloadID + " " + r.Metric, r.Label()}
-		for _, p := range latencyPercentiles {
-			line = append(line, formatValue(h.Quantile(p.Q)))
+	for _, b := range latencyBlocks(rows) {
+		if b.Title != "" {
+			fmt.Fprintln(w, "\n"+b.Title)
 		}
-		line = append(line, formatValue(h.Min()), formatValue(h.Mean()), formatValue(h.Max()), formatValue(h.StdDev()),
-			r.Unit, fmt.Sprint(h.Count()))
-		table = append(table, line)
+		table := [][]string{{"workload / metric", "group", "p50", "p90", "p99", "p99.9", "min", "mean", "max", "stddev", "unit", "n"}}
+		for _, r := range b.Rows {
+			line := append([]string{r.WorkloadID + " " + r.Metric, r.Label()}, latencyFigures(r.Hist)...)
+			table = append(table, append(line, r.Unit, fmt.Sprint(r.Hist.Count())))
+		}
+		writeAligned(w, table, func(int, int) int { return 0 }, false)
 	}
-	writeAligned(w, table, func(int, int) int { return 0 }, false)
 	if note := latencyNote(rows); note != "" {
 		fmt.Fprintln(w, "note: "+note)
 	}
+}
+
+// latencyFigures are a distribution's percentiles, then its min, mean, max
+// and stddev, formatted, as both renderings show them.
+func latencyFigures(h *stats.Histogram) []string {
+	var out []string
+	for _, p := range latencyPercentiles {
+		out = append(out, formatValue(h.Quantile(p.Q)))
+	}
+	return append(out, formatValue(h.Min()), formatValue(h.Mean()), formatValue(h.Max()), formatValue(h.StdDev()))
 }
 
 // costNote says what the tool CPU figures leave out; both renderings print it.
