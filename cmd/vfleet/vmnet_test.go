@@ -2,16 +2,22 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
-// vmNetScenario puts one emulated VM on each path VMs take, next to the
-// host side's direct link, and measures round trips to the peer briefly.
-const vmNetScenario = `name: vmnet
+// vmNetScenario puts one emulated VM on every path that takes VMs, next to
+// the host side's direct link, and measures round trips briefly both ways:
+// the VM's client to the peer, and the peer's client to a server in the
+// VM beside a bulk stream, all on the VM's one agent connection.
+func vmNetScenario() (scenario string, groups []string) {
+	var b strings.Builder
+	b.WriteString(`name: vmnet
 repetitions: 1
 warmup: 0
 duration: 1s
@@ -19,15 +25,27 @@ network:
   pin: {client: 0, server: 0}
 guests:
   - {name: host, kind: host}
-  - {name: vm-routed, kind: vm, runtime: microvm, accel: tcg, network: routed}
-  - {name: vm-bridge, kind: vm, runtime: microvm, accel: tcg, network: bridge}
-workloads:
+`)
+	for _, p := range netpath.GuestPaths() {
+		if netpath.CheckVMPath(p) != nil {
+			continue
+		}
+		g := "vm-" + string(p)
+		groups = append(groups, g)
+		fmt.Fprintf(&b, "  - {name: %s, kind: vm, runtime: microvm, accel: tcg, network: %s}\n", g, p)
+	}
+	b.WriteString(`workloads:
   - {id: rr, workload: net-latency, params: {proto: tcp}}
-`
+  - {id: rr-from-peer, workload: net-latency, params: {proto: tcp, client: peer, background_streams: 1}}
+`)
+	return b.String(), groups
+}
 
-// TestVMsOnTheNetworkPaths runs a network workload in VMs on tap devices:
-// each VM must reach the peer (samples stored, no failures), its link must
-// be in its stored record, and nothing may be left behind.
+// TestVMsOnTheNetworkPaths runs a network workload in a VM on every path
+// that takes VMs, both ways: each VM must reach the peer and be reached
+// from it (samples stored, no failures), its link must be in its stored
+// record, and nothing may be left behind. A path that starts taking VMs
+// is in it by registering.
 func TestVMsOnTheNetworkPaths(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
@@ -41,8 +59,9 @@ func TestVMsOnTheNetworkPaths(t *testing.T) {
 	for _, p := range processesRootedIn(runs) {
 		already[p] = true
 	}
+	scenario, vms := vmNetScenario()
 	c := newCLI(t)
-	stdout, stderr, code := c.run("run", c.scenario(vmNetScenario))
+	stdout, stderr, code := c.run("run", c.scenario(scenario))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -55,6 +74,7 @@ func TestVMsOnTheNetworkPaths(t *testing.T) {
 	var rep struct {
 		Samples []struct {
 			Group, Metric string
+			WorkloadID    string `json:"workload_id"`
 			Value         float64
 			Params        map[string]string
 		} `json:"samples"`
@@ -73,23 +93,29 @@ func TestVMsOnTheNetworkPaths(t *testing.T) {
 	}
 	rtts := map[string]int{}
 	emulatorUser := map[string]float64{}
+	ownCPU := map[string]bool{}
 	for _, s := range rep.Samples {
 		if s.Metric == "net.rtt_us" && s.Value > 0 {
-			rtts[s.Group]++
+			rtts[s.Group+" "+s.WorkloadID]++
 		}
 		if s.Metric == "net.cpu.guest_user_cores" {
 			emulatorUser[s.Group] = max(emulatorUser[s.Group], s.Value)
+		}
+		if s.Metric == "net.cpu.in_guest_cores" && s.Value > 0 {
+			ownCPU[s.Group] = true
 		}
 		if strings.HasPrefix(s.Group, "vm-") && s.Params["path"] != strings.TrimPrefix(s.Group, "vm-") {
 			t.Errorf("%s %s stored on path %q", s.Group, s.Metric, s.Params["path"])
 		}
 	}
-	for _, g := range []string{"host", "vm-routed", "vm-bridge"} {
-		if rtts[g] == 0 {
-			t.Errorf("group %s has no round trip times (samples per group: %v)", g, rtts)
+	for _, g := range append([]string{"host"}, vms...) {
+		for _, w := range []string{"rr", "rr-from-peer"} {
+			if rtts[g+" "+w] == 0 {
+				t.Errorf("group %s has no round trip times for %s (samples per group and workload: %v)", g, w, rtts)
+			}
 		}
 	}
-	for _, g := range []string{"vm-routed", "vm-bridge"} {
+	for _, g := range vms {
 		d := rep.Run.Guests[g].Details
 		if d["net.tap"] == "" || d["net.addr"] == "" || d["net.peer"] == "" || d["net.vhost"] == "" {
 			t.Errorf("%s record lacks its link: %v", g, d)
@@ -98,6 +124,9 @@ func TestVMsOnTheNetworkPaths(t *testing.T) {
 		// client: it must show in the CPU split.
 		if emulatorUser[g] <= 0 {
 			t.Errorf("%s: the emulator's user time is not in the CPU split (%v)", g, emulatorUser)
+		}
+		if !ownCPU[g] {
+			t.Errorf("%s: no busy cores by the VM's own kernel", g)
 		}
 	}
 	t.Logf("round trip samples per group: %v", rtts)
