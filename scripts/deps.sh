@@ -6,10 +6,10 @@ set -euo pipefail
 # Host packages: OCI runtimes, the image builder (with the recommends it
 # uses as root: mount, gpg for the archive keys, libdpkg-perl, arch-test),
 # QEMU and e2fsprogs (the base disk) for VM guests and the KVM/TCG probe,
-# sqlite3 for poking at results.
+# Open vSwitch for the ovs data path, sqlite3 for poking at results.
 # Recommends are otherwise skipped: QEMU's would pull in firmware for
 # machines vfleet never emulates.
-packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils e2fsprogs sqlite3 ca-certificates)
+packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils e2fsprogs openvswitch-switch sqlite3 ca-certificates)
 # --test adds what only the tests use: a browser that renders the HTML report,
 # and a Prometheus server that scrapes the metrics endpoint.
 if [ "${1:-}" = "--test" ]; then
@@ -36,6 +36,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # package's system service would only hold port 9090 and scrape nothing.
   if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+  # Each run on the ovs path starts Open vSwitch daemons of its own; the
+  # package's system service would only run a switch nobody uses.
+  if [[ " ${missing[*]} " == *" openvswitch-switch "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now openvswitch-switch ovs-vswitchd ovsdb-server >/dev/null 2>&1 || true
   fi
 fi
 

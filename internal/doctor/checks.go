@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
@@ -63,6 +64,7 @@ func Checks(o Options) []Check {
 		{Name: "network namespaces", Run: checkNetns},
 		{Name: "BPF", Run: checkBPF},
 		{Name: "XDP native on veth", Run: checkXDPNative},
+		{Name: "Open vSwitch", Run: func(ctx context.Context) Result { return checkOVS(ctx, netpath.ProbeOVSDatapath) }},
 		{Name: "image builder", Run: toolCheck("mmdebstrap", "builds the guest image")},
 	}
 	for _, rt := range o.Runtimes {
@@ -81,6 +83,35 @@ func Checks(o Options) []Check {
 		Check{Name: "vhost-net", Run: func(context.Context) Result { return checkVhostNet(o.VhostNet) }},
 		Check{Name: "measuring tools", Run: func(context.Context) Result { return checkImageTools(o.ImagePackages) }},
 	)
+}
+
+// checkOVS finds the programs the ovs data path runs and says which
+// datapath its bridge would switch on. The userspace one works anywhere,
+// but it is not the switch most Open vSwitch hosts run.
+func checkOVS(ctx context.Context, probe func() netpath.OVSDatapath) Result {
+	var names, each []string
+	var version string
+	versions := map[string]bool{}
+	for _, name := range netpath.OVSPrograms() {
+		_, v, missing := findTool(ctx, name)
+		if missing != nil {
+			missing.Detail += " (runs the ovs data path)"
+			return *missing
+		}
+		names, each = append(names, name), append(each, name+" "+v)
+		versions[v], version = true, v
+	}
+	programs := "Open vSwitch: " + strings.Join(each, ", ")
+	if len(versions) == 1 {
+		programs = fmt.Sprintf("Open vSwitch %s (%s)", version, strings.Join(names, ", "))
+	}
+	dp := probe()
+	detail := programs + "; the ovs path's bridge would use datapath " + dp.String()
+	if dp.Type != "system" {
+		return Result{Status: Warn, Detail: detail,
+			Fix: "to measure the kernel's Open vSwitch datapath rather than the userspace one, run a kernel with the openvswitch module (CONFIG_OPENVSWITCH)"}
+	}
+	return Result{Status: OK, Detail: detail}
 }
 
 // checkVhostNet opens the vhost-net device as a VM's NIC would. Without it

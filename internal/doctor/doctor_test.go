@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -82,7 +83,7 @@ func TestChecksListEverything(t *testing.T) {
 		}
 		names = append(names, c.Name)
 	}
-	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "image builder",
+	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "image builder",
 		"runtime runc", "runtime crun", "QEMU", "qemu-img", "KVM", "TCG", "vhost-net", "measuring tools"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("checks %q, want %q", names, want)
@@ -188,6 +189,49 @@ func TestToolCheck(t *testing.T) {
 	r := toolCheck("qemu-system-x86_64", "runs VM guests")(context.Background())
 	if r.Status != Missing || r.Fix != "apt-get install qemu-system-x86" || !strings.HasSuffix(r.Detail, "(runs VM guests)") {
 		t.Errorf("missing: %+v", r)
+	}
+}
+
+// fakeOVS puts every Open vSwitch program on a fresh PATH, printing
+// its banner with the version given for it.
+func fakeOVS(t *testing.T, versions map[string]string) {
+	dir := t.TempDir()
+	for name, v := range versions {
+		script := fmt.Sprintf("#!/bin/sh\necho '%s (Open vSwitch) %s'\n", name, v)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", dir)
+}
+
+func TestOVSCheck(t *testing.T) {
+	ctx := context.Background()
+	userspace := func() netpath.OVSDatapath {
+		return netpath.OVSDatapath{Type: "netdev", Why: "userspace: no openvswitch kernel module"}
+	}
+	kernel := func() netpath.OVSDatapath {
+		return netpath.OVSDatapath{Type: "system", Why: "kernel: the openvswitch module"}
+	}
+	all := map[string]string{"ovs-vswitchd": "3.1.0", "ovsdb-server": "3.1.0", "ovsdb-tool": "3.1.0", "ovs-vsctl": "3.1.0"}
+	fakeOVS(t, all)
+	r := checkOVS(ctx, userspace)
+	if r.Status != Warn || r.Detail != "Open vSwitch 3.1.0 (ovs-vswitchd, ovsdb-server, ovsdb-tool, ovs-vsctl); "+
+		"the ovs path's bridge would use datapath netdev (userspace: no openvswitch kernel module)" || !strings.Contains(r.Fix, "openvswitch module") {
+		t.Errorf("userspace datapath: %+v", r)
+	}
+	if r := checkOVS(ctx, kernel); r.Status != OK || !strings.HasSuffix(r.Detail, "datapath system (kernel: the openvswitch module)") || r.Fix != "" {
+		t.Errorf("kernel datapath: %+v", r)
+	}
+	all["ovs-vsctl"] = "3.2.0"
+	fakeOVS(t, all)
+	if r := checkOVS(ctx, kernel); !strings.HasPrefix(r.Detail, "Open vSwitch: ovs-vswitchd 3.1.0, ovsdb-server 3.1.0, ovsdb-tool 3.1.0, ovs-vsctl 3.2.0;") {
+		t.Errorf("mixed versions: %+v", r)
+	}
+	delete(all, "ovsdb-server")
+	fakeOVS(t, all)
+	if r := checkOVS(ctx, kernel); r.Status != Missing || r.Fix != "apt-get install openvswitch-switch" || !strings.Contains(r.Detail, "ovsdb-server") {
+		t.Errorf("without ovsdb-server: %+v", r)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -76,6 +77,17 @@ func TestNetnsBPFAndXDPOnThisHost(t *testing.T) {
 	if stray := strayThreads(own); len(stray) > 0 {
 		t.Errorf("threads left in a probe's namespace: %v", stray)
 	}
+}
+
+// TestOVSOnThisHost runs the real programs and the real datapath probe:
+// either datapath is an answer, a failure is not.
+func TestOVSOnThisHost(t *testing.T) {
+	testutil.RequiresTool(t, "ovs-vswitchd", "openvswitch-switch")
+	r := checkOVS(context.Background(), netpath.ProbeOVSDatapath)
+	if r.Status != OK && r.Status != Warn {
+		t.Fatalf("%+v", r)
+	}
+	t.Logf("%s: %s", r.Status, r.Detail)
 }
 
 // qemuOn lists running processes whose command line names kernel.

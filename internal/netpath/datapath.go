@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/netpath/fastpath"
 )
 
@@ -56,9 +57,18 @@ const (
 	LayoutPeerLinks
 )
 
-// Sides are the two namespaces every path is built between.
+// Sides are the two namespaces every path is built between, and what a
+// path that runs daemons of its own (ovs) needs of the run besides.
 type Sides struct {
 	Host, Peer *namespace
+	// Ledger records what a path makes outside the namespaces (processes,
+	// files), which deleting them would not take along.
+	Ledger *ledger.Ledger
+	// StateDir is where such a path keeps its files, in a directory named
+	// after the host side, so that runs sharing StateDir never collide.
+	StateDir string
+	// Detached says the network outlives this process (Options.Detached).
+	Detached bool
 }
 
 // Live is a path built into one run's network.
@@ -93,11 +103,15 @@ var (
 )
 
 // Register adds a data path; it panics on a duplicate name, index or
-// interface prefix, which would mix two paths' addresses or devices.
+// interface prefix, which would mix two paths' addresses or devices, and
+// on an index the addressing plan has no subnet for.
 func Register(d DataPath) {
 	regMu.Lock()
 	defer regMu.Unlock()
 	s := d.Spec()
+	if s.Index < 0 || s.Index > maxPathIndex {
+		panic(fmt.Sprintf("netpath: path %s has index %d; the addressing plan holds 0 to %d", s.Name, s.Index, maxPathIndex))
+	}
 	for _, o := range registry {
 		os := o.Spec()
 		if os.Name == s.Name || os.Index == s.Index || (s.IfPrefix != "" && os.IfPrefix == s.IfPrefix) {

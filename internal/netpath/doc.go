@@ -8,6 +8,8 @@
 //   - bridge:  guest veths and an uplink on a Linux bridge;
 //   - routed:  the host side forwards IP between guest and peer subnets;
 //   - macvlan: guests on macvlan (bridge mode) children of an uplink veth;
+//   - ovs:     guest veths, VMs' taps and an uplink as ports of an Open
+//     vSwitch bridge, switched by daemons the run starts in the host side;
 //   - xdp, tc: our own eBPF fast paths (package fastpath) on the routed
 //     layout, bypassing the host side's IP forwarding;
 //   - veth:    a guest's veth ending in the peer itself, the floor for a
@@ -26,6 +28,7 @@
 // exists and builds the host side, the peer and every path's own part;
 // Attach gives one guest its namespace and interface (AttachTap gives a VM
 // a tap in the host side instead); Close deletes the namespaces, which
-// takes every link, bridge and attached program with them. Nothing is
-// created in the root namespace.
+// takes every link, bridge and attached program with them. A path that
+// runs daemons (ovs) records them and their directory in the ledger too,
+// and stops them at Close. Nothing is created in the root namespace.
 package netpath

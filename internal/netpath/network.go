@@ -1,11 +1,13 @@
 package netpath
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +29,12 @@ type Options struct {
 	// Paths are the data paths the run's guests use; the baseline's direct
 	// link is always built.
 	Paths []Path
+	// StateDir is the run's own directory, where paths that run daemons
+	// (ovs) keep their files; empty means the system's temporary directory.
+	StateDir string
+	// Detached says the network outlives this process (a fleet's), and so
+	// must the daemons its paths start.
+	Detached bool
 }
 
 // Network is the live topology of one run. It is safe for concurrent use.
@@ -68,6 +76,7 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 	if err := n.host.sysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return n, err
 	}
+	sides := Sides{Host: n.host, Peer: n.peer, Ledger: n.led, StateDir: cmp.Or(o.StateDir, os.TempDir()), Detached: o.Detached}
 	seen := map[Path]bool{}
 	for _, p := range append([]Path{Direct}, o.Paths...) {
 		if seen[p] {
@@ -81,7 +90,7 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 		if err != nil {
 			return n, err
 		}
-		live, err := d.Build(Sides{Host: n.host, Peer: n.peer})
+		live, err := d.Build(sides)
 		if live != nil {
 			// Even half-built: Close releases what it holds.
 			n.live[p] = live
@@ -160,14 +169,28 @@ const uplinkIndex = 0xffff
 // guests. A master (a bridge) takes the host end as its port and carries
 // the host side's address itself.
 func buildUplink(sides Sides, s Spec, master netlink.Link) error {
-	u := s.uplink()
-	if err := vethPair(sides.Host, u.HostIf, s.mac(uplinkIndex, 2), sides.Peer, u.PeerIf, s.mac(uplinkIndex, 1), master); err != nil {
+	if err := uplinkVeth(sides, s, master); err != nil {
 		return err
 	}
-	hostIf := u.HostIf
+	hostIf := s.uplink().HostIf
 	if master != nil {
 		hostIf = master.Attrs().Name // a bridge port carries no address; the bridge does
 	}
+	return addressUplink(sides, s, hostIf)
+}
+
+// uplinkVeth makes the uplink's veth pair, its host end a port of master
+// when there is one.
+func uplinkVeth(sides Sides, s Spec, master netlink.Link) error {
+	u := s.uplink()
+	return vethPair(sides.Host, u.HostIf, s.mac(uplinkIndex, 2), sides.Peer, u.PeerIf, s.mac(uplinkIndex, 1), master)
+}
+
+// addressUplink addresses the uplink's ends, the host side's on hostIf
+// (the host end itself, or the switch whose port it is), and routes the
+// peer to the path's guests.
+func addressUplink(sides Sides, s Spec, hostIf string) error {
+	u := s.uplink()
 	if err := addAddr(sides.Host.nl, hostIf, u.Host); err != nil {
 		return err
 	}

@@ -16,9 +16,15 @@ type Path string
 const MaxGuestsPerPath = 2000
 
 var (
-	guestRange = netip.MustParsePrefix("198.18.0.0/16") // a /19 per path
-	linkRange  = netip.MustParsePrefix("198.19.0.0/16") // a /24 per uplink
+	guestRange = netip.MustParsePrefix("198.18.0.0/16") // a /19 per path, for indexes 0 to 7
+	linkRange  = netip.MustParsePrefix("198.19.0.0/17") // a /24 per uplink
+	// moreGuests continues guestRange above the uplinks, for indexes 8 to
+	// maxPathIndex.
+	moreGuests = netip.MustParsePrefix("198.19.128.0/17")
 )
+
+// maxPathIndex is the largest Spec.Index the plan has a /19 for.
+const maxPathIndex = 11
 
 func addrAdd(a netip.Addr, n int) netip.Addr {
 	b := a.As4()
@@ -29,7 +35,11 @@ func addrAdd(a netip.Addr, n int) netip.Addr {
 
 // block is the /19 of guest addresses of a path.
 func (s Spec) block() netip.Prefix {
-	return netip.PrefixFrom(addrAdd(guestRange.Addr(), s.Index<<13), 19)
+	const inGuestRange = 1 << (19 - 16)
+	if s.Index < inGuestRange {
+		return netip.PrefixFrom(addrAdd(guestRange.Addr(), s.Index<<13), 19)
+	}
+	return netip.PrefixFrom(addrAdd(moreGuests.Addr(), (s.Index-inGuestRange)<<13), 19)
 }
 
 // Uplink is the addressing of one path's link between host side and peer.

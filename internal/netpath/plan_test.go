@@ -1,32 +1,64 @@
 package netpath
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 )
 
 func TestEveryPathHasDistinctSubnets(t *testing.T) {
-	seen := map[netip.Prefix]Path{}
+	bench := netip.MustParsePrefix("198.18.0.0/15")
+	type owned struct {
+		prefix netip.Prefix
+		what   string
+	}
+	var all []owned
 	for _, p := range append([]Path{Direct}, GuestPaths()...) {
 		s := specOf(p)
-		if s.Layout == LayoutPeerLinks {
-			continue
+		if !s.Baseline {
+			all = append(all, owned{s.block(), string(p) + " guests"})
 		}
 		u := UplinkOf(p)
-		for _, pre := range []netip.Prefix{u.Host.Masked(), s.block()} {
-			if s.Layout == LayoutSwitched && pre == u.Host.Masked() {
-				continue // a switched path's uplink lives in its own block
-			}
-			if q, dup := seen[pre]; dup && p != Direct {
-				t.Fatalf("%s and %s share %s", p, q, pre)
-			}
-			seen[pre] = p
+		// A switched path's uplink lives in its own block; the veth
+		// path has none.
+		if s.Layout == LayoutRouted {
+			all = append(all, owned{u.Host.Masked(), string(p) + " uplink"})
 		}
-		if !netip.MustParsePrefix("198.18.0.0/15").Contains(u.Host.Addr()) || !netip.MustParsePrefix("198.18.0.0/15").Contains(u.Peer.Addr()) {
+		if s.Layout != LayoutPeerLinks && (!bench.Contains(u.Host.Addr()) || !bench.Contains(u.Peer.Addr())) {
 			t.Fatalf("%s uplink %v/%v outside the benchmarking range", p, u.Host, u.Peer)
 		}
 	}
+	for i, a := range all {
+		if !bench.Contains(a.prefix.Addr()) || a.prefix.Bits() < bench.Bits() {
+			t.Errorf("%s: %s outside the benchmarking range", a.what, a.prefix)
+		}
+		for _, b := range all[i+1:] {
+			if a.prefix.Overlaps(b.prefix) {
+				t.Errorf("%s (%s) and %s (%s) overlap", a.what, a.prefix, b.what, b.prefix)
+			}
+		}
+	}
+}
+
+// specOnly is a path that is never built.
+type specOnly Spec
+
+func (s specOnly) Spec() Spec              { return Spec(s) }
+func (specOnly) Build(Sides) (Live, error) { return nil, errors.New("never built") }
+
+func TestRegisterRefusesAnIndexBeyondThePlan(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "index") {
+			t.Fatalf("registering index %d: recovered %v, want a panic about the index", maxPathIndex+1, r)
+		}
+		if _, err := lookup("beyond"); err == nil {
+			t.Fatal("the refused path is registered")
+		}
+	}()
+	Register(specOnly{Name: "beyond", Index: maxPathIndex + 1})
 }
 
 func TestRoutedLinksArePointToPointAndUnique(t *testing.T) {
@@ -71,7 +103,7 @@ func TestRoutedLinksArePointToPointAndUnique(t *testing.T) {
 }
 
 func TestSwitchedGuestsShareThePeersSubnet(t *testing.T) {
-	for _, p := range []Path{Bridge, Macvlan} {
+	for _, p := range []Path{Bridge, Macvlan, OVS} {
 		up := UplinkOf(p)
 		last, err := LinkOf(p, MaxGuestsPerPath-1)
 		if err != nil {

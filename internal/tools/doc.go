@@ -1,6 +1,6 @@
 // Package tools is the one place vfleet finds the external programs it
 // drives on the host (OCI runtimes, QEMU, the image builder, the BPF
-// compiler), learns their versions, and knows which Debian package, or
+// compiler, Open vSwitch), learns their versions, and knows which Debian package, or
 // which upstream release for what Debian does not ship, provides each, so
 // that every "missing" error tells the user what to install.
 //

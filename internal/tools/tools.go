@@ -25,8 +25,8 @@ const versionTimeout = 5 * time.Second
 // Spec is what vfleet knows about one tool before looking for it.
 type Spec struct {
 	Name string
-	// Package is the Debian package that ships the tool, empty when Debian
-	// does not ship it.
+	// Package is the Debian package to install for the tool, empty when
+	// Debian does not ship it.
 	Package string
 	// Install tells a user how to get the tool, e.g. "install the Debian
 	// package runc".
@@ -38,6 +38,11 @@ type Spec struct {
 // upstream is the install hint of a tool Debian does not ship.
 func upstream(project, where string) string {
 	return project + " is not packaged in Debian: install it from " + where
+}
+
+// ovsBanner matches the first line every Open vSwitch program prints.
+func ovsBanner(program string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(program) + ` \(Open vSwitch\) (\S+)`)
 }
 
 // known is the table of tools. Each version pattern captures the version
@@ -55,6 +60,12 @@ var known = func() map[string]Spec {
 		{Name: "clang", Package: "clang", versionRE: regexp.MustCompile(`(?m)^(?:\S+ )?clang version (\S+)`)},
 		{Name: "firecracker", Install: upstream("Firecracker", "the Firecracker releases"), versionRE: regexp.MustCompile(`(?m)^Firecracker v(\S+)`)},
 		{Name: "cloud-hypervisor", Install: upstream("Cloud Hypervisor", "the Cloud Hypervisor releases"), versionRE: regexp.MustCompile(`(?m)^cloud-hypervisor v(\S+)`)},
+		// Debian ships the database programs in openvswitch-common, which
+		// openvswitch-switch depends on: the one package brings all four.
+		{Name: "ovs-vswitchd", Package: "openvswitch-switch", versionRE: ovsBanner("ovs-vswitchd")},
+		{Name: "ovs-vsctl", Package: "openvswitch-switch", versionRE: ovsBanner("ovs-vsctl")},
+		{Name: "ovsdb-server", Package: "openvswitch-switch", versionRE: ovsBanner("ovsdb-server")},
+		{Name: "ovsdb-tool", Package: "openvswitch-switch", versionRE: ovsBanner("ovsdb-tool")},
 	} {
 		if s.Package != "" {
 			s.Install = "install the Debian package " + s.Package

@@ -14,6 +14,7 @@ func TestParseVersionOfEveryKnownTool(t *testing.T) {
 		"runc": "1.1.5+ds1", "crun": "1.8.1", "runsc": "release-20240807.0", "kata-runtime": "3.7.0",
 		"mmdebstrap": "1.3.5", "qemu-system-x86_64": "7.2.22", "qemu-img": "7.2.22", "clang": "14.0.6",
 		"firecracker": "1.8.0", "cloud-hypervisor": "40.0.0",
+		"ovs-vswitchd": "3.1.0", "ovs-vsctl": "3.1.0", "ovsdb-server": "3.1.0", "ovsdb-tool": "3.1.0",
 	}
 	for _, name := range Known() {
 		banner, err := os.ReadFile(filepath.Join("testdata", name+".version"))
@@ -30,7 +31,7 @@ func TestParseVersionOfEveryKnownTool(t *testing.T) {
 
 func TestParseVersionRejectsAnotherToolsBanner(t *testing.T) {
 	// crun's banner must not pass for runc's, nor QEMU's for qemu-img's.
-	for name, other := range map[string]string{"runc": "crun", "qemu-img": "qemu-system-x86_64", "clang": "runc"} {
+	for name, other := range map[string]string{"runc": "crun", "qemu-img": "qemu-system-x86_64", "clang": "runc", "ovsdb-server": "ovsdb-tool"} {
 		banner, err := os.ReadFile(filepath.Join("testdata", other+".version"))
 		if err != nil {
 			t.Fatal(err)
