@@ -30,6 +30,7 @@ guests:
   - {name: xdp, kind: container, network: xdp}
   - {name: tc, kind: container, network: tc}
   - {name: veth, kind: container, network: veth}
+  - {name: ovs, kind: container, network: ovs}
 workloads:
   - {id: rr, workload: net-latency, params: {proto: tcp}}
   - {id: bulk, workload: net-throughput, params: {proto: tcp, msg_size: 16384}}
@@ -91,7 +92,7 @@ func TestNetworkRunOverEveryPath(t *testing.T) {
 			t.Errorf("%s %s: placement not stored: %v", s.Group, s.Metric, s.Params)
 		}
 	}
-	for _, g := range []string{"host", "bridge", "routed", "macvlan", "xdp", "tc", "veth"} {
+	for _, g := range []string{"host", "bridge", "routed", "macvlan", "xdp", "tc", "veth", "ovs"} {
 		for _, m := range []string{"rr net.rtt_us", "rr net.cpu_us_per_transaction", "rr net.host_busy_cores", "rr net.cpu.kernel_cores",
 			"rr net.cpu.other_cores", "rr net.cpu.kernel_us_per_transaction", "bulk net.cpu.kernel_ms_per_gbit", "rr-from-peer net.rtt_us"} {
 			if !metrics[g][m] {
