@@ -79,13 +79,13 @@ type Spec struct {
 	RTPriority int
 }
 
-// TapConfig is a VM's network interface: a persistent tap device on the
-// host and the addressing the guest gives its NIC.
+// TapConfig is a VM's network interface: a device on the host (a
+// persistent tap, or a macvtap) and the addressing the guest gives its NIC.
 type TapConfig struct {
-	// NSPath is the network namespace holding the tap; it must be opened
-	// from inside it.
+	// NSPath is the network namespace holding the device; it must be
+	// opened from inside it.
 	NSPath string
-	// Name is the tap's name in that namespace.
+	// Name is the device's name in that namespace.
 	Name string
 	// Addr is the guest's address with its prefix length.
 	Addr netip.Prefix
@@ -94,6 +94,10 @@ type TapConfig struct {
 	Gateway netip.Addr
 	// MAC is the guest NIC's hardware address.
 	MAC string
+	// OffloadsOff, when set, is why the NIC must send complete,
+	// unsegmented frames (an XDP program on the tap takes no others): its
+	// checksum and segmentation offloads are turned off.
+	OffloadsOff string
 }
 
 // VMFieldsSet names the VM-only fields a spec sets, for kinds that must

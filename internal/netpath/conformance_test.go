@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -116,8 +117,13 @@ func conformNamespace(t *testing.T, n *Network, p Path, peerPort int) {
 	}
 }
 
-// conformTap attaches a VM's tap to p, or checks that p refuses it, and
-// sends through the tap both ways as the VM's NIC would.
+// tapFrames is how many datagrams conformTap counts each way.
+const tapFrames = 100
+
+// conformTap attaches a VM's device to p, or checks that p refuses it,
+// and sends UDP over IPv4 through it both ways as the VM's NIC would: the
+// peer must receive the VM's datagrams and the VM the peer's, carried by
+// whoever the path says, as for a namespace guest.
 func conformTap(t *testing.T, n *Network, p Path) {
 	name := "vm-" + string(p)
 	if CheckVMPath(p) != nil {
@@ -130,54 +136,235 @@ func conformTap(t *testing.T, n *Network, p Path) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap := openTapIn(t, n.host, link.HostIf)
-	defer tap.Close()
-	// Peer to guest: the peer's packet for the guest makes whoever routes
-	// or switches it ask for the guest's address on the tap.
-	var conn net.Conn
-	if err := nsthread.DoPath(n.PeerNS(), func() (err error) {
-		conn, err = net.Dial("udp4", netip.AddrPortFrom(link.Addr.Addr(), 9).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := waitARPFor(t, tap, link.Addr.Addr(), func() { _, _ = conn.Write([]byte("x")) }); err != nil {
-		t.Errorf("peer to guest %s: %v", link.Addr, err)
-	}
-	// Guest to peer: the VM asks for its next hop and gets an answer.
+	nic := fakeNIC{dev: openTapIn(t, n.host, link.HostIf), link: link}
+	defer nic.dev.Close()
+	// The VM asks for its next hop: its gateway, or the peer on its own
+	// segment.
 	next := link.Gateway
 	if !next.IsValid() {
 		next = link.Peer
 	}
-	if err := arpThroughTap(tap, link, next); err != nil {
-		t.Errorf("guest %s to %s: %v", link.Addr, next, err)
+	nextMAC, err := nic.resolve(next)
+	if err != nil {
+		t.Fatalf("guest %s asking for %s: %v", link.Addr, next, err)
+	}
+	var server, client net.PacketConn
+	if err := nsthread.DoPath(n.PeerNS(), func() (err error) {
+		if server, err = net.ListenPacket("udp4", netip.AddrPortFrom(link.Peer, 0).String()); err != nil {
+			return err
+		}
+		client, err = net.ListenPacket("udp4", netip.AddrPortFrom(link.Peer, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	defer client.Close()
+	guest := netip.AddrPortFrom(link.Addr.Addr(), 40000)
+	toPeer := udpFrame(link.MAC, nextMAC, guest, server.LocalAddr().(*net.UDPAddr).AddrPort(), []byte("from the vm"))
+	fromPeer := func() { _, _ = client.WriteTo([]byte("to the vm"), net.UDPAddrFromAddrPort(guest)) }
+	isFromPeer := func(f []byte) bool { return udpTo(f, guest) }
+
+	// The first exchange each way resolves neighbours through the stack.
+	if err := toPeerUntilReceived(nic, toPeer, server); err != nil {
+		t.Fatalf("guest %s to peer %s: %v", link.Addr, link.Peer, err)
+	}
+	if err := nic.await(fromPeer, isFromPeer); err != nil {
+		t.Fatalf("peer to guest %s: %v", link.Addr, err)
+	}
+	fwdBefore, err := n.ForwardedPackets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0, counting, err := n.FastPathCounters(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range tapFrames {
+		if err := nic.write(toPeer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := receiveDatagrams(server, tapFrames); got != tapFrames {
+		t.Errorf("the peer received %d of the guest's %d datagrams", got, tapFrames)
+	}
+	for range tapFrames {
+		fromPeer()
+	}
+	if got := nic.count(isFromPeer, tapFrames); got != tapFrames {
+		t.Errorf("the guest received %d of the peer's %d datagrams", got, tapFrames)
+	}
+	fwd, _ := n.ForwardedPackets()
+	c, _, _ := n.FastPathCounters(p)
+	switch {
+	case counting:
+		t.Logf("%s: the path's programs, for %d datagrams each way: %v, %d of them by bpf_redirect_neigh", p, tapFrames, c.Sub(c0), c.RedirectedNeigh-c0.RedirectedNeigh)
+		if c.Redirected-c0.Redirected < 2*tapFrames {
+			t.Errorf("only %d packets redirected for %d datagrams each way (%v)", c.Redirected-c0.Redirected, tapFrames, c.Sub(c0))
+		}
+		if fwd-fwdBefore > 10 {
+			t.Errorf("host side forwarded %d packets the path's programs should have carried", fwd-fwdBefore)
+		}
+	case specOf(p).Layout == LayoutRouted:
+		if fwd-fwdBefore < 2*tapFrames {
+			t.Errorf("host side forwarded only %d packets for %d datagrams each way", fwd-fwdBefore, tapFrames)
+		}
+	default:
+		if fwd != fwdBefore {
+			t.Errorf("host side forwarded %d packets on a path that does not route", fwd-fwdBefore)
+		}
 	}
 }
 
-// arpThroughTap writes the VM's ARP request for target into the tap and
-// waits for the reply to come back through it.
-func arpThroughTap(tap *os.File, link Link, target netip.Addr) error {
-	frame := make([]byte, vnetHdrLen+42)
-	f := frame[vnetHdrLen:]
-	copy(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	copy(f[6:12], link.MAC)
+// fakeNIC stands in for a VM's NIC on its device in the host side: it
+// writes frames as the guest's driver does without offloads, and reads
+// what the host side hands the guest, answering ARP for the guest's
+// address, which the host side or the peer asks before sending it
+// anything.
+type fakeNIC struct {
+	dev  *os.File
+	link Link
+}
+
+// write sends one frame behind a virtio-net header that asks for nothing.
+func (v fakeNIC) write(frame []byte) error {
+	_, err := v.dev.Write(append(make([]byte, vnetHdrLen), frame...))
+	return err
+}
+
+// answerARP answers f if it asks for the guest's address, and says so.
+func (v fakeNIC) answerARP(f []byte) bool {
+	if target, _ := netip.AddrFromSlice(f[38:42]); arpOp(f) != 1 || target != v.link.Addr.Addr() {
+		return false
+	}
+	asker, _ := netip.AddrFromSlice(f[28:32])
+	_ = v.write(arpFrame(2, v.link.MAC, v.link.Addr.Addr(), net.HardwareAddr(f[22:28]), asker))
+	return true
+}
+
+// await is awaitFrame on the NIC, answering ARP on the way.
+func (v fakeNIC) await(send func(), match func(frame []byte) bool) error {
+	return awaitFrame(v.dev, send, func(f []byte) bool { return !v.answerARP(f) && match(f) })
+}
+
+// resolve asks for target's MAC as the guest's stack does.
+func (v fakeNIC) resolve(target netip.Addr) (net.HardwareAddr, error) {
+	var mac net.HardwareAddr
+	request := arpFrame(1, v.link.MAC, v.link.Addr.Addr(), nil, target)
+	err := v.await(func() { _ = v.write(request) }, func(r []byte) bool {
+		sender, _ := netip.AddrFromSlice(r[28:32])
+		if arpOp(r) == 2 && sender == target {
+			mac = append(net.HardwareAddr{}, r[22:28]...)
+		}
+		return mac != nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("no ARP reply came back: %w", err)
+	}
+	return mac, nil
+}
+
+// count reads frames for up to five seconds, answering ARP, until want of
+// them matched, and returns how many did.
+func (v fakeNIC) count(match func(frame []byte) bool, want int) int {
+	got := 0
+	_ = awaitFrame(v.dev, func() {}, func(f []byte) bool {
+		if !v.answerARP(f) && match(f) {
+			got++
+		}
+		return got == want
+	})
+	return got
+}
+
+// toPeerUntilReceived writes the guest's frame every half second until
+// the peer's socket receives it, for up to five seconds.
+func toPeerUntilReceived(nic fakeNIC, frame []byte, server net.PacketConn) error {
+	buf := make([]byte, 64)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if err := nic.write(frame); err != nil {
+			return err
+		}
+		_ = server.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, _, err := server.ReadFrom(buf); err == nil {
+			return nil
+		}
+	}
+	return errNoFrame
+}
+
+// receiveDatagrams reads from the socket until want datagrams came or none
+// came for a second, and returns how many did.
+func receiveDatagrams(conn net.PacketConn, want int) int {
+	buf := make([]byte, 64)
+	got := 0
+	for got < want {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		if _, _, err := conn.ReadFrom(buf); err != nil {
+			break
+		}
+		got++
+	}
+	return got
+}
+
+// arpFrame is an ARP request (op 1, to everyone: dstMAC nil) or reply
+// (op 2) from src at srcMAC about dst.
+func arpFrame(op uint16, srcMAC net.HardwareAddr, src netip.Addr, dstMAC net.HardwareAddr, dst netip.Addr) []byte {
+	f := make([]byte, 42)
+	if dstMAC == nil {
+		copy(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	} else {
+		copy(f[0:6], dstMAC)
+		copy(f[32:38], dstMAC)
+	}
+	copy(f[6:12], srcMAC)
 	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_ARP)
 	binary.BigEndian.PutUint16(f[14:16], 1)      // Ethernet
 	binary.BigEndian.PutUint16(f[16:18], 0x0800) // IPv4
 	f[18], f[19] = 6, 4
-	binary.BigEndian.PutUint16(f[20:22], 1) // request
-	copy(f[22:28], link.MAC)
-	src := link.Addr.Addr().As4()
-	copy(f[28:32], src[:])
-	dst := target.As4()
-	copy(f[38:42], dst[:])
-	err := awaitFrame(tap, func() { _, _ = tap.Write(frame) }, func(r []byte) bool {
-		sender, _ := netip.AddrFromSlice(r[28:32])
-		return arpOp(r) == 2 && sender == target
-	})
-	if err != nil {
-		return fmt.Errorf("no ARP reply came back through the tap: %w", err)
+	binary.BigEndian.PutUint16(f[20:22], op)
+	copy(f[22:28], srcMAC)
+	s4, d4 := src.As4(), dst.As4()
+	copy(f[28:32], s4[:])
+	copy(f[38:42], d4[:])
+	return f
+}
+
+// udpFrame is a UDP datagram from src to dst as a guest's stack without
+// offloads sends it: the IPv4 checksum complete, the UDP checksum 0 (none).
+func udpFrame(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, payload []byte) []byte {
+	const ethLen, ipLen, udpLen = 14, 20, 8
+	f := make([]byte, ethLen+ipLen+udpLen+len(payload))
+	copy(f[0:6], dstMAC)
+	copy(f[6:12], srcMAC)
+	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_IP)
+	ip := f[ethLen:]
+	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_UDP
+	binary.BigEndian.PutUint16(ip[2:4], uint16(ipLen+udpLen+len(payload)))
+	s4, d4 := src.Addr().As4(), dst.Addr().As4()
+	copy(ip[12:16], s4[:])
+	copy(ip[16:20], d4[:])
+	binary.BigEndian.PutUint16(ip[10:12], ^onesSum(ip[:ipLen]))
+	udp := ip[ipLen:]
+	binary.BigEndian.PutUint16(udp[0:2], src.Port())
+	binary.BigEndian.PutUint16(udp[2:4], dst.Port())
+	binary.BigEndian.PutUint16(udp[4:6], uint16(udpLen+len(payload)))
+	copy(udp[udpLen:], payload)
+	return f
+}
+
+// udpTo says whether frame carries a UDP datagram for dst.
+func udpTo(frame []byte, dst netip.AddrPort) bool {
+	const ethLen = 14
+	if len(frame) < ethLen+28 || binary.BigEndian.Uint16(frame[12:14]) != unix.ETH_P_IP {
+		return false
 	}
-	return nil
+	ip := frame[ethLen:]
+	ihl := int(ip[0]&0x0f) * 4
+	if ip[9] != unix.IPPROTO_UDP || len(ip) < ihl+8 {
+		return false
+	}
+	addr, _ := netip.AddrFromSlice(ip[16:20])
+	return addr == dst.Addr() && binary.BigEndian.Uint16(ip[ihl+2:ihl+4]) == dst.Port()
 }

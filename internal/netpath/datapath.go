@@ -39,8 +39,33 @@ type Spec struct {
 	// NoVMs, when set, is why a VM's NIC cannot be put on the path; it is
 	// wrapped in ErrPathNotForVMs.
 	NoVMs string
+	// VMDevice is what a VM's NIC sits on in the host side.
+	VMDevice VMDevice
+	// VMOffloadsOff, when set, is why the path needs a VM's NIC to send
+	// complete, unsegmented frames: the NIC's checksum and segmentation
+	// offloads are turned off (Link.OffloadsOff).
+	VMOffloadsOff string
 	// Baseline marks the host side's own link: no guest goes on it.
 	Baseline bool
+}
+
+// VMDevice is the host side's device behind a VM's NIC.
+type VMDevice int
+
+const (
+	// VMTap: a persistent tap, which the path puts on itself (an address,
+	// a switch port, programs).
+	VMTap VMDevice = iota
+	// VMMacvtap: a macvtap in bridge mode on the path's uplink host end,
+	// with the guest's MAC, on the path from birth.
+	VMMacvtap
+)
+
+func (d VMDevice) String() string {
+	if d == VMMacvtap {
+		return "macvtap"
+	}
+	return "tap"
 }
 
 // Layout is a path's addressing plan.
@@ -76,8 +101,9 @@ type Live interface {
 	// AttachNamespace puts a namespace guest's interface (GuestIfName in
 	// gns) on the path; the network then gives it link.Addr and its route.
 	AttachNamespace(gns *namespace, link Link) error
-	// AttachTap puts a VM's tap, in the host side, on the path.
-	AttachTap(tap netlink.Link, link Link) error
+	// AttachTap puts a VM's device (Spec.VMDevice), made in the host side
+	// and named link.HostIf, on the path.
+	AttachTap(dev netlink.Link, link Link) error
 	// Describe returns what the run's record keeps about the path, by key
 	// below "path.NAME.".
 	Describe() map[string]string
@@ -91,7 +117,7 @@ type Counting interface {
 }
 
 // ErrPathNotForVMs says a VM guest was put on a path that cannot carry a
-// tap device; the wrapping error names the path and why.
+// VM's NIC; the wrapping error names the path and why.
 var ErrPathNotForVMs = errors.New("path not available to VM guests")
 
 // ErrUnknownPath is wrapped by the error for a path name nobody registered.

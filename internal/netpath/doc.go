@@ -7,7 +7,10 @@
 //     the floor every other path is measured against;
 //   - bridge:  guest veths and an uplink on a Linux bridge;
 //   - routed:  the host side forwards IP between guest and peer subnets;
-//   - macvlan: guests on macvlan (bridge mode) children of an uplink veth;
+//   - macvlan: guests on macvlan (bridge mode) children of an uplink veth,
+//     VMs on macvtaps there;
+//   - macvtap: the same on an uplink of its own, named as users name it for
+//     VMs;
 //   - ovs:     guest veths, VMs' taps and an uplink as ports of an Open
 //     vSwitch bridge, switched by daemons the run starts in the host side;
 //   - xdp, tc: our own eBPF fast paths (package fastpath) on the routed
@@ -27,7 +30,7 @@
 // Lifecycle: Create records each namespace in the run's ledger before it
 // exists and builds the host side, the peer and every path's own part;
 // Attach gives one guest its namespace and interface (AttachTap gives a VM
-// a tap in the host side instead); Close deletes the namespaces, which
+// a tap or a macvtap in the host side instead); Close deletes the namespaces, which
 // takes every link, bridge and attached program with them. A path that
 // runs daemons (ovs) records them and their directory in the ledger too,
 // and stops them at Close. Nothing is created in the root namespace.

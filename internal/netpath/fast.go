@@ -7,17 +7,19 @@ import (
 )
 
 // XDP and TC are our own eBPF fast paths (package fastpath) on the routed
-// layout: their programs move packets between a guest's veth and the
-// uplink, bypassing the host side's IP forwarding, and hand the stack
-// whatever they cannot forward themselves.
+// layout: their programs move packets between a guest's veth or a VM's tap
+// and the uplink, bypassing the host side's IP forwarding, and hand the
+// stack whatever they cannot forward themselves.
 const (
 	XDP Path = "xdp"
 	TC  Path = "tc"
 )
 
 func init() {
-	Register(fast{Spec{Name: XDP, Index: 2, Layout: LayoutRouted, IfPrefix: "x", NoVMs: "its programs attach to veth pairs, not to a tap yet"}})
-	Register(fast{Spec{Name: TC, Index: 3, Layout: LayoutRouted, IfPrefix: "t", NoVMs: "its programs attach to veth pairs, not to a tap yet"}})
+	Register(fast{Spec{Name: XDP, Index: 2, Layout: LayoutRouted, IfPrefix: "x",
+		VMOffloadsOff: "the XDP program on the tap sees a frame whole only when it is neither a GSO frame nor " +
+			"left with a partial checksum, and a frame it redirects carries no checksum state"}})
+	Register(fast{Spec{Name: TC, Index: 3, Layout: LayoutRouted, IfPrefix: "t"}})
 }
 
 type fast struct{ spec Spec }
@@ -32,7 +34,7 @@ func (f fast) Build(sides Sides) (Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	live := &fastLive{routedLive: routedLive{sides: sides}, set: set, path: f.spec.Name}
+	live := &fastLive{routedLive: routedLive{sides: sides}, set: set, spec: f.spec}
 	u := f.spec.uplink()
 	if err := set.Attach(sides.Host.handle, u.HostIf, sides.Peer.handle, u.PeerIf); err != nil {
 		return live, err
@@ -43,7 +45,8 @@ func (f fast) Build(sides Sides) (Live, error) {
 type fastLive struct {
 	routedLive
 	set  *fastpath.Set
-	path Path
+	spec Spec
+	taps int
 }
 
 func (f *fastLive) AttachNamespace(gns *namespace, link Link) error {
@@ -53,7 +56,19 @@ func (f *fastLive) AttachNamespace(gns *namespace, link Link) error {
 	return f.set.Attach(f.sides.Host.handle, link.HostIf, gns.handle, GuestIfName)
 }
 
-func (f *fastLive) AttachTap(netlink.Link, Link) error { return notForVMs(f.path) }
+// AttachTap gives the tap the guest's gateway address, as on routed, and
+// the path's program: the tap has no far end the path could prepare, so
+// what the VM's NIC must do is Spec.VMOffloadsOff's to say.
+func (f *fastLive) AttachTap(tap netlink.Link, link Link) error {
+	if err := f.routedLive.AttachTap(tap, link); err != nil {
+		return err
+	}
+	if err := f.set.AttachTap(f.sides.Host.handle, link.HostIf); err != nil {
+		return err
+	}
+	f.taps++
+	return nil
+}
 
 func (f *fastLive) Counters() (fastpath.Counters, error) { return f.set.Counters() }
 
@@ -61,6 +76,9 @@ func (f *fastLive) Describe() map[string]string {
 	d := f.set.Describe()
 	if c, err := f.set.Counters(); err == nil {
 		d["counters"] = formatCounters(c)
+	}
+	if f.taps > 0 && f.spec.VMOffloadsOff != "" {
+		d["vm_nic.offload"] = "checksum and segmentation offloads off on the VMs' NICs, because " + f.spec.VMOffloadsOff
 	}
 	return d
 }

@@ -76,7 +76,8 @@ func (s Spec) uplink() Uplink {
 type Link struct {
 	Path Path
 	// HostIf is the far end of the guest's link: in the host side, or in
-	// the peer for the veth path; "" for macvlan (no device of its own).
+	// the peer for the veth path; "" for a namespace guest on macvlan or
+	// macvtap (no device of its own), a VM's macvtap there.
 	HostIf  string
 	Addr    netip.Prefix // the guest's address on eth0
 	Gateway netip.Addr   // the guest's default route, invalid for switched paths
@@ -84,6 +85,9 @@ type Link struct {
 	Peer    netip.Addr   // the peer as the guest reaches it
 	MAC     net.HardwareAddr
 	HostMAC net.HardwareAddr // of HostIf
+	// OffloadsOff, for a VM's link (AttachTap), is why its NIC's checksum
+	// and segmentation offloads must be off (Spec.VMOffloadsOff).
+	OffloadsOff string
 }
 
 // GuestIfName is the guest's interface name inside its namespace.

@@ -5,24 +5,30 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/nsthread"
 )
 
-// TapFlags are the flags a VM's tap is created and opened with: an
+// tapFlags are the flags a VM's tap is created and opened with: an
 // Ethernet device, no packet-information prefix, and the virtio-net
 // header in front of every frame, which lets checksum and segmentation
 // offloads cross between the guest and the host side.
-const TapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
+const tapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
 
-// AttachTap gives a VM guest its interface on path p: a persistent tap
-// device named link.HostIf in the host side, with the addressing Attach
-// would give a namespace guest (the guest configures link.Addr and
-// link.Gateway itself, on the NIC with link.MAC). The VM's emulator opens
-// the tap by name from inside the host side (see HostSide).
+// AttachTap gives a VM guest its interface on path p: a device named
+// link.HostIf in the host side, with the addressing Attach would give a
+// namespace guest (the guest configures link.Addr and link.Gateway itself,
+// on the NIC with link.MAC). The device is the one the path's
+// Spec.VMDevice names: a persistent tap the path then puts on itself, or a
+// macvtap on the path's uplink. The VM's emulator opens it with
+// OpenVMDevice.
 //
 // Which paths take VMs is each path's to say (Spec.NoVMs).
 //
-// The tap lives in the host side's namespace and is deleted with it at
+// The device lives in the host side's namespace and is deleted with it at
 // Close, so it needs no ledger entry of its own: the namespace's entry
 // already covers it, for Close and for `vfleet clean` alike. Close must come
 // after the emulator is gone: an open tap holds the namespace alive.
@@ -47,50 +53,76 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 	if err != nil {
 		return Link{}, fmt.Errorf("guest %s: %w", guestName, err)
 	}
+	spec := specOf(p)
+	if spec.VMDevice == VMMacvtap {
+		// A namespace guest's macvlan is born in its own namespace; the
+		// VM's macvtap stays in the host side and needs a name there.
+		link.HostIf, link.HostMAC = spec.macvtapName(n.counts[p]), link.MAC
+	}
+	link.OffloadsOff = spec.VMOffloadsOff
 	n.counts[p]++
-	if err := n.wireTap(live, link); err != nil {
+	if err := n.wireVMDevice(live, spec.VMDevice, link); err != nil {
 		return Link{}, fmt.Errorf("guest %s on path %s: %w", guestName, p, err)
 	}
 	n.links[guestName] = link
 	return link, nil
 }
 
-// wireTap creates the tap and puts it on its path; on error it deletes the
-// tap again, so a failed attach leaves no device behind.
-func (n *Network) wireTap(live Live, link Link) (err error) {
-	if err := n.host.do(func() error { return createTap(link.HostIf) }); err != nil {
-		return err
-	}
+// wireVMDevice makes the VM's device and puts it on its path; on error it
+// deletes the device again, so a failed attach leaves nothing behind.
+func (n *Network) wireVMDevice(live Live, kind VMDevice, link Link) (err error) {
 	h := n.host.nl
-	tap, err := h.LinkByName(link.HostIf)
-	if err != nil {
-		return fmt.Errorf("find tap %s: %w", link.HostIf, err)
+	create := n.createTap
+	if kind == VMMacvtap {
+		create = n.createMacvtap
 	}
-	defer func() {
-		if err != nil {
-			if derr := h.LinkDel(tap); derr != nil {
-				err = errors.Join(err, fmt.Errorf("delete tap %s: %w", link.HostIf, derr))
+	dev, err := create(link)
+	if dev != nil {
+		defer func() {
+			if err != nil {
+				if derr := h.LinkDel(dev); derr != nil {
+					err = errors.Join(err, fmt.Errorf("delete %s %s: %w", kind, link.HostIf, derr))
+				}
 			}
-		}
-	}()
-	if err := h.LinkSetHardwareAddr(tap, link.HostMAC); err != nil {
-		return fmt.Errorf("mac of tap %s: %w", link.HostIf, err)
+		}()
 	}
-	if err := live.AttachTap(tap, link); err != nil {
+	if err != nil {
 		return err
 	}
-	// Up before the VM attaches: the tap has no carrier until the emulator
+	if err := live.AttachTap(dev, link); err != nil {
+		return err
+	}
+	// Up before the VM attaches: a tap has no carrier until the emulator
 	// opens it, and the kernel keeps its routes until then.
-	if err := h.LinkSetUp(tap); err != nil {
-		return fmt.Errorf("set tap %s up: %w", link.HostIf, err)
+	if err := h.LinkSetUp(dev); err != nil {
+		return fmt.Errorf("set %s %s up: %w", kind, link.HostIf, err)
 	}
 	return nil
 }
 
-// createTap makes a persistent tap in the calling thread's namespace. The
-// descriptor is closed at once: persistence keeps the device until its
-// namespace goes, and the VM's emulator opens it again by name.
-func createTap(name string) error {
+// createTap makes the VM's persistent tap in the host side, with the host
+// end's MAC. A tap that exists is returned even with an error, for the
+// caller to delete.
+func (n *Network) createTap(link Link) (netlink.Link, error) {
+	if err := n.host.do(func() error { return newPersistentTap(link.HostIf) }); err != nil {
+		return nil, err
+	}
+	h := n.host.nl
+	tap, err := h.LinkByName(link.HostIf)
+	if err != nil {
+		return nil, fmt.Errorf("find tap %s: %w", link.HostIf, err)
+	}
+	if err := h.LinkSetHardwareAddr(tap, link.HostMAC); err != nil {
+		return tap, fmt.Errorf("mac of tap %s: %w", link.HostIf, err)
+	}
+	return tap, nil
+}
+
+// newPersistentTap makes a persistent tap in the calling thread's
+// namespace. The descriptor is closed at once: persistence keeps the
+// device until its namespace goes, and the VM's emulator opens it again by
+// name.
+func newPersistentTap(name string) error {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("tap %s: open /dev/net/tun: %w", name, err)
@@ -102,7 +134,7 @@ func createTap(name string) error {
 	}
 	// IFF_TUN_EXCL: a device of that name already there is a bug, not
 	// something to attach to.
-	ifr.SetUint16(TapFlags | unix.IFF_TUN_EXCL)
+	ifr.SetUint16(tapFlags | unix.IFF_TUN_EXCL)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		return fmt.Errorf("tap %s: create (TUNSETIFF): %w", name, os.NewSyscallError("ioctl", err))
 	}
@@ -110,4 +142,78 @@ func createTap(name string) error {
 		return fmt.Errorf("tap %s: make persistent (TUNSETPERSIST): %w", name, os.NewSyscallError("ioctl", err))
 	}
 	return nil
+}
+
+// OpenVMDevice opens the VM device called name (a tap or a macvtap) in the
+// network namespace at nsPath, for the VM's emulator to inherit, and says
+// which kind it is. The descriptor carries the virtio-net header and keeps
+// working in any namespace. It is non-blocking, as emulators use it: tun
+// runs a native XDP program only on frames written without blocking.
+func OpenVMDevice(nsPath, name string) (*os.File, VMDevice, error) {
+	target, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return nil, 0, fmt.Errorf("vm device %s: open network namespace %s: %w", name, nsPath, err)
+	}
+	defer target.Close()
+	// TUNSETIFF on a missing name would quietly make a new, unconnected
+	// tap, so the device must be there, and be of a kind a VM takes, first.
+	h, err := netlink.NewHandleAt(target)
+	if err != nil {
+		return nil, 0, fmt.Errorf("vm device %s: netlink into %s: %w", name, nsPath, err)
+	}
+	l, err := h.LinkByName(name)
+	h.Close()
+	if err != nil {
+		return nil, 0, fmt.Errorf("vm device %s in %s: %w", name, nsPath, err)
+	}
+	var (
+		f    *os.File
+		kind VMDevice
+	)
+	switch l := l.(type) {
+	case *netlink.Tuntap:
+		if l.Mode != netlink.TUNTAP_MODE_TAP {
+			return nil, 0, fmt.Errorf("%s in %s is a tun device; a VM's NIC needs a tap or a macvtap", name, nsPath)
+		}
+		kind = VMTap
+		err = nsthread.Do(target, func() (err error) {
+			f, err = attachTap(name)
+			return err
+		})
+	case *netlink.Macvtap:
+		kind = VMMacvtap
+		f, err = openMacvtap(target, name, l.Attrs().Index)
+	default:
+		return nil, 0, fmt.Errorf("%s in %s is a %s device; a VM's NIC needs a tap or a macvtap", name, nsPath, l.Type())
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, 0, fmt.Errorf("%s %s in %s: %w", kind, name, nsPath, err)
+	}
+	return f, kind, nil
+}
+
+// attachTap opens /dev/net/tun and attaches it to the tap called name in
+// the calling thread's namespace.
+func attachTap(name string) (*os.File, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/net/tun: %w", err)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	ifr.SetUint16(tapFlags)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("attach (TUNSETIFF): %w: another process has it open", err)
+		}
+		return nil, fmt.Errorf("attach (TUNSETIFF): %w", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/net/tun:"+name), nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,31 +34,14 @@ func rootLinks(t *testing.T) map[string]bool {
 	return out
 }
 
-// openTapIn opens an existing tap from inside the namespace, as a VM's
-// emulator does, non-blocking so reads can have a deadline.
+// openTapIn opens a VM's device (a tap or a macvtap) in the namespace
+// with the opener the VM's emulator gets it from; it is non-blocking, so
+// reads can have a deadline.
 func openTapIn(t *testing.T, ns *namespace, name string) *os.File {
 	t.Helper()
-	var f *os.File
-	err := ns.do(func() error {
-		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		if err != nil {
-			return err
-		}
-		ifr, err := unix.NewIfreq(name)
-		if err != nil {
-			unix.Close(fd)
-			return err
-		}
-		ifr.SetUint16(TapFlags)
-		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-			unix.Close(fd)
-			return err
-		}
-		f = os.NewFile(uintptr(fd), name)
-		return nil
-	})
+	f, _, err := OpenVMDevice(NSPath(ns.name), name)
 	if err != nil {
-		t.Fatalf("open tap %s: %v", name, err)
+		t.Fatalf("open %s: %v", name, err)
 	}
 	return f
 }
@@ -119,32 +103,37 @@ func awaitFrame(tap *os.File, send func(), match func(frame []byte) bool) error 
 	return errNoFrame
 }
 
-// TestAttachTap puts a VM's tap on the routed and the bridge path and
-// checks the device (persistent tap with virtio-net headers, address or
-// bridge port, up), that the peer's packets for the guest reach it, that
-// the other paths are refused, and that Close takes the taps along.
+// TestAttachTap puts a VM's device on the routed, the bridge and the
+// macvtap path and checks it (a persistent tap with virtio-net headers,
+// with an address or as a bridge port; a bridge-mode macvtap on the
+// uplink with the guest's MAC; up), that the peer's packets for the guest
+// reach it, that paths without VMs and paths not built are refused, and
+// that Close takes the devices along.
 func TestAttachTap(t *testing.T) {
 	testutil.RequiresRoot(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	linksBefore := rootLinks(t)
 	led := newLedger(t)
-	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: []Path{Routed, Bridge}})
+	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: []Path{Routed, Bridge, Macvtap}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	for _, p := range []Path{Direct, XDP} { // not built, and (conformance) not for VMs
+	for _, p := range []Path{Direct, Veth} {
 		if _, err := n.AttachTap("vm-"+string(p), p); !errors.Is(err, ErrPathNotForVMs) {
 			t.Errorf("%s: tap attached or wrong error: %v", p, err)
 		}
+	}
+	if _, err := n.AttachTap("vm-xdp", XDP); err == nil {
+		t.Error("tap attached to a path the run did not build")
 	}
 	// A namespace guest first: the tap must take the path's next address.
 	first, _, err := n.Attach("ns-guest", Routed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []Path{Routed, Bridge} {
+	for _, p := range []Path{Routed, Bridge, Macvtap} {
 		link, err := n.AttachTap("vm-"+string(p), p)
 		if err != nil {
 			t.Fatal(err)
@@ -154,14 +143,18 @@ func TestAttachTap(t *testing.T) {
 		}
 		l, err := n.host.nl.LinkByName(link.HostIf)
 		if err != nil {
-			t.Fatalf("%s: tap %s not in the host side: %v", p, link.HostIf, err)
-		}
-		tap, ok := l.(*netlink.Tuntap)
-		if !ok || tap.Mode != netlink.TUNTAP_MODE_TAP || tap.NonPersist || tap.Flags&netlink.TUNTAP_VNET_HDR == 0 || tap.Flags&netlink.TUNTAP_NO_PI == 0 {
-			t.Errorf("%s: %s is %T %+v, want a persistent tap with vnet headers and no PI", p, link.HostIf, l, l)
+			t.Fatalf("%s: device %s not in the host side: %v", p, link.HostIf, err)
 		}
 		if l.Attrs().Flags&net.FlagUp == 0 || l.Attrs().HardwareAddr.String() != link.HostMAC.String() {
-			t.Errorf("%s: tap %s flags %v mac %s", p, link.HostIf, l.Attrs().Flags, l.Attrs().HardwareAddr)
+			t.Errorf("%s: device %s flags %v mac %s, want up with %s", p, link.HostIf, l.Attrs().Flags, l.Attrs().HardwareAddr, link.HostMAC)
+		}
+		if p == Macvtap {
+			checkMacvtap(t, n, l, link)
+		} else {
+			tap, ok := l.(*netlink.Tuntap)
+			if !ok || tap.Mode != netlink.TUNTAP_MODE_TAP || tap.NonPersist || tap.Flags&netlink.TUNTAP_VNET_HDR == 0 || tap.Flags&netlink.TUNTAP_NO_PI == 0 {
+				t.Errorf("%s: %s is %T %+v, want a persistent tap with vnet headers and no PI", p, link.HostIf, l, l)
+			}
 		}
 		switch p {
 		case Routed:
@@ -211,6 +204,117 @@ func TestAttachTap(t *testing.T) {
 	for name := range rootLinks(t) {
 		if !linksBefore[name] {
 			t.Errorf("link %s appeared in the root namespace", name)
+		}
+	}
+}
+
+// checkMacvtap checks a VM's macvtap: bridge mode, on its path's uplink,
+// with the guest's own MAC, and opened as what it is.
+func checkMacvtap(t *testing.T, n *Network, l netlink.Link, link Link) {
+	t.Helper()
+	up, err := n.host.nl.LinkByName(UplinkOf(link.Path).HostIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, ok := l.(*netlink.Macvtap)
+	if !ok || mt.Mode != netlink.MACVLAN_MODE_BRIDGE || mt.ParentIndex != up.Attrs().Index || mt.HardwareAddr.String() != link.MAC.String() {
+		t.Errorf("%s is %T %+v, want a bridge-mode macvtap on %s with the guest's MAC %s", link.HostIf, l, l, up.Attrs().Name, link.MAC)
+	}
+	f, kind, err := OpenVMDevice(n.HostSide(), link.HostIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if kind != VMMacvtap {
+		t.Errorf("%s opened as a %s", link.HostIf, kind)
+	}
+}
+
+// TestOpenVMDeviceRefusesOtherDevices: a VM's emulator must get the device
+// it was meant to have, or a clear error, never a tap made on the spot.
+func TestOpenVMDeviceRefusesOtherDevices(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: newLedger(t), Paths: []Path{Routed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	for name, want := range map[string]string{"up-routed": "veth device", "lo": "device", "nothere": "not found"} {
+		if f, _, err := OpenVMDevice(n.HostSide(), name); err == nil || !strings.Contains(err.Error(), want) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("open %s: %v, want an error saying %q", name, err, want)
+		}
+	}
+	if _, err := n.host.nl.LinkByName("nothere"); err == nil {
+		t.Error("opening a missing device made one")
+	}
+}
+
+// TestMacvtapOfItsOwnNamespace builds two runs' networks whose VMs'
+// macvtaps have the same name and, namespaces being alike, the same
+// ifindex: the kernel's /dev/tap<ifindex> can then only be one of them.
+// Each opened device must be its own namespace's: a frame written into
+// it leaves through that macvtap.
+func TestMacvtapOfItsOwnNamespace(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	type vm struct {
+		n    *Network
+		link Link
+	}
+	var vms []vm
+	for range 2 {
+		n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: newLedger(t), Paths: []Path{Macvtap}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		link, err := n.AttachTap("vm", Macvtap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vms = append(vms, vm{n, link})
+	}
+	txPackets := func(v vm) uint64 {
+		l, err := v.n.host.nl.LinkByName(v.link.HostIf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Attrs().Statistics.TxPackets
+	}
+	indexes := map[int]bool{}
+	for _, v := range vms {
+		l, err := v.n.host.nl.LinkByName(v.link.HostIf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		indexes[l.Attrs().Index] = true
+	}
+	if len(indexes) != 1 {
+		t.Logf("the macvtaps' ifindexes differ (%v): the names in /dev do not collide this time", indexes)
+	}
+	// Enough frames to stand out from what the host sides send on their
+	// own (IPv6 neighbour discovery on new links).
+	const frames = 20
+	for i, v := range vms {
+		other := vms[1-i]
+		f := openTapIn(t, v.n.host, v.link.HostIf)
+		mine, theirs := txPackets(v), txPackets(other)
+		frame := append(make([]byte, vnetHdrLen), arpFrame(1, v.link.MAC, v.link.Addr.Addr(), nil, v.link.Peer)...)
+		for range frames {
+			if _, err := f.Write(frame); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+		if txPackets(v)-mine < frames || txPackets(other)-theirs >= frames {
+			t.Errorf("network %d: %d frames written into its macvtap: tx %d->%d there, %d->%d on the other network's",
+				i, frames, mine, txPackets(v), theirs, txPackets(other))
 		}
 	}
 }

@@ -89,7 +89,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 			if err != nil {
 				return n, err
 			}
-			pg.Spec.Tap = &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String()}
+			pg.Spec.Tap = &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff}
 			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
 		default:
 			link, nsPath, err := n.net.Attach(pg.Spec.Name, netpath.Path(pg.Network))

@@ -37,15 +37,35 @@ type launchConfig struct {
 	NIC *nicConfig
 }
 
-// nicConfig is a virtio-net card on a tap QEMU inherits as an open file.
+// nicConfig is a virtio-net card on a tap or macvtap QEMU inherits as an
+// open file.
 type nicConfig struct {
-	// FD is the tap's descriptor number in QEMU: 3 plus its index in
+	// FD is the device's descriptor number in QEMU: 3 plus its index in
 	// exec.Cmd.ExtraFiles.
 	FD  int
 	MAC string
 	// VhostFD, when above 0, is an open vhost-net device's descriptor:
 	// the kernel moves the NIC's packets instead of QEMU.
 	VhostFD int
+	// OffloadsOff turns the card's transmit offloads off (offloadsOff).
+	OffloadsOff bool
+}
+
+// offloadsOff are the virtio-net properties, as QEMU names them, that let
+// the guest hand the host partial checksums and GSO frames: the device's
+// checksum and segmentation features for what the guest sends. With them
+// off the guest's own stack finishes every checksum and segment. What the
+// guest receives keeps its offloads: no path that turns these off needs
+// that.
+var offloadsOff = []string{"csum", "gso", "host_tso4", "host_tso6", "host_ecn", "host_ufo"}
+
+// nicOffloads is what a VM's record says of its card's offloads; why is
+// the path's reason to turn them off, empty to keep QEMU's defaults.
+func nicOffloads(why string) string {
+	if why == "" {
+		return "QEMU's defaults: the guest may send partial checksums and GSO frames"
+	}
+	return strings.Join(offloadsOff, "=off ") + "=off, because " + why
 }
 
 // qemuArgv is QEMU's argv (without the program) for one guest. The two
@@ -97,7 +117,7 @@ func qemuArgv(c launchConfig) []string {
 		"-mon", "chardev=qmp,mode=control",
 	)
 	if c.NIC != nil {
-		// The tap was opened with IFF_VNET_HDR, so frames cross it with
+		// The device was opened with IFF_VNET_HDR, so frames cross it with
 		// their virtio-net header and checksum and segmentation offloads
 		// reach the host's stack. QEMU reads that from the descriptor
 		// itself and refuses vnet_hdr= next to fd=.
@@ -107,6 +127,9 @@ func qemuArgv(c launchConfig) []string {
 		}
 		a = append(a, "-netdev", netdev)
 		nic := "virtio-net-" + bus + ",netdev=net0,mac=" + c.NIC.MAC
+		if c.NIC.OffloadsOff {
+			nic += "," + strings.Join(offloadsOff, "=off,") + "=off"
+		}
 		if bus == "pci" {
 			// No PXE option ROM: the kernel is booted directly, and the
 			// ROM file is a separate package (ipxe-qemu) a host may lack.

@@ -18,6 +18,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
@@ -124,22 +125,23 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	var extra []*os.File
 	if t := spec.Tap; t != nil {
-		tap, err := openTap(t.NSPath, t.Name)
+		dev, kind, err := netpath.OpenVMDevice(t.NSPath, t.Name)
 		if err != nil {
 			return fail(err)
 		}
-		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String()}
-		extra = append(extra, tap)
+		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != ""}
+		extra = append(extra, dev)
 		vhost, vhostState := openVhostNet(accel, VhostNetDevice)
 		if vhost != nil {
 			cfg.NIC.VhostFD = 3 + len(extra)
 			extra = append(extra, vhost)
 		}
-		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.addr": t.Addr.String(), "net.mac": g.nic.MAC.String(), "net.vhost": vhostState})
+		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": kind.String(), "net.addr": t.Addr.String(),
+			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff)})
 	}
 	m, err := g.launch(qemuTool.Path, cfg, extra, undo)
-	// QEMU has its own copies now; ours go, so that the tap is free again
-	// once QEMU exits.
+	// QEMU has its own copies now; ours go, so that the device is free
+	// again once QEMU exits.
 	for _, f := range extra {
 		f.Close()
 	}

@@ -31,9 +31,11 @@ func TestQEMUArgvGolden(t *testing.T) {
 	for _, c := range []struct {
 		machine, accel string
 		nic            *vminit.NetConfig
+		offloadsOff    bool
 	}{
-		{MachineQ35, AccelTCG, nil}, {MachineQ35, AccelKVM, nil}, {MachineMicroVM, AccelTCG, nil}, {MachineMicroVM, AccelKVM, nil},
-		{MachineQ35, AccelTCG, routed}, {MachineMicroVM, AccelTCG, routed}, {MachineMicroVM, AccelKVM, routed},
+		{MachineQ35, AccelTCG, nil, false}, {MachineQ35, AccelKVM, nil, false}, {MachineMicroVM, AccelTCG, nil, false}, {MachineMicroVM, AccelKVM, nil, false},
+		{MachineQ35, AccelTCG, routed, false}, {MachineMicroVM, AccelTCG, routed, false}, {MachineMicroVM, AccelKVM, routed, false},
+		{MachineQ35, AccelTCG, routed, true}, // as on the xdp path
 	} {
 		cfg := launchConfig{
 			Name: "g", Machine: c.machine, Accel: c.accel, VCPUs: 2, MemoryMiB: 512,
@@ -47,6 +49,10 @@ func TestQEMUArgvGolden(t *testing.T) {
 			name += "-net"
 			if c.accel == AccelKVM {
 				cfg.NIC.VhostFD = 4 // vhost-net where the host has it
+			}
+			if c.offloadsOff {
+				cfg.NIC.OffloadsOff = true
+				name += "-offloads-off"
 			}
 		}
 		got := strings.Join(qemuArgv(cfg), "\n") + "\n"

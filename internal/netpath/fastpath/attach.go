@@ -25,15 +25,16 @@ const (
 	tcHandle   = 1
 )
 
-// iface is one end of an attached veth pair.
+// iface is one end of an attached veth pair, or an attached tap.
 type iface struct {
 	sp    *space
 	name  string
 	index int
 	// far is set on the far end, the one in the guest's or peer's
-	// namespace; peer is the other end of the pair.
+	// namespace; peer is the other end of the pair, nil for a tap.
 	far  bool
 	peer *iface
+	tap  bool
 
 	hook string
 	prog *ebpf.Program
@@ -57,15 +58,29 @@ func (ifc *iface) readOffloads() offloads {
 	return o
 }
 
-// lookup finds the link and checks it is a veth: the fast paths rely on
-// veth behaviour (native XDP, a peer for bpf_redirect_peer).
+// kind is what the interface was attached as.
+func (ifc *iface) kind() string {
+	if ifc.tap {
+		return "tap"
+	}
+	return "veth"
+}
+
+// lookup finds the link and checks it is what it was attached as: the
+// fast paths rely on veth behaviour (native XDP, a peer for
+// bpf_redirect_peer) and on tun's (native XDP for the frames a VM's
+// emulator writes, ndo_xdp_xmit towards it).
 func (ifc *iface) lookup() (netlink.Link, error) {
 	link, err := ifc.sp.nl.LinkByName(ifc.name)
 	if err != nil {
 		return nil, fmt.Errorf("find %s: %w", ifc.name, err)
 	}
-	if link.Type() != "veth" {
-		return nil, fmt.Errorf("%s is a %s link; the fast paths attach to veths only", ifc.name, link.Type())
+	tap, isTap := link.(*netlink.Tuntap)
+	switch {
+	case ifc.tap && (!isTap || tap.Mode != netlink.TUNTAP_MODE_TAP):
+		return nil, fmt.Errorf("%s is a %s link, not the tap it was attached as", ifc.name, link.Type())
+	case !ifc.tap && link.Type() != "veth":
+		return nil, fmt.Errorf("%s is a %s link; the fast paths attach to veth pairs and taps only", ifc.name, link.Type())
 	}
 	ifc.index = link.Attrs().Index
 	return link, nil
@@ -91,7 +106,9 @@ func (s *Set) prepareFar(far *iface, undo *undoList) error {
 }
 
 // attachHost hooks the forwarding program to the host end and only then
-// lets the other host ends send to it.
+// lets the other host ends send to it. A tap stays out of tc's map of
+// veths: it has no peer to redirect into, so tc hands it to the kernel's
+// neighbour code instead.
 func (s *Set) attachHost(host *iface, link netlink.Link, undo *undoList) error {
 	var err error
 	switch s.mode {
@@ -100,7 +117,7 @@ func (s *Set) attachHost(host *iface, link netlink.Link, undo *undoList) error {
 	case TC:
 		err = s.attachTC(host, link, undo)
 	}
-	if err != nil {
+	if err != nil || (s.mode == TC && host.tap) {
 		return err
 	}
 	key := uint32(host.index)

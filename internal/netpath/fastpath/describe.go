@@ -14,7 +14,9 @@ import "fmt"
 //	if.<host>.far.offload  and so on for the far end
 //	if.<host>.far.changed
 //
-// "changed" is only present when something changed.
+// "changed" is only present when something changed. A tap's far end is a
+// VM's NIC, which the Set does not touch: if.<tap>.far says so, and has no
+// offloads.
 func describe(mode Mode, progs []progDesc, ifaces []*iface) map[string]string {
 	d := map[string]string{"mode": string(mode)}
 	for _, p := range progs {
@@ -42,6 +44,9 @@ func describe(mode Mode, progs []progDesc, ifaces []*iface) map[string]string {
 		d[key+".offload"] = ifc.after.String()
 		if ch := ifc.after.changes(ifc.before); ch != "" {
 			d[key+".changed"] = ch
+		}
+		if ifc.tap {
+			d[key+".far"] = "none: a tap, whose far end is a VM's NIC in its emulator"
 		}
 	}
 	return d

@@ -1,7 +1,7 @@
 // Package fastpath owns vfleet's own eBPF data paths between guests and the
-// peer: programs on the host ends of the veths, in the host-side
-// namespace, that forward IPv4 themselves instead of leaving it to that
-// namespace's IP forwarding.
+// peer: programs on the host ends of the veths and on VMs' taps, in the
+// host-side namespace, that forward IPv4 themselves instead of leaving it
+// to that namespace's IP forwarding.
 //
 //   - xdp: a native (driver mode) XDP program looks the route up with
 //     bpf_fib_lookup, rewrites the MAC addresses, decrements the TTL and
@@ -13,13 +13,19 @@
 //     rewrite on the skb and hands it with bpf_redirect_peer straight to the
 //     ingress of the egress veth's far end, in the far end's namespace.
 //
+// A VM's tap (AttachTap) gets the same program. Its far end is the VM's
+// emulator: for xdp the tap is in the device map, tun's native XDP takes
+// only whole frames, and the VM's NIC must send without checksum and
+// segmentation offloads, which the caller sees to; tc reaches the tap with
+// bpf_redirect_neigh, a tap having no peer to redirect into.
+//
 // Both leave everything they cannot forward — ARP, IPv6, fragments, expiring
 // TTLs, unresolved neighbours, local destinations — to the stack, so
 // connectivity never depends on the fast path. Per-CPU counters say how
 // many packets went which way and why.
 //
 // Lifecycle: Load loads one mode's programs and maps; Attach installs them
-// on one veth pair (idempotent per interface); Counters and Describe read
+// on one veth pair, AttachTap on one tap (both idempotent per interface); Counters and Describe read
 // them; Close detaches everything, restores the offload settings it
 // changed and unloads, and is safe to call twice. A Set keeps a netlink
 // socket open in every namespace it attached in, so those namespaces live

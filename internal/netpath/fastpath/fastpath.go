@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -122,22 +123,50 @@ func (s *Set) ProgramIDs() []ebpf.ProgramID {
 //
 // The namespace handles stay the caller's; the Set opens its own sockets
 // in them.
-func (s *Set) Attach(hostNS netns.NsHandle, hostIf string, farNS netns.NsHandle, farIf string) (err error) {
+func (s *Set) Attach(hostNS netns.NsHandle, hostIf string, farNS netns.NsHandle, farIf string) error {
+	if hostIf == "" || farIf == "" {
+		return fmt.Errorf("attach %s fast path: need both interface names (host %q, far %q)", s.mode, hostIf, farIf)
+	}
+	return s.attach(hostNS, hostIf, &farEnd{ns: farNS, name: farIf})
+}
+
+// AttachTap installs the fast path on the tap tapName in namespace hostNS,
+// a VM's NIC. Its far end is the VM's emulator, which the Set cannot
+// prepare: in xdp mode the program runs in tun's driver mode, which takes
+// only frames the emulator writes whole (no GSO, no partial checksum), so
+// the VM's NIC must send without those offloads. The tap goes in the xdp
+// device map, for the uplink's program to redirect into; tc sends to it
+// with bpf_redirect_neigh, as to any device that is not one of its veths.
+// Attaching the same tap again does nothing; a failed AttachTap undoes
+// what it did.
+func (s *Set) AttachTap(hostNS netns.NsHandle, tapName string) error {
+	if tapName == "" {
+		return fmt.Errorf("attach %s fast path to a tap: need its name", s.mode)
+	}
+	return s.attach(hostNS, tapName, nil)
+}
+
+// farEnd is where a veth's other end is; nil for a tap.
+type farEnd struct {
+	ns   netns.NsHandle
+	name string
+}
+
+func (s *Set) attach(hostNS netns.NsHandle, hostIf string, farIf *farEnd) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("attach %s fast path to %s: %w", s.mode, hostIf, ErrClosed)
 	}
-	if hostIf == "" || farIf == "" {
-		return fmt.Errorf("attach %s fast path: need both interface names (host %q, far %q)", s.mode, hostIf, farIf)
-	}
 	hostKey, err := keyOf(hostNS)
 	if err != nil {
 		return fmt.Errorf("attach %s fast path to %s: %w", s.mode, hostIf, err)
 	}
-	farKey, err := keyOf(farNS)
-	if err != nil {
-		return fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, hostIf, farIf, err)
+	var farKey nsKey
+	if farIf != nil {
+		if farKey, err = keyOf(farIf.ns); err != nil {
+			return fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, hostIf, farIf.name, err)
+		}
 	}
 	if done, err := s.attachedAlready(hostKey, hostIf, farKey, farIf); done || err != nil {
 		return err
@@ -154,70 +183,91 @@ func (s *Set) Attach(hostNS netns.NsHandle, hostIf string, farNS netns.NsHandle,
 	if err != nil {
 		return fmt.Errorf("attach %s fast path to %s: %w", s.mode, hostIf, err)
 	}
-	farSp, err := s.space(farNS, farKey)
-	if err != nil {
-		return fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, hostIf, farIf, err)
-	}
-	host := &iface{sp: hostSp, name: hostIf}
-	far := &iface{sp: farSp, name: farIf, far: true}
-	host.peer, far.peer = far, host
+	host := &iface{sp: hostSp, name: hostIf, tap: farIf == nil}
 	hostLink, err := host.lookup()
 	if err != nil {
 		return fmt.Errorf("attach %s fast path to %s: %w", s.mode, hostIf, err)
 	}
-	farLink, err := far.lookup()
-	if err != nil {
-		return fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, hostIf, farIf, err)
-	}
-	// A veth reports its peer's ifindex as its link; both ends must point
-	// at each other, or the pass program and checksum settings would go to
-	// a device that never receives this pair's frames.
-	if hostLink.Attrs().ParentIndex != far.index || farLink.Attrs().ParentIndex != host.index {
-		return fmt.Errorf("attach %s fast path to %s: %s (ifindex %d) in the far namespace is not its peer (its peer has ifindex %d)",
-			s.mode, hostIf, farIf, far.index, hostLink.Attrs().ParentIndex)
+	attached := []*iface{host}
+	if farIf != nil {
+		far, err := s.farIface(host, hostLink, farIf, farKey)
+		if err != nil {
+			return err
+		}
+		attached = []*iface{far, host}
 	}
 	// Read before touching either end: XDP on one end of a veth changes
 	// the offloads of the other.
-	host.before, far.before = host.readOffloads(), far.readOffloads()
+	for _, ifc := range attached {
+		ifc.before = ifc.readOffloads()
+	}
 	// The far end first: frames must not be redirected towards it before
 	// it can deliver them and its checksums are complete.
-	if err := s.prepareFar(far, &undo); err != nil {
-		return fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, hostIf, farIf, err)
+	if far := host.peer; far != nil {
+		if err := s.prepareFar(far, &undo); err != nil {
+			return fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, hostIf, far.name, err)
+		}
 	}
 	if err := s.attachHost(host, hostLink, &undo); err != nil {
 		return fmt.Errorf("attach %s fast path to %s: %w", s.mode, hostIf, err)
 	}
 	// Attaching XDP to one end changes the other's offloads, so both are
 	// read once everything is in place.
-	for _, ifc := range []*iface{far, host} {
+	for _, ifc := range attached {
 		ifc.after = ifc.readOffloads()
 	}
-	s.ifaces = append(s.ifaces, far, host)
+	s.ifaces = append(s.ifaces, attached...)
 	return nil
 }
 
-// attachedAlready says whether this pair is attached, and refuses a pair
-// that overlaps one attached differently.
-func (s *Set) attachedAlready(hostKey nsKey, hostIf string, farKey nsKey, farIf string) (bool, error) {
+// farIface finds the far end of the veth host and checks that the two are
+// a pair.
+func (s *Set) farIface(host *iface, hostLink netlink.Link, farIf *farEnd, farKey nsKey) (*iface, error) {
+	farSp, err := s.space(farIf.ns, farKey)
+	if err != nil {
+		return nil, fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, host.name, farIf.name, err)
+	}
+	far := &iface{sp: farSp, name: farIf.name, far: true}
+	farLink, err := far.lookup()
+	if err != nil {
+		return nil, fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, host.name, farIf.name, err)
+	}
+	// A veth reports its peer's ifindex as its link; both ends must point
+	// at each other, or the pass program and checksum settings would go to
+	// a device that never receives this pair's frames.
+	if hostLink.Attrs().ParentIndex != far.index || farLink.Attrs().ParentIndex != host.index {
+		return nil, fmt.Errorf("attach %s fast path to %s: %s (ifindex %d) in the far namespace is not its peer (its peer has ifindex %d)",
+			s.mode, host.name, farIf.name, far.index, hostLink.Attrs().ParentIndex)
+	}
+	host.peer, far.peer = far, host
+	return far, nil
+}
+
+// attachedAlready says whether this interface is attached as asked (a veth
+// with this far end, or a tap when farIf is nil), and refuses one that
+// overlaps an attachment made differently.
+func (s *Set) attachedAlready(hostKey nsKey, hostIf string, farKey nsKey, farIf *farEnd) (bool, error) {
 	var host, far *iface
 	for _, ifc := range s.ifaces {
 		switch {
 		case !ifc.far && ifc.sp.key == hostKey && ifc.name == hostIf:
 			host = ifc
-		case ifc.far && ifc.sp.key == farKey && ifc.name == farIf:
+		case ifc.far && farIf != nil && ifc.sp.key == farKey && ifc.name == farIf.name:
 			far = ifc
 		}
 	}
 	switch {
 	case host == nil && far == nil:
 		return false, nil
+	case host != nil && host.tap != (farIf == nil):
+		return false, fmt.Errorf("attach %s fast path to %s: already attached as a %s", s.mode, hostIf, host.kind())
 	case host != nil && host.peer == far:
 		return true, nil
 	case host != nil:
 		return false, fmt.Errorf("attach %s fast path to %s: already attached with far end %s in netns inode %d, not %s in netns inode %d",
-			s.mode, hostIf, host.peer.name, host.peer.sp.key.ino, farIf, farKey.ino)
+			s.mode, hostIf, host.peer.name, host.peer.sp.key.ino, farIf.name, farKey.ino)
 	default:
-		return false, fmt.Errorf("attach %s fast path to %s: its far end %s is already attached as the far end of %s", s.mode, hostIf, farIf, far.peer.name)
+		return false, fmt.Errorf("attach %s fast path to %s: its far end %s is already attached as the far end of %s", s.mode, hostIf, farIf.name, far.peer.name)
 	}
 }
 

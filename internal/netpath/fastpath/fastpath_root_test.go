@@ -11,9 +11,11 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/vfleet/vfleet/internal/nsthread"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -417,4 +419,96 @@ func mustCounters(t *testing.T, s *Set) Counters {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestAttachTapHooksTheTap attaches each fast path to a VM's tap beside
+// its uplink: the program on the tap as on a veth's host end (xdp in
+// driver mode), the tap in the xdp device map, which the uplink's program
+// redirects through, but not in tc's map of veths, whose redirect needs a
+// peer; a tap is not taken for a veth or the other way round; Close takes
+// it all off. (The traffic is netpath's conformance test's.)
+func TestAttachTapHooksTheTap(t *testing.T) {
+	testutil.RequiresRoot(t)
+	for _, mode := range Modes() {
+		t.Run(string(mode), func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			t.Cleanup(func() { testutil.CheckLeaks(t, before) })
+			tp := newTopology(t, 1)
+			tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "vm0"}, Mode: netlink.TUNTAP_MODE_TAP,
+				Flags: netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR | netlink.TUNTAP_ONE_QUEUE}
+			// A tap is made through /dev/net/tun in the caller's namespace,
+			// whatever netlink handle asks.
+			if err := nsthread.Do(tp.hs.h, func() error { return netlink.LinkAdd(tap) }); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tap.Fds {
+				f.Close() // persistent: it stays until its namespace goes
+			}
+			s, err := Load(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Attach(tp.hs.h, "up0", tp.peer.h, "eth0"); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the second time changes nothing
+				if err := s.AttachTap(tp.hs.h, "vm0"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for what, err := range map[string]error{
+				"the tap as a veth":       s.Attach(tp.hs.h, "vm0", tp.guests[0].h, "eth0"),
+				"the uplink as a tap":     s.AttachTap(tp.hs.h, "up0"),
+				"a veth not attached yet": s.AttachTap(tp.hs.h, "g0"),
+			} {
+				if err == nil {
+					t.Errorf("attached %s", what)
+				}
+			}
+			if len(s.ifaces) != 3 {
+				t.Errorf("the Set holds %d interfaces, want the uplink's two ends and the tap", len(s.ifaces))
+			}
+			l, err := tp.hs.nl.LinkByName("vm0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			index := uint32(l.Attrs().Index)
+			var v uint32
+			inMap := s.egress.Lookup(index, &v) == nil
+			d := s.Describe()
+			switch mode {
+			case XDP:
+				if x := l.Attrs().Xdp; x == nil || !x.Attached || x.AttachMode != nl.XDP_ATTACHED_DRV {
+					t.Errorf("vm0 has XDP %+v, want our program in driver mode", x)
+				}
+				if !inMap {
+					t.Error("vm0 is not in the device map: the uplink's program cannot redirect to it")
+				}
+			case TC:
+				filters, err := tp.hs.nl.FilterList(l, netlink.HANDLE_MIN_INGRESS)
+				if err != nil || len(filters) != 1 {
+					t.Errorf("vm0 has ingress filters %v (%v), want ours", filters, err)
+				}
+				if inMap {
+					t.Error("vm0 is in the map of veths: tc would bpf_redirect_peer into a tap")
+				}
+			}
+			if !strings.HasPrefix(d["if.vm0"], map[Mode]string{XDP: hookXDPDriver, TC: hookTCIngress}[mode]) || !strings.HasPrefix(d["if.vm0.far"], "none: a tap") {
+				t.Errorf("Describe says of the tap %q, far end %q", d["if.vm0"], d["if.vm0.far"])
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if l, err = tp.hs.nl.LinkByName("vm0"); err != nil {
+				t.Fatal(err)
+			}
+			if x := l.Attrs().Xdp; x != nil && x.Attached {
+				t.Errorf("vm0 still has XDP program %d after Close", x.ProgId)
+			}
+			if filters, err := tp.hs.nl.FilterList(l, netlink.HANDLE_MIN_INGRESS); err == nil && len(filters) != 0 {
+				t.Errorf("vm0 still has ingress filters %v after Close", filters)
+			}
+		})
+	}
 }

@@ -217,6 +217,8 @@ func TestDescribeGolden(t *testing.T) {
 	ifaces := append(pair("up0", 2, 4026532386), pair("g0", 3, 4026532455)...)
 	ifaces = append(ifaces, &iface{sp: hs, name: "g1", index: 4, hook: hookNone}) // offloads unreadable
 	ifaces[len(ifaces)-1].peer = &iface{name: "eth0"}
+	ifaces = append(ifaces, &iface{sp: hs, name: "x0", index: 5, tap: true, hook: hookXDPDriver, progName: "vfleet_xdp_fwd",
+		before: offloadsOf(t, untouched), after: offloadsOf(t, untouched)})
 	got := describe(XDP, []progDesc{{"vfleet_xdp_fwd", 158, "34bc92cf1c4c75fa"}, {"vfleet_xdp_pass", 159, "614b434cd8324ecc"}}, ifaces)
 	b, err := json.MarshalIndent(got, "", "  ")
 	if err != nil {
