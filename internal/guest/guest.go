@@ -71,6 +71,9 @@ type Spec struct {
 	// Disk is "overlay" (or empty): a copy-on-write layer over the image's
 	// shared base disk; or "copy": a full private copy of it.
 	Disk string
+	// Launch is "boot" (or empty): a cold boot of the kernel; or "clone":
+	// a restore of a template VM of the same shape, booted once and saved.
+	Launch string
 	// PinVCPUs pins vCPU i to the i-th host CPU of this cpuset list; empty
 	// leaves the vCPU threads to the host scheduler.
 	PinVCPUs string
@@ -117,6 +120,9 @@ func (s Spec) VMFieldsSet() []string {
 	}
 	if s.Disk != "" {
 		set = append(set, "disk")
+	}
+	if s.Launch != "" {
+		set = append(set, "launch")
 	}
 	if s.PinVCPUs != "" {
 		set = append(set, "pin_vcpus")

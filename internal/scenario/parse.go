@@ -475,6 +475,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"vcpus":       p.integer(&g.VCPUs, 1, MaxVCPUs),
 			"accel":       p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
 			"disk":        p.oneOf(&g.Disk, "overlay", "copy"),
+			"launch":      p.oneOf(&g.Launch, "boot", "clone"),
 			"rt_priority": p.integer(&g.RTPriority, 1, 99),
 			"pin_vcpus": func(v *yaml.Node, path string) {
 				if s, ok := p.scalar(v, path); ok {

@@ -80,6 +80,7 @@ type GuestGroup struct {
 	VCPUs      int
 	Accel      string
 	Disk       string
+	Launch     string
 	PinVCPUs   string
 	RTPriority int
 }

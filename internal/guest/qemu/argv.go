@@ -35,6 +35,25 @@ type launchConfig struct {
 	ConsoleLog  string
 	// NIC is the guest's network card, nil for none.
 	NIC *nicConfig
+	// RAM, when set, is a file the guest's memory lives in, which is what
+	// lets a booted template be cloned (see template.go).
+	RAM *ramFile
+	// Incoming makes QEMU wait for a saved state to resume instead of
+	// booting the kernel: a clone of a template.
+	Incoming bool
+	// TranslationMiB bounds TCG's translation cache, 0 for QEMU's default
+	// (up to 1 GiB, filled as the guest runs new code). Each QEMU process
+	// has its own, so a fleet keeps it small.
+	TranslationMiB int
+}
+
+// ramFile is guest memory in a file. A template maps it shared, so that
+// what it boots into lands in the file; a clone maps it private, so that
+// it reads the template's pages and its writes stay its own
+// (copy-on-write).
+type ramFile struct {
+	Path   string
+	Shared bool
 }
 
 // nicConfig is a virtio-net card on a tap or macvtap QEMU inherits as an
@@ -49,6 +68,10 @@ type nicConfig struct {
 	VhostFD int
 	// OffloadsOff turns the card's transmit offloads off (offloadsOff).
 	OffloadsOff bool
+	// Unplugged puts the card on a hub port that leads nowhere instead of
+	// a device: a template has the card its clones will have, but no
+	// network of its own.
+	Unplugged bool
 }
 
 // offloadsOff are the virtio-net properties, as QEMU names them, that let
@@ -87,6 +110,13 @@ func qemuArgv(c launchConfig) []string {
 			machine += ",pit=on,pic=on,rtc=on"
 		}
 	}
+	accel := c.Accel
+	if c.TranslationMiB > 0 && c.Accel == AccelTCG {
+		accel += fmt.Sprintf(",tb-size=%d", c.TranslationMiB)
+	}
+	if c.RAM != nil {
+		machine += ",memory-backend=ram"
+	}
 	cpu := "max" // the richest model TCG emulates
 	if c.Accel == "kvm" {
 		cpu = "host"
@@ -94,12 +124,16 @@ func qemuArgv(c launchConfig) []string {
 	a := []string{
 		"-name", "vfleet-" + c.Name + ",debug-threads=on",
 		"-machine", machine,
-		"-accel", c.Accel,
+		"-accel", accel,
 		"-cpu", cpu,
 		"-smp", fmt.Sprint(c.VCPUs),
 		"-m", fmt.Sprintf("%dM", c.MemoryMiB),
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-kernel", c.Kernel,
+	}
+	if c.RAM != nil {
+		a = append(a, "-object", fmt.Sprintf("memory-backend-file,id=ram,size=%dM,mem-path=%s,share=%s",
+			c.MemoryMiB, c.RAM.Path, onOff(c.RAM.Shared)))
 	}
 	if c.Initramfs != "" {
 		a = append(a, "-initrd", c.Initramfs)
@@ -122,7 +156,9 @@ func qemuArgv(c launchConfig) []string {
 		// reach the host's stack. QEMU reads that from the descriptor
 		// itself and refuses vnet_hdr= next to fd=.
 		netdev := fmt.Sprintf("tap,id=net0,fd=%d", c.NIC.FD)
-		if c.NIC.VhostFD > 0 {
+		if c.NIC.Unplugged {
+			netdev = "hubport,id=net0,hubid=0"
+		} else if c.NIC.VhostFD > 0 {
 			netdev += fmt.Sprintf(",vhost=on,vhostfd=%d", c.NIC.VhostFD)
 		}
 		a = append(a, "-netdev", netdev)
@@ -137,7 +173,19 @@ func qemuArgv(c launchConfig) []string {
 		}
 		a = append(a, "-device", nic)
 	}
+	if c.Incoming {
+		// Deferred, so that the monitor can set the migration's
+		// capabilities before the state is read (see restoreState).
+		a = append(a, "-incoming", "defer")
+	}
 	return a
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 // kernelCmdline is the guest kernel's command line. panic=-1 with QEMU's

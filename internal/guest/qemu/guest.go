@@ -51,6 +51,7 @@ type Guest struct {
 	memMiB  int64
 	pins    []int
 	disk    string
+	clone   bool              // restore a saved template instead of booting
 	nic     *vminit.NetConfig // nil without a network
 }
 
@@ -107,23 +108,55 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err := os.MkdirAll(g.dir, 0o700); err != nil {
 		return fail(err)
 	}
-	diskMode := g.disk
-	if diskMode == "" {
-		diskMode = DiskOverlay
-	}
-	disk := filepath.Join(g.dir, "disk.qcow2")
-	if err := makeDisk(ctx, qemuImg.Path, diskMode, boot.BaseDisk, disk); err != nil {
-		return fail(err)
-	}
-
 	cfg := launchConfig{
 		Name: spec.Name, Machine: g.machine, Accel: accel, VCPUs: g.vcpus, MemoryMiB: g.memMiB,
-		Kernel: boot.Kernel, Initramfs: boot.Initramfs, Disk: disk,
+		Kernel: boot.Kernel, Initramfs: boot.Initramfs,
 		Cmdline:     kernelCmdline(boot.Root, spec.Name, g.env.AgentPath, guest.ScratchDir, tscKHz, g.nic),
 		AgentSocket: filepath.Join(g.dir, "agent.sock"), QMPSocket: filepath.Join(g.dir, "qmp.sock"),
 		ConsoleLog: filepath.Join(g.dir, "console.log"),
 	}
+	diskMode, base := g.disk, boot.BaseDisk
+	if diskMode == "" {
+		diskMode = DiskOverlay
+	}
 	var extra []*os.File
+	defer func() {
+		// QEMU has its own copies now; ours go, so that a device is free
+		// again once QEMU exits.
+		for _, f := range extra {
+			f.Close()
+		}
+	}()
+	var tpl template
+	stateFD := 0
+	if g.clone {
+		shape := templateShape{
+			QEMU: qemuIdentity(ctx, qemuTool), Machine: g.machine, Accel: accel, VCPUs: g.vcpus, MemoryMiB: g.memMiB,
+			Kernel: boot.Kernel, Initramfs: boot.Initramfs, BaseDisk: boot.BaseDisk, NIC: spec.Tap != nil,
+			OffloadsOff: spec.Tap != nil && spec.Tap.OffloadsOff != "",
+		}
+		// The template boots as no guest in particular: no address, its
+		// own name; a clone takes its identity after the restore.
+		cfg.Cmdline = kernelCmdline(boot.Root, "template", g.env.AgentPath, guest.ScratchDir, tscKHz, nil)
+		cfg.TranslationMiB = cloneTranslationMiB
+		shape.Cmdline = cfg.Cmdline
+		if tpl, err = ensureTemplate(ctx, templateBuilder{qemu: qemuTool.Path, qemuImg: qemuImg.Path, cfg: cfg, env: g.env}, shape); err != nil {
+			return fail(err)
+		}
+		state, err := os.Open(tpl.State)
+		if err != nil {
+			return fail(err)
+		}
+		stateFD = 3 + len(extra)
+		extra = append(extra, state)
+		cfg.RAM = &ramFile{Path: tpl.RAM}
+		cfg.Incoming = true
+		base = tpl.Disk
+	}
+	cfg.Disk = filepath.Join(g.dir, "disk.qcow2")
+	if err := makeDisk(ctx, qemuImg.Path, diskMode, base, cfg.Disk); err != nil {
+		return fail(err)
+	}
 	if t := spec.Tap; t != nil {
 		dev, kind, err := netpath.OpenVMDevice(t.NSPath, t.Name)
 		if err != nil {
@@ -139,12 +172,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": kind.String(), "net.addr": t.Addr.String(),
 			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff)})
 	}
-	m, err := g.launch(qemuTool.Path, cfg, extra, undo)
-	// QEMU has its own copies now; ours go, so that the device is free
-	// again once QEMU exits.
-	for _, f := range extra {
-		f.Close()
-	}
+	m, err := startQEMU(qemuTool.Path, cfg, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
 	if err != nil {
 		return fail(err)
 	}
@@ -154,38 +182,33 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	mon, err := waitQMP(sctx, cfg.QMPSocket, m.exited)
 	cancel()
 	if err != nil {
-		return fail(g.bootError(m, cfg, err))
+		return fail(bootError(m, g.dir, cfg.ConsoleLog, err))
 	}
 	m.mon = mon
-
-	readyTimeout := readyTimeoutTCG
-	if accel == AccelKVM {
-		readyTimeout = readyTimeoutKVM
-	}
-	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	go func() {
-		select {
-		case <-m.exited:
-			cancel() // QEMU is gone: stop waiting for its agent
-		case <-rctx.Done():
+	if g.clone {
+		rctx, rcancel := context.WithTimeout(ctx, socketWait)
+		err := mon.restoreState(rctx, stateFD)
+		rcancel()
+		if err != nil {
+			return fail(bootError(m, g.dir, cfg.ConsoleLog, fmt.Errorf("restore the template's state: %w", err)))
 		}
-	}()
-	client, err := agent.WaitReady(rctx, cfg.AgentSocket)
+	}
+	client, err := waitAgent(ctx, m, cfg)
 	if err != nil {
-		if ctx.Err() != nil {
-			return fail(ctx.Err())
-		}
-		return fail(g.bootError(m, cfg, fmt.Errorf("agent not ready within %s under %s", readyTimeout, accel)))
+		return fail(err)
 	}
-	ready := time.Since(launched)
-	m.booted = true
 	keep := false
 	defer func() {
 		if !keep {
 			client.Close()
 		}
 	}()
+	if g.clone {
+		if err := g.become(ctx, client); err != nil {
+			return fail(err)
+		}
+	}
+	ready := time.Since(launched)
 
 	qctx, qcancel := context.WithTimeout(ctx, qmpTimeout)
 	defer qcancel()
@@ -194,9 +217,9 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 	maps.Copy(details, map[string]string{
-		"machine": g.machine, "accel": accel, "accel_choice": accelWhy,
+		"machine": g.machine, "accel": accel, "accel_choice": accelWhy, "launch": LaunchBoot,
 		"vcpus": strconv.Itoa(g.vcpus), "memory_mib": strconv.FormatInt(g.memMiB, 10),
-		"vcpu_threads": joinInts(threads), "disk": diskMode, "disk_path": disk,
+		"vcpu_threads": joinInts(threads), "disk": diskMode, "disk_path": cfg.Disk,
 		"kernel": boot.Kernel, "console_log": cfg.ConsoleLog,
 		"qemu_start_to_ready":   ready.String(),
 		"guest_uptime_at_ready": strconv.FormatFloat(client.Hello().KernelUptime, 'f', 2, 64) + "s",
@@ -205,6 +228,9 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	// serves one at a time, and the vfleet that started the VM holds it. A
 	// fleet's later commands reach the VM here once its `up` has exited.
 	details["agent_socket"] = cfg.AgentSocket
+	if g.clone {
+		maps.Copy(details, cloneDetails(tpl))
+	}
 	if g.pins != nil {
 		if err := pinThreads(threads, g.pins); err != nil {
 			return fail(err)
@@ -224,10 +250,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}, nil
 }
 
-// launch starts QEMU, records it and pushes its stop.
-// extra are files QEMU inherits as descriptors 3, 4, ….
-func (g *Guest) launch(qemu string, cfg launchConfig, extra []*os.File, undo *guest.Teardown) (*vm, error) {
-	logf, err := os.Create(filepath.Join(g.dir, "qemu.log"))
+// startQEMU starts QEMU with its output in logPath, records it and
+// pushes its stop. extra are files QEMU inherits as descriptors 3, 4, ….
+func startQEMU(qemu string, cfg launchConfig, extra []*os.File, logPath string, env guest.Env, undo *guest.Teardown) (*vm, error) {
+	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -235,19 +261,19 @@ func (g *Guest) launch(qemu string, cfg launchConfig, extra []*os.File, undo *gu
 	cmd := exec.Command(qemu, qemuArgv(cfg)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = g.env.ProcAttr()
+	cmd.SysProcAttr = env.ProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
 	m := &vm{cmd: cmd, exited: make(chan struct{})}
 	go func() { m.err = cmd.Wait(); close(m.exited) }()
-	pidEntry, recErr := g.env.Ledger.RecordProcess(cmd.Process.Pid)
+	pidEntry, recErr := env.Ledger.RecordProcess(cmd.Process.Pid)
 	undo.Push(func() error {
 		m.stop()
 		if recErr != nil {
 			return nil
 		}
-		return g.env.Ledger.Done(pidEntry)
+		return env.Ledger.Done(pidEntry)
 	})
 	if recErr != nil {
 		return nil, recErr
@@ -303,17 +329,17 @@ func waitQMP(ctx context.Context, path string, exited <-chan struct{}) (*qmpClie
 	}
 }
 
-// bootError explains a failed boot with what QEMU and the guest's console
-// said: a kernel panic line when there is one, else the console's last
-// lines, and QEMU's own complaint when it exited.
-func (g *Guest) bootError(m *vm, cfg launchConfig, cause error) error {
+// bootError explains a failed boot with what QEMU (its log in dir) and the
+// guest's console said: a kernel panic line when there is one, else the
+// console's last lines, and QEMU's own complaint when it exited.
+func bootError(m *vm, dir, consoleLog string, cause error) error {
 	select {
 	case <-m.exited:
-		qlog, _ := os.ReadFile(filepath.Join(g.dir, "qemu.log"))
+		qlog, _ := os.ReadFile(filepath.Join(dir, "qemu.log"))
 		cause = fmt.Errorf("qemu exited (%v): %s", m.err, tailLines(qlog, 5))
 	default:
 	}
-	console, _ := os.ReadFile(cfg.ConsoleLog)
+	console, _ := os.ReadFile(consoleLog)
 	if h := bootHint(console); h != "" {
 		cause = fmt.Errorf("%w (%s)", cause, h)
 	}

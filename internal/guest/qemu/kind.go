@@ -22,6 +22,12 @@ const (
 	DiskCopy    = "copy"
 )
 
+// Launch modes.
+const (
+	LaunchBoot  = "boot"
+	LaunchClone = "clone"
+)
+
 // DefaultMemory is a VM's RAM when the spec gives none.
 const DefaultMemory = 512 << 20
 
@@ -104,6 +110,15 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	default:
 		return bad("unknown disk %q (known: overlay, copy)", spec.Disk)
 	}
+	switch spec.Launch {
+	case "", LaunchBoot:
+	case LaunchClone:
+		if spec.Disk == DiskCopy {
+			return bad("disk copy takes launch boot: a clone's disk is an overlay of its template's")
+		}
+	default:
+		return bad("unknown launch %q (known: boot, clone)", spec.Launch)
+	}
 	vcpus := spec.VCPUs
 	if vcpus == 0 {
 		vcpus = 1
@@ -136,6 +151,6 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, dir: dir,
 		machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
-		disk: strings.TrimSpace(spec.Disk), nic: nic,
+		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, nic: nic,
 	}, nil
 }

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // monitor is how vfleet drives a running virtual machine monitor. QMP is
@@ -86,6 +89,12 @@ func checkGreeting(line []byte) error {
 
 // execute runs one command; out, when not nil, receives its return value.
 func (q *qmpClient) execute(ctx context.Context, command string, args any, out any) error {
+	return q.executeWithFile(ctx, command, args, out, nil)
+}
+
+// executeWithFile runs one command, passing f's descriptor along with it
+// when f is not nil, as getfd and add-fd take theirs.
+func (q *qmpClient) executeWithFile(ctx context.Context, command string, args any, out any, f *os.File) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.id++
@@ -100,7 +109,7 @@ func (q *qmpClient) execute(ctx context.Context, command string, args any, out a
 	}
 	stop := watchConn(ctx, q.conn)
 	defer stop()
-	if _, err := q.conn.Write(append(b, '\n')); err != nil {
+	if err := q.write(append(b, '\n'), f); err != nil {
 		return fmt.Errorf("qmp %s: %w", command, ctxOr(ctx, err))
 	}
 	for {
@@ -122,6 +131,19 @@ func (q *qmpClient) execute(ctx context.Context, command string, args any, out a
 		}
 		return nil
 	}
+}
+
+func (q *qmpClient) write(b []byte, f *os.File) error {
+	if f == nil {
+		_, err := q.conn.Write(b)
+		return err
+	}
+	uc, ok := q.conn.(*net.UnixConn)
+	if !ok {
+		return errors.New("passing a descriptor needs a unix socket")
+	}
+	_, _, err := uc.WriteMsgUnix(b, unix.UnixRights(int(f.Fd())), nil)
+	return err
 }
 
 // decodeReply reads one line from QEMU; done is false for an event or a

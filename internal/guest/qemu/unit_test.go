@@ -340,3 +340,36 @@ func TestVhostNetOnlyUnderKVMAndWhereTheDeviceOpens(t *testing.T) {
 		}
 	}
 }
+
+// A template maps its RAM file shared and has a NIC that leads nowhere; a
+// clone maps the same file private, waits for its state and keeps TCG's
+// translation cache small.
+func TestArgvOfTemplatesAndClones(t *testing.T) {
+	base := launchConfig{Name: "g", Machine: MachineMicroVM, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 256, TranslationMiB: 32}
+	tpl := base
+	tpl.RAM = &ramFile{Path: "/t/ram", Shared: true}
+	tpl.NIC = &nicConfig{MAC: templateMAC, Unplugged: true}
+	clone := base
+	clone.RAM = &ramFile{Path: "/t/ram"}
+	clone.NIC = &nicConfig{FD: 4, MAC: "02:76:01:00:01:01"}
+	clone.Incoming = true
+	for _, c := range []struct {
+		cfg       launchConfig
+		want, not []string
+	}{
+		{tpl, []string{"memory-backend=ram", "memory-backend-file,id=ram,size=256M,mem-path=/t/ram,share=on", "tcg,tb-size=32", "hubport,id=net0,hubid=0"}, []string{"-incoming", "fd="}},
+		{clone, []string{"memory-backend-file,id=ram,size=256M,mem-path=/t/ram,share=off", "-incoming defer", "tap,id=net0,fd=4"}, []string{"hubport"}},
+	} {
+		argv := strings.Join(qemuArgv(c.cfg), " ")
+		for _, w := range c.want {
+			if !strings.Contains(argv, w) {
+				t.Errorf("argv lacks %q: %s", w, argv)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(argv, n) {
+				t.Errorf("argv has %q: %s", n, argv)
+			}
+		}
+	}
+}

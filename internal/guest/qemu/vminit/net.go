@@ -20,10 +20,21 @@ const nicWait = 10 * time.Second
 // configureNet finds the NIC by its MAC address (the one QEMU was given),
 // names it eth0, gives it its address, brings it up and, on a routed
 // path, adds the default route through the host side.
-func configureNet(c NetConfig) error {
-	link, err := waitLinkByMAC(c.MAC, nicWait)
+func configureNet(c NetConfig) error { return configureNetFrom(c.MAC, c) }
+
+// configureNetFrom does configureNet for a NIC found by the MAC it has
+// now, a clone's template's, and gives it c's.
+func configureNetFrom(now net.HardwareAddr, c NetConfig) error {
+	link, err := waitLinkByMAC(now, nicWait)
 	if err != nil {
 		return err
+	}
+	if !bytes.Equal(now, c.MAC) {
+		// While the link is down; the driver tells the device too, which
+		// filters what it delivers by this address.
+		if err := netlink.LinkSetHardwareAddr(link, c.MAC); err != nil {
+			return fmt.Errorf("network: MAC %s on %s: %w", c.MAC, link.Attrs().Name, err)
+		}
 	}
 	if link.Attrs().Name != IfName {
 		// Still down, so it can be renamed.

@@ -1,6 +1,7 @@
 package vminit
 
 import (
+	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
@@ -62,5 +63,28 @@ func TestParseNetConfigRefuses(t *testing.T) {
 		if c, err := ParseNetConfig(s); err == nil {
 			t.Errorf("%q accepted as %s", s, c)
 		}
+	}
+}
+
+func TestParseIdentityRefusesWhatCannotMakeAClone(t *testing.T) {
+	seed := make([]byte, MinSeed)
+	good := Identity{Hostname: "vm-1", Seed: seed, UnixNano: 1, Net: "198.18.0.18/19,,02:76:01:00:00:01", TemplateMAC: "02:7f:00:00:00:01"}
+	enc := func(id Identity) string { b, _ := json.Marshal(id); return string(b) }
+	if _, err := ParseIdentity(enc(good)); err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range map[string]Identity{
+		"no hostname":  {Seed: seed, UnixNano: 1},
+		"short seed":   {Hostname: "a", Seed: seed[:8], UnixNano: 1},
+		"no clock":     {Hostname: "a", Seed: seed},
+		"bad net":      {Hostname: "a", Seed: seed, UnixNano: 1, Net: "x", TemplateMAC: "02:7f:00:00:00:01"},
+		"bad template": {Hostname: "a", Seed: seed, UnixNano: 1, Net: good.Net, TemplateMAC: "zz"},
+	} {
+		if _, err := ParseIdentity(enc(id)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := ParseIdentity("{"); err == nil {
+		t.Error("broken JSON accepted")
 	}
 }
