@@ -187,11 +187,16 @@ func (r *run) runTogether(ctx context.Context, st scenario.Step) error {
 	})
 	stopNoise := r.startNoise(ctx, st)
 	start := time.Now().Add(togetherLead + time.Duration(len(members))*togetherLeadPerGuest)
+	var vcpus int
+	for _, m := range members {
+		vcpus += max(m.g.Spec().VCPUs, 1)
+	}
+	stretch := r.placed.stretch(vcpus)
 	parallel(members, func(m *member) {
 		if m.err != nil {
 			return
 		}
-		m.m, m.err = r.measure(ctx, m.g, st, start.Add(m.offset).UnixNano())
+		m.m, m.err = r.measure(ctx, m.g, st, start.Add(m.offset).UnixNano(), stretch)
 	})
 	stopNoise()
 	var errs []error

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -115,6 +116,20 @@ type placement struct {
 	details map[string]map[string]string
 	// summary says it in a line, for the progress log.
 	summary string
+	// poolCPUs is how many CPUs the measured guests share; 0 when the run
+	// places nothing, and they share the whole host.
+	poolCPUs int
+}
+
+// stretch is how many of vcpus busy vCPUs (or single-threaded tools)
+// share each CPU of the guests' pool, at least 1: how much slower each
+// runs than alone.
+func (pl placement) stretch(vcpus int) float64 {
+	pool := pl.poolCPUs
+	if pool == 0 {
+		pool = runtime.NumCPU()
+	}
+	return max(float64(vcpus)/float64(pool), 1)
 }
 
 // place applies the scenario's pinning to plan's guests, in place: a
@@ -158,6 +173,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 	if len(pool) == 0 {
 		return pl, fmt.Errorf("no CPU is left for the measured guests on this %d-CPU host once the reserved and noise CPUs (%s) are taken", len(online), pl.noiseCPUs)
 	}
+	pl.poolCPUs = len(pool)
 	sortedPool := append([]int(nil), pool...)
 	sort.Ints(sortedPool)
 	if len(pool) < len(online) {

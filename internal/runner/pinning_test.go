@@ -95,6 +95,13 @@ workloads: [{workload: cpu}]
 	if pl.details["c-3"]["oversubscription"] != "2.00" || !strings.Contains(pl.summary, "oversubscribed 2.00×") {
 		t.Errorf("6 CPUs wanted of 3: details %v, summary %q", pl.details["c-3"], pl.summary)
 	}
+	// Tools in 6 busy vCPUs on 3 CPUs take twice as long; in 2, no longer.
+	if s := pl.stretch(6); s != 2 {
+		t.Errorf("stretch of 6 vCPUs on 3 CPUs = %v, want 2", s)
+	}
+	if s := pl.stretch(2); s != 1 {
+		t.Errorf("stretch of 2 vCPUs on 3 CPUs = %v, want 1", s)
+	}
 }
 
 func TestPlaceKeepsMeasuredGuestsOffTheNoiseCPUs(t *testing.T) {

@@ -645,7 +645,7 @@ func describe(st scenario.Step) string {
 // runStep executes one step; its error is also recorded as a failure
 // unless the run was interrupted.
 func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) error {
-	m, err := r.measure(ctx, g, st, 0)
+	m, err := r.measure(ctx, g, st, 0, 1)
 	if err != nil || st.Warmup {
 		return err
 	}
@@ -662,13 +662,15 @@ type measurement struct {
 
 // measure runs the step's tool in g, at startAt on the agent's clock (0:
 // at once), and parses its output; a failure is recorded.
-func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, startAt int64) (measurement, error) {
+// stretch (at least 1) multiplies the tool's time limit: guests sharing
+// CPUs each run their tool that many times slower.
+func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, startAt int64, stretch float64) (measurement, error) {
 	name, group := g.Spec().Name, r.records[g.Spec().Name].Group
 	w, err := workload.Lookup(st.Workload)
 	if err != nil {
 		return measurement{}, err
 	}
-	reply, use, err := r.exec(ctx, g, w, st, startAt)
+	reply, use, err := r.exec(ctx, g, w, st, startAt, stretch)
 	if ctx.Err() != nil {
 		return measurement{}, ctx.Err()
 	}
@@ -714,7 +716,7 @@ func (r *run) record(ctx context.Context, g guest.Guest, st scenario.Step, m mea
 // exec runs a step's tool in the guest: a network workload through the
 // run's network (servers on the peer, CPU use measured around it), any
 // other directly. use is nil for a workload that is not a network one.
-func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st scenario.Step, startAt int64) (reply agent.Reply, use *cpuUse, err error) {
+func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st scenario.Step, startAt int64, stretch float64) (reply agent.Reply, use *cpuUse, err error) {
 	if nw, ok := w.(workload.Networked); ok {
 		if r.net == nil {
 			return agent.Reply{}, nil, workload.ErrNeedsNetwork
@@ -732,7 +734,8 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if g.Spec().Kind == scenario.DefaultKind && r.placed.hostCPUs != "" {
 		ex.Argv = append([]string{"taskset", "--cpu-list", r.placed.hostCPUs}, ex.Argv...)
 	}
-	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: ex.Timeout.Milliseconds(), MaxOutput: ex.MaxOutput, StartAtUnixNS: startAt})
+	timeout := time.Duration(float64(ex.Timeout) * max(stretch, 1))
+	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: timeout.Milliseconds(), MaxOutput: ex.MaxOutput, StartAtUnixNS: startAt})
 	return reply, nil, err
 }
 
