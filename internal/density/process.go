@@ -35,6 +35,10 @@ type Usage struct {
 	// PSS divides each shared page among the processes mapping it: summed
 	// over a fleet it is the memory the fleet really holds.
 	PSS int64
+	// Shared and Private split RSS: pages another process maps too (the
+	// binary, libraries, a clone's template pages, KSM's merged pages) and
+	// pages this process alone maps.
+	Shared, Private int64
 	// Processes is how many processes were counted.
 	Processes int
 }
@@ -104,12 +108,14 @@ func Memory(pids []int) (Usage, error) {
 		if err != nil {
 			return Usage{}, fmt.Errorf("memory of process %d: %w", pid, err)
 		}
-		rss, pss, err := parseSmapsRollup(b)
+		m, err := parseSmaps(b)
 		if err != nil {
 			return Usage{}, fmt.Errorf("memory of process %d: %w", pid, err)
 		}
-		u.RSS += rss
-		u.PSS += pss
+		if len(m) != 1 {
+			return Usage{}, fmt.Errorf("memory of process %d: smaps_rollup of %d areas: %w", pid, len(m), ErrFormat)
+		}
+		u.add(m[0].Usage)
 		u.Processes++
 	}
 	if u.Processes == 0 && len(pids) > 0 {
@@ -177,40 +183,124 @@ func parseChildren(b []byte) ([]int, error) {
 	return pids, nil
 }
 
-// parseSmapsRollup returns the Rss and Pss lines of /proc/PID/smaps_rollup
-// in bytes.
-func parseSmapsRollup(b []byte) (rss, pss int64, err error) {
+func (u *Usage) add(o Usage) {
+	u.RSS += o.RSS
+	u.PSS += o.PSS
+	u.Shared += o.Shared
+	u.Private += o.Private
+}
+
+// RegionMemory is the memory of one process's mappings of exactly size
+// bytes: a VM's guest RAM, which QEMU maps in one piece of the guest's
+// size (anonymous after a boot, the template's file in a clone). Nothing
+// else QEMU maps has a guest RAM's size: TCG's translation cache is a
+// page short of its size, or far smaller than any RAM a VM takes.
+func RegionMemory(pid int, size int64) (Usage, error) {
+	b, err := os.ReadFile(procPath(pid, "smaps"))
+	if gone(err) {
+		return Usage{}, fmt.Errorf("memory of process %d: %w", pid, ErrNoProcess)
+	}
+	if err != nil {
+		return Usage{}, err
+	}
+	areas, err := parseSmaps(b)
+	if err != nil {
+		return Usage{}, fmt.Errorf("memory of process %d: %w", pid, err)
+	}
+	return sizedLike(areas, size), nil
+}
+
+// sizedLike sums the areas of exactly size bytes.
+func sizedLike(areas []area, size int64) Usage {
+	var u Usage
+	for _, a := range areas {
+		if a.Size == size {
+			u.add(a.Usage)
+		}
+	}
+	return u
+}
+
+// area is one mapping of /proc/PID/smaps, or the one line of
+// smaps_rollup, which has the same fields.
+type area struct {
+	Size int64
+	Usage
+}
+
+// smapsFields are the fields read of each area, in bytes.
+var smapsFields = map[string]func(a *area) *int64{
+	"Size":          func(a *area) *int64 { return &a.Size },
+	"Rss":           func(a *area) *int64 { return &a.RSS },
+	"Pss":           func(a *area) *int64 { return &a.PSS },
+	"Shared_Clean":  func(a *area) *int64 { return &a.Shared },
+	"Shared_Dirty":  func(a *area) *int64 { return &a.Shared },
+	"Private_Clean": func(a *area) *int64 { return &a.Private },
+	"Private_Dirty": func(a *area) *int64 { return &a.Private },
+}
+
+// parseSmaps parses /proc/PID/smaps or smaps_rollup: each area's header
+// line (its address range; the rollup's has no Size line, so its size is
+// taken from the range) and then its "Field: N kB" lines.
+func parseSmaps(b []byte) ([]area, error) {
+	var areas []area
 	var haveRSS, havePSS bool
+	checkLast := func() error {
+		if len(areas) > 0 && (!haveRSS || !havePSS) {
+			return fmt.Errorf("smaps area without Rss and Pss lines: %w", ErrFormat)
+		}
+		return nil
+	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
+		line := sc.Text()
+		key, value, ok := strings.Cut(line, ":")
+		if !ok || strings.Contains(key, " ") {
+			// A header: "start-end perms offset dev inode [path]".
+			if err := checkLast(); err != nil {
+				return nil, err
+			}
+			lo, hi, ok := strings.Cut(strings.Fields(line + " x")[0], "-")
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			if !ok || err1 != nil || err2 != nil || end < start {
+				return nil, fmt.Errorf("smaps header %q: %w", line, ErrFormat)
+			}
+			areas = append(areas, area{Size: int64(end - start)})
+			haveRSS, havePSS = false, false
 			continue
 		}
-		var dst *int64
-		switch key {
-		case "Rss":
-			dst, haveRSS = &rss, true
-		case "Pss":
-			dst, havePSS = &pss, true
-		default:
+		field, known := smapsFields[key]
+		if !known {
 			continue
+		}
+		if len(areas) == 0 {
+			// smaps_rollup as some tests and old kernels give it: no header.
+			areas = append(areas, area{})
 		}
 		f := strings.Fields(value)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("smaps_rollup %s %q: %w", key, strings.TrimSpace(value), ErrFormat)
+			return nil, fmt.Errorf("smaps %s %q: %w", key, strings.TrimSpace(value), ErrFormat)
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil || kb < 0 {
-			return 0, 0, fmt.Errorf("smaps_rollup %s %q: %w", key, f[0], ErrFormat)
+			return nil, fmt.Errorf("smaps %s %q: %w", key, f[0], ErrFormat)
 		}
-		*dst = kb << 10
+		a := &areas[len(areas)-1]
+		dst := field(a)
+		if key == "Size" {
+			*dst = kb << 10
+		} else {
+			*dst += kb << 10
+		}
+		haveRSS = haveRSS || key == "Rss"
+		havePSS = havePSS || key == "Pss"
 	}
 	if err := sc.Err(); err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	if !haveRSS || !havePSS {
-		return 0, 0, fmt.Errorf("smaps_rollup without Rss and Pss lines: %w", ErrFormat)
+	if len(areas) == 0 {
+		return nil, fmt.Errorf("smaps without Rss and Pss lines: %w", ErrFormat)
 	}
-	return rss, pss, nil
+	return areas, checkLast()
 }

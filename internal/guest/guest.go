@@ -69,11 +69,15 @@ type Spec struct {
 	// Accel is "auto" (or empty), "kvm" or "tcg".
 	Accel string
 	// Disk is "overlay" (or empty): a copy-on-write layer over the image's
-	// shared base disk; or "copy": a full private copy of it.
+	// shared base disk; "copy": a full private qcow2 copy of it; or "raw":
+	// a private raw image of it.
 	Disk string
 	// Launch is "boot" (or empty): a cold boot of the kernel; or "clone":
 	// a restore of a template VM of the same shape, booted once and saved.
 	Launch string
+	// MemoryMerge offers the guest's RAM to the host's same-page merging
+	// (KSM), which the run switches on while it lasts.
+	MemoryMerge bool
 	// PinVCPUs pins vCPU i to the i-th host CPU of this cpuset list; empty
 	// leaves the vCPU threads to the host scheduler.
 	PinVCPUs string
@@ -123,6 +127,9 @@ func (s Spec) VMFieldsSet() []string {
 	}
 	if s.Launch != "" {
 		set = append(set, "launch")
+	}
+	if s.MemoryMerge {
+		set = append(set, "memory_merge")
 	}
 	if s.PinVCPUs != "" {
 		set = append(set, "pin_vcpus")

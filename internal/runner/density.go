@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -34,6 +35,16 @@ const (
 	// metricGuestRSS is the same processes' resident memory, shared pages
 	// counted in full: what the guest would cost alone.
 	metricGuestRSS = "density.guest_rss_bytes"
+	// metricGuestShared and metricGuestPrivate split the RSS: pages other
+	// processes map too (libraries; a clone's template pages; KSM's
+	// merged pages) and pages the guest's processes alone hold.
+	metricGuestShared  = "density.guest_shared_bytes"
+	metricGuestPrivate = "density.guest_private_bytes"
+	// metricGuestRAM is a VM's guest RAM's share of its PSS, and
+	// metricVMMOverhead what QEMU holds beyond it: its heap, TCG's
+	// translation cache, device state, libraries.
+	metricGuestRAM    = "density.guest_ram_pss_bytes"
+	metricVMMOverhead = "density.vmm_overhead_pss_bytes"
 	// metricDisk is what the guest's own layer and state take on disk,
 	// beside the image every guest shares (metricBase, once per group).
 	metricDisk = "density.disk_bytes"
@@ -53,6 +64,7 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 		name, group string
 		pids        []int
 		agentOnHost bool
+		ramBytes    int64 // a VM's guest RAM; 0 for other kinds
 	}
 	var members []member
 	for _, name := range ph.Guests {
@@ -61,7 +73,8 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 			continue
 		}
 		info := g.Info()
-		members = append(members, member{name, r.records[name].Group, info.PIDs, !guest.TraitsOf(g.Spec().Kind).AgentInGuest})
+		ramMiB, _ := strconv.ParseInt(info.Details["memory_mib"], 10, 64)
+		members = append(members, member{name, r.records[name].Group, info.PIDs, !guest.TraitsOf(g.Spec().Kind).AgentInGuest, ramMiB << 20})
 	}
 	if len(members) == 0 {
 		return nil
@@ -90,23 +103,40 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 	after, selfAfter := groupCPU(), ownCPU()
 	window := time.Since(began)
 	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / window.Seconds() }
-
 	now := time.Now().UTC()
 	var samples []store.Sample
-	add := func(guestName, group, metric, unit string, v float64) {
+	addBetter := func(guestName, group, metric, unit string, v float64, better workload.Better) {
 		rec := r.records[guestName]
 		if guestName == group {
 			rec = r.records[groupMember[group]]
 		}
 		samples = append(samples, store.Sample{RunID: r.id, Guest: guestName, Group: group, Kind: rec.Kind, Runtime: rec.Runtime,
 			WorkloadID: densityWorkload, Workload: densityWorkload, Params: params, Metric: metric, Unit: unit, Value: v,
-			Better: workload.LowerIsBetter, At: now})
+			Better: better, At: now})
 	}
-	agentPSS, disk := map[string][]float64{}, map[string][]float64{}
+	add := func(guestName, group, metric, unit string, v float64) {
+		addBetter(guestName, group, metric, unit, v, workload.LowerIsBetter)
+	}
+	// Memory is read once KSM, when the run holds it, has merged what it
+	// will: the figures are the fleet's steady state.
+	if err := r.ksmSamples(ctx, addBetter); err != nil {
+		return err
+	}
+
+	agentPSS, guestPSS, disk := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for _, m := range members {
 		if u, err := density.Memory(m.pids); err == nil {
 			add(m.name, m.group, metricGuestPSS, "B", float64(u.PSS))
+			guestPSS[m.group] = append(guestPSS[m.group], float64(u.PSS))
 			add(m.name, m.group, metricGuestRSS, "B", float64(u.RSS))
+			add(m.name, m.group, metricGuestShared, "B", float64(u.Shared))
+			add(m.name, m.group, metricGuestPrivate, "B", float64(u.Private))
+			if m.ramBytes > 0 && len(m.pids) > 0 {
+				if ram, err := density.RegionMemory(m.pids[0], m.ramBytes); err == nil && ram.RSS > 0 {
+					add(m.name, m.group, metricGuestRAM, "B", float64(ram.PSS))
+					add(m.name, m.group, metricVMMOverhead, "B", float64(u.PSS-ram.PSS))
+				}
+			}
 			if m.agentOnHost {
 				add(m.name, m.group, metricAgentPSS, "B", float64(u.PSS))
 				agentPSS[m.group] = append(agentPSS[m.group], float64(u.PSS))
@@ -135,8 +165,8 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 			vfleet += used
 		}
 		add(g, g, metricVfleetCPU, "%", vfleet)
-		r.opts.Progress.Logf("%sidle %s: vfleet %.2f%% of a core (this process %.2f%%), guests' host processes %.2f%%; %s PSS of vfleet per guest, %s disk per guest",
-			r.label, g, vfleet, selfPct, used, formatBytes(mean(agentPSS[g])), formatBytes(mean(disk[g])))
+		r.opts.Progress.Logf("%sidle %s: vfleet %.2f%% of a core (this process %.2f%%), guests' host processes %.2f%%; per guest %s PSS (%s of it vfleet's), %s disk",
+			r.label, g, vfleet, selfPct, used, formatBytes(mean(guestPSS[g])), formatBytes(mean(agentPSS[g])), formatBytes(mean(disk[g])))
 	}
 	return r.storeSamples(ctx, samples)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/netpath/fastpath"
 	"github.com/vfleet/vfleet/internal/procfs"
@@ -408,6 +409,7 @@ type run struct {
 	env      guest.Env
 	guests   map[string]guest.Guest // started guests by name
 	net      *netRun                // nil when the scenario has no network
+	ksm      *ledger.Entry          // the run's hold on KSM, nil without one
 	records  map[string]store.GuestRecord
 	placed   placement
 	// launched holds, for the guests of the latest start, how long after
@@ -443,6 +445,9 @@ func (r *run) setup(ctx context.Context) error {
 	r.guests = map[string]guest.Guest{}
 	r.records = map[string]store.GuestRecord{}
 	if err := r.placeGuests(); err != nil {
+		return err
+	}
+	if err := r.holdKSM(ctx); err != nil {
 		return err
 	}
 	if r.plan.Spec.Network != nil {
@@ -586,6 +591,9 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 					rec.Details = mergeDetails(rec.Details, r.net.guestDetails(pg.Spec.Name))
 				}
 				rec.Details = mergeDetails(rec.Details, r.placed.details[pg.Spec.Name])
+				if pg.Spec.MemoryMerge && r.ksm != nil {
+					rec.Details = mergeDetails(rec.Details, map[string]string{"ksm": ksm.Settings()})
+				}
 				r.launched[pg.Spec.Name] = time.Since(began)
 				if info.Runtime != "" {
 					rec.Runtime = info.Runtime
@@ -927,6 +935,11 @@ func (r *run) teardown(ctx context.Context) (err error) {
 			}
 		}
 		if err := r.net.close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.ksm != nil {
+		if err := led.Release(ctx, *r.ksm); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -3,7 +3,6 @@ package scenario
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -81,17 +80,9 @@ func (p *parser) fleet(n *yaml.Node) *Fleet {
 		"concurrency": func(v *yaml.Node, path string) {
 			f.Modes = p.words(v, path, []string{ModeAlone, ModeTogether})
 		},
-		"pinning": func(v *yaml.Node, path string) { p.pinning(v, path, &f.Pinning) },
-		"all_or_nothing": func(v *yaml.Node, path string) {
-			if s, ok := p.scalar(v, path); ok {
-				b, err := strconv.ParseBool(s)
-				if err != nil {
-					p.errorf(v, path, "%q is not allowed: want true or false", s)
-				}
-				f.AllOrNothing = b
-			}
-		},
-		"scale": func(v *yaml.Node, path string) { f.Scale = p.sizes(v, path) },
+		"pinning":        func(v *yaml.Node, path string) { p.pinning(v, path, &f.Pinning) },
+		"all_or_nothing": p.boolean(&f.AllOrNothing),
+		"scale":          func(v *yaml.Node, path string) { f.Scale = p.sizes(v, path) },
 	})
 	if len(f.Scale) > 0 && f.Modes == nil {
 		// A fleet size matters through what the guests do at once.

@@ -218,6 +218,19 @@ func (p *parser) oneOf(dst *string, allowed ...string) func(*yaml.Node, string) 
 	}
 }
 
+// boolean reads true or false.
+func (p *parser) boolean(dst *bool) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		if s, ok := p.scalar(n, path); ok {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				p.errorf(n, path, "%q is not allowed: want true or false", s)
+			}
+			*dst = b
+		}
+	}
+}
+
 // integer reads a whole number in [min, max]; max is math.MaxInt when only
 // the lower bound matters.
 func (p *parser) integer(dst *int, min, max int) func(*yaml.Node, string) {
@@ -472,11 +485,12 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				}
 				g.CPULimit = f
 			},
-			"vcpus":       p.integer(&g.VCPUs, 1, MaxVCPUs),
-			"accel":       p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
-			"disk":        p.oneOf(&g.Disk, "overlay", "copy"),
-			"launch":      p.oneOf(&g.Launch, "boot", "clone"),
-			"rt_priority": p.integer(&g.RTPriority, 1, 99),
+			"vcpus":        p.integer(&g.VCPUs, 1, MaxVCPUs),
+			"accel":        p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
+			"disk":         p.oneOf(&g.Disk, "overlay", "copy", "raw"),
+			"launch":       p.oneOf(&g.Launch, "boot", "clone"),
+			"memory_merge": p.boolean(&g.MemoryMerge),
+			"rt_priority":  p.integer(&g.RTPriority, 1, 99),
 			"pin_vcpus": func(v *yaml.Node, path string) {
 				if s, ok := p.scalar(v, path); ok {
 					if err := checkCPUSet(s); err != nil {

@@ -77,12 +77,13 @@ type GuestGroup struct {
 	// baseline (it uses the host side's direct link).
 	Network string
 	// VM-only fields; see guest.Spec.
-	VCPUs      int
-	Accel      string
-	Disk       string
-	Launch     string
-	PinVCPUs   string
-	RTPriority int
+	VCPUs       int
+	Accel       string
+	Disk        string
+	Launch      string
+	MemoryMerge bool
+	PinVCPUs    string
+	RTPriority  int
 }
 
 // WorkloadEntry is one `workloads:` entry.

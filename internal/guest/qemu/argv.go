@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -28,7 +29,8 @@ type launchConfig struct {
 	MemoryMiB   int64
 	Kernel      string
 	Initramfs   string // empty to boot without one
-	Disk        string // qcow2
+	Disk        string
+	DiskFormat  string // "qcow2" or "raw"
 	Cmdline     string
 	AgentSocket string
 	QMPSocket   string
@@ -41,6 +43,9 @@ type launchConfig struct {
 	// Incoming makes QEMU wait for a saved state to resume instead of
 	// booting the kernel: a clone of a template.
 	Incoming bool
+	// MemoryMerge offers guest RAM to the host's KSM (QEMU marks it
+	// mergeable); off, KSM leaves it alone even when the host runs it.
+	MemoryMerge bool
 	// TranslationMiB bounds TCG's translation cache, 0 for QEMU's default
 	// (up to 1 GiB, filled as the guest runs new code). Each QEMU process
 	// has its own, so a fleet keeps it small.
@@ -116,6 +121,8 @@ func qemuArgv(c launchConfig) []string {
 	}
 	if c.RAM != nil {
 		machine += ",memory-backend=ram"
+	} else {
+		machine += ",mem-merge=" + onOff(c.MemoryMerge)
 	}
 	cpu := "max" // the richest model TCG emulates
 	if c.Accel == "kvm" {
@@ -132,8 +139,8 @@ func qemuArgv(c launchConfig) []string {
 		"-kernel", c.Kernel,
 	}
 	if c.RAM != nil {
-		a = append(a, "-object", fmt.Sprintf("memory-backend-file,id=ram,size=%dM,mem-path=%s,share=%s",
-			c.MemoryMiB, c.RAM.Path, onOff(c.RAM.Shared)))
+		a = append(a, "-object", fmt.Sprintf("memory-backend-file,id=ram,size=%dM,mem-path=%s,share=%s,merge=%s",
+			c.MemoryMiB, c.RAM.Path, onOff(c.RAM.Shared), onOff(c.MemoryMerge)))
 	}
 	if c.Initramfs != "" {
 		a = append(a, "-initrd", c.Initramfs)
@@ -142,7 +149,7 @@ func qemuArgv(c launchConfig) []string {
 		"-append", c.Cmdline,
 		"-chardev", "file,id=console,path="+c.ConsoleLog,
 		"-serial", "chardev:console",
-		"-drive", "file="+c.Disk+",format=qcow2,if=none,id=root,discard=unmap",
+		"-drive", "file="+c.Disk+",format="+cmp.Or(c.DiskFormat, formatQCOW2)+",if=none,id=root,discard=unmap",
 		"-device", "virtio-blk-"+bus+",drive=root",
 		"-device", "virtio-serial-"+bus+",id=serial0",
 		"-chardev", "socket,id=agent,path="+c.AgentSocket+",server=on,wait=off",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -53,6 +52,8 @@ type Guest struct {
 	disk    string
 	clone   bool              // restore a saved template instead of booting
 	nic     *vminit.NetConfig // nil without a network
+	// memoryMerge offers the guest's RAM to KSM; the run switches KSM on.
+	memoryMerge bool
 }
 
 func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
@@ -153,7 +154,8 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		cfg.Incoming = true
 		base = tpl.Disk
 	}
-	cfg.Disk = filepath.Join(g.dir, "disk.qcow2")
+	cfg.Disk, cfg.DiskFormat = filepath.Join(g.dir, "disk."+diskFormat(diskMode)), diskFormat(diskMode)
+	cfg.MemoryMerge = g.memoryMerge
 	if err := makeDisk(ctx, qemuImg.Path, diskMode, base, cfg.Disk); err != nil {
 		return fail(err)
 	}
@@ -220,7 +222,8 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		"machine": g.machine, "accel": accel, "accel_choice": accelWhy, "launch": LaunchBoot,
 		"vcpus": strconv.Itoa(g.vcpus), "memory_mib": strconv.FormatInt(g.memMiB, 10),
 		"vcpu_threads": joinInts(threads), "disk": diskMode, "disk_path": cfg.Disk,
-		"kernel": boot.Kernel, "console_log": cfg.ConsoleLog,
+		"memory_merge": onOff(g.memoryMerge),
+		"kernel":       boot.Kernel, "console_log": cfg.ConsoleLog,
 		"qemu_start_to_ready":   ready.String(),
 		"guest_uptime_at_ready": strconv.FormatFloat(client.Hello().KernelUptime, 'f', 2, 64) + "s",
 	})
@@ -352,58 +355,28 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))
 }
 
-// makeDisk gives the guest its own disk: a qcow2 overlay backed by the
-// shared base disk, or a full copy of it.
+// makeDisk gives the guest its own disk of base's contents: a qcow2
+// overlay backed by base, or a private image (qcow2 or raw) converted
+// from it, which holds everything base's backing chain does.
 func makeDisk(ctx context.Context, qemuImg, mode, base, dst string) error {
-	if mode == DiskCopy {
-		if err := copyFileCtx(ctx, base, dst); err != nil {
-			return fmt.Errorf("copy base disk: %w", err)
-		}
-		return nil
+	argv := []string{"create", "-q", "-f", formatQCOW2, "-F", formatQCOW2, "-b", base, dst}
+	if mode != DiskOverlay {
+		argv = []string{"convert", "-q", "-f", formatQCOW2, "-O", diskFormat(mode), base, dst}
 	}
-	cmd := exec.CommandContext(ctx, qemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, dst)
-	out, err := cmd.CombinedOutput()
+	out, err := exec.CommandContext(ctx, qemuImg, argv...).CombinedOutput()
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("qemu-img create: %w: %s", err, out)
+		return fmt.Errorf("qemu-img %s: %w: %s", argv[0], err, out)
 	}
 	return nil
 }
 
-// copyFileCtx copies in chunks so that a cancelled start does not wait for
-// a whole disk to be copied.
-func copyFileCtx(ctx context.Context, src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
+// diskFormat is the image format of a disk mode.
+func diskFormat(mode string) string {
+	if mode == DiskRaw {
+		return formatRaw
 	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 4<<20)
-	for {
-		if err := ctx.Err(); err != nil {
-			out.Close()
-			return err
-		}
-		n, rerr := in.Read(buf)
-		if n > 0 {
-			if _, err := out.Write(buf[:n]); err != nil {
-				out.Close()
-				return err
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			out.Close()
-			return rerr
-		}
-	}
-	return out.Close()
+	return formatQCOW2
 }

@@ -16,10 +16,18 @@ import (
 // KindName is the name scenarios use.
 const KindName = "vm"
 
-// Disk modes.
+// Disk modes: a qcow2 overlay on the shared base disk, a full private
+// qcow2 copy, or a private raw image.
 const (
 	DiskOverlay = "overlay"
 	DiskCopy    = "copy"
+	DiskRaw     = "raw"
+)
+
+// Disk image formats, as QEMU names them.
+const (
+	formatQCOW2 = "qcow2"
+	formatRaw   = "raw"
 )
 
 // Launch modes.
@@ -106,16 +114,12 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		return bad("unknown accel %q (known: auto, kvm, tcg)", spec.Accel)
 	}
 	switch spec.Disk {
-	case "", DiskOverlay, DiskCopy:
+	case "", DiskOverlay, DiskCopy, DiskRaw:
 	default:
-		return bad("unknown disk %q (known: overlay, copy)", spec.Disk)
+		return bad("unknown disk %q (known: overlay, copy, raw)", spec.Disk)
 	}
 	switch spec.Launch {
-	case "", LaunchBoot:
-	case LaunchClone:
-		if spec.Disk == DiskCopy {
-			return bad("disk copy takes launch boot: a clone's disk is an overlay of its template's")
-		}
+	case "", LaunchBoot, LaunchClone:
 	default:
 		return bad("unknown launch %q (known: boot, clone)", spec.Launch)
 	}
@@ -151,6 +155,6 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, dir: dir,
 		machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
-		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, nic: nic,
+		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
 	}, nil
 }

@@ -353,12 +353,15 @@ func TestArgvOfTemplatesAndClones(t *testing.T) {
 	clone.RAM = &ramFile{Path: "/t/ram"}
 	clone.NIC = &nicConfig{FD: 4, MAC: "02:76:01:00:01:01"}
 	clone.Incoming = true
+	clone.MemoryMerge = true
+	clone.Disk, clone.DiskFormat = "/s/g/disk.raw", formatRaw
 	for _, c := range []struct {
 		cfg       launchConfig
 		want, not []string
 	}{
-		{tpl, []string{"memory-backend=ram", "memory-backend-file,id=ram,size=256M,mem-path=/t/ram,share=on", "tcg,tb-size=32", "hubport,id=net0,hubid=0"}, []string{"-incoming", "fd="}},
-		{clone, []string{"memory-backend-file,id=ram,size=256M,mem-path=/t/ram,share=off", "-incoming defer", "tap,id=net0,fd=4"}, []string{"hubport"}},
+		{tpl, []string{"memory-backend=ram", "memory-backend-file,id=ram,size=256M,mem-path=/t/ram,share=on,merge=off", "tcg,tb-size=32", "hubport,id=net0,hubid=0"}, []string{"-incoming", "fd=", "mem-merge"}},
+		{clone, []string{"memory-backend-file,id=ram,size=256M,mem-path=/t/ram,share=off,merge=on", "-incoming defer", "tap,id=net0,fd=4",
+			"file=/s/g/disk.raw,format=raw"}, []string{"hubport"}},
 	} {
 		argv := strings.Join(qemuArgv(c.cfg), " ")
 		for _, w := range c.want {
