@@ -10,12 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vfleet/vfleet/internal/guest/qemu"
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
 func newCleanCommand(g *globalOptions) *cobra.Command {
-	var force bool
+	var force, templates bool
 	cmd := &cobra.Command{
 		Use:   "clean",
 		Short: "Remove whatever killed runs left behind (containers, processes, mounts, cgroups, state)",
@@ -28,7 +30,10 @@ Fleets ('vfleet fleet up') are removed too: the process that started one has exi
 it is up. To remove a single fleet, use 'vfleet fleet down NAME'.
 
 Runs that the results database still lists as running although their vfleet is gone are
-marked aborted; the samples they stored are kept.`,
+marked aborted; the samples they stored are kept.
+
+With --templates, the VM templates that 'launch: clone' made are removed as well; the next
+clone of each shape boots its template anew. Clones running now are not disturbed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireRoot("vfleet clean"); err != nil {
@@ -59,6 +64,11 @@ marked aborted; the samples they stored are kept.`,
 				defer st.Close()
 				abortOrphans(ctx, st, cleaned)
 			}
+			if templates {
+				removed, terr := removeTemplates(ctx, g.stateDir)
+				n += removed
+				err = errors.Join(err, terr)
+			}
 			switch {
 			case n == 0 && failed == 0 && err == nil:
 				fmt.Fprintln(os.Stdout, "nothing to clean")
@@ -69,5 +79,27 @@ marked aborted; the samples they stored are kept.`,
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also clean runs whose vfleet process is still alive")
+	cmd.Flags().BoolVar(&templates, "templates", false, "also remove the cached VM templates clones start from")
 	return cmd
+}
+
+// removeTemplates removes the VM templates of every image in the state
+// directory and says what it removed.
+func removeTemplates(ctx context.Context, stateDir string) (int, error) {
+	dirs, err := image.VMBootDirs(stateDir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, dir := range dirs {
+		removed, err := qemu.RemoveTemplates(ctx, dir)
+		for _, r := range removed {
+			fmt.Fprintf(os.Stdout, "removed VM template %s\n", r)
+		}
+		n += len(removed)
+		if err != nil {
+			return n, fmt.Errorf("remove VM templates: %w", err)
+		}
+	}
+	return n, nil
 }

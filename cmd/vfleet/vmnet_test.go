@@ -14,7 +14,8 @@ import (
 // vmNetScenario puts one emulated VM on every path that takes VMs, next to
 // the host side's direct link, and measures round trips briefly both ways:
 // the VM's client to the peer, and the peer's client to a server in the
-// VM beside a bulk stream, all on the VM's one agent connection.
+// VM beside a bulk stream, all on the VM's one agent connection. A cloned
+// VM on the routed path goes with them.
 func vmNetScenario() (scenario string, groups []string) {
 	var b strings.Builder
 	b.WriteString(`name: vmnet
@@ -34,6 +35,10 @@ guests:
 		groups = append(groups, g)
 		fmt.Fprintf(&b, "  - {name: %s, kind: vm, runtime: microvm, accel: tcg, network: %s}\n", g, p)
 	}
+	// A clone resumes a template that booted with no address and a NIC
+	// of the template's MAC: it must take its own on the path and route.
+	groups = append(groups, "clone-routed")
+	b.WriteString("  - {name: clone-routed, kind: vm, runtime: microvm, accel: tcg, network: routed, launch: clone}\n")
 	b.WriteString(`workloads:
   - {id: rr, workload: net-latency, params: {proto: tcp}}
   - {id: rr-from-peer, workload: net-latency, params: {proto: tcp, client: peer, background_streams: 1}}

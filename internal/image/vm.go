@@ -167,6 +167,13 @@ func vmKey(img *Image) string {
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprintf("%d\n%s\n%s\n", vmFormat, img.Manifest.Hash, img.Manifest.AgentSHA256))))
 }
 
+// VMBootDirs lists the directories of VM boot files of every image under
+// root: where each keeps what is derived from it for VMs (its base disk,
+// and VM templates).
+func VMBootDirs(root string) ([]string, error) {
+	return filepath.Glob(filepath.Join(imagesDir(root), "*", "vm-*"))
+}
+
 // removeStaleVMBoots deletes boot files of other agents and interrupted
 // builds; the caller holds the image lock. A guest still running from an
 // old base disk keeps it open, so its data stays until QEMU exits.

@@ -85,11 +85,15 @@ func TestClonesAreTheirOwnGuests(t *testing.T) {
 		if skew := time.Since(time.Unix(secs, 0)); skew < -5*time.Second || skew > 5*time.Second {
 			t.Errorf("%s's clock is %s off the host's: it still has the template's", name, skew)
 		}
-		// Dirty guest memory (a tmpfs) and the disk.
-		run(g, "head -c 16m /dev/urandom > /dev/shm/mine && dd if=/dev/urandom of=/var/tmp/mine bs=1M count=4 conv=fsync 2>/dev/null")
+		// Dirty guest memory (a tmpfs) and the disk, under the clone's name.
+		run(g, "head -c 16m /dev/urandom > /dev/shm/"+name+" && dd if=/dev/urandom of=/var/tmp/"+name+" bs=1M count=4 conv=fsync 2>/dev/null")
 	}
-	if got := run(clones[1], "test -e /var/tmp/mine && cat /proc/sys/kernel/hostname"); got != "clone-b" {
-		t.Errorf("clone-b: %q", got)
+	// Neither clone sees what the other wrote: memory and disk are its own.
+	for i, g := range clones {
+		other := clones[1-i].Spec().Name
+		if got := run(g, "ls /dev/shm /var/tmp"); strings.Contains(got, other) {
+			t.Errorf("%s sees what %s wrote:\n%s", g.Spec().Name, other, got)
+		}
 	}
 	for _, g := range clones {
 		if err := g.Stop(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -253,6 +254,39 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 	done := templateIn(final, t.Key)
 	done.Built, done.BuildTime, done.SaveTime, done.StateBytes = true, t.BuildTime, t.SaveTime, t.StateBytes
 	return done, nil
+}
+
+// RemoveTemplates removes every template kept beside the VM boot files in
+// bootDir, complete or half-made, each under its lock so that a build in
+// progress is waited for rather than cut short. Clones running from a
+// template keep its files open and run on; new clones build it anew.
+func RemoveTemplates(ctx context.Context, bootDir string) (removed []string, err error) {
+	root := filepath.Join(bootDir, templatesDir)
+	locks, err := filepath.Glob(filepath.Join(root, "*.lock"))
+	if err != nil {
+		return nil, err
+	}
+	for _, lock := range locks {
+		dir := strings.TrimSuffix(lock, ".lock")
+		unlock, err := lockFile(ctx, lock)
+		if err != nil {
+			return removed, err
+		}
+		for _, d := range []string{dir, dir + partialSuffix} {
+			if _, err := os.Stat(d); err != nil {
+				continue
+			}
+			if err := os.RemoveAll(d); err != nil {
+				unlock()
+				return removed, err
+			}
+			removed = append(removed, d)
+		}
+		// The lock file stays: a builder waiting on it holds it open, and
+		// a new one beside it would let two builds of one key run at once.
+		unlock()
+	}
+	return removed, nil
 }
 
 // waitAgent waits for the agent of a VM that is booting or resuming.

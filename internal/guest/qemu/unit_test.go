@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -374,5 +375,39 @@ func TestArgvOfTemplatesAndClones(t *testing.T) {
 				t.Errorf("argv has %q: %s", n, argv)
 			}
 		}
+	}
+}
+
+// RemoveTemplates takes complete and half-made templates and keeps the
+// locks, which a builder waiting for one may hold open.
+func TestRemoveTemplates(t *testing.T) {
+	boot := t.TempDir()
+	root := filepath.Join(boot, templatesDir)
+	for _, p := range []string{"aaa/" + templateDone, "aaa.lock", "bbb.partial/" + templateRAM, "bbb.lock"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), nil, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveTemplates(context.Background(), boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(root, "aaa"), filepath.Join(root, "bbb.partial")}
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	left, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"aaa.lock", "bbb.lock"}) {
+		t.Errorf("left %v, want the two locks", names)
+	}
+	if removed, err := RemoveTemplates(context.Background(), t.TempDir()); err != nil || len(removed) > 0 {
+		t.Errorf("no templates: %v, %v", removed, err)
 	}
 }
