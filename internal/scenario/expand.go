@@ -43,20 +43,34 @@ func (s *Spec) Expand() *Plan {
 	if s.Fleet != nil && len(s.Fleet.Scale) > 0 {
 		sizes = s.Fleet.Scale
 	}
-	for i, size := range sizes {
-		phase := Phase{FleetSize: size}
+	// Each phase launches one fleet: every scaled group at once, or with
+	// fleet.groups apart each group in turn.
+	var sets [][]GuestGroup
+	if s.Fleet != nil && s.Fleet.GroupsApart {
 		for _, g := range s.Guests {
-			if !s.scaled(g) {
-				continue
-			}
-			for j := 0; j < size; j++ {
-				phase.Scaled = append(phase.Scaled, guestName(g, j))
+			if s.scaled(g) {
+				sets = append(sets, []GuestGroup{g})
 			}
 		}
-		measured := append(append([]string(nil), fixed...), phase.Scaled...)
-		phase.Guests = append(append([]string(nil), plan.NoiseGuests...), measured...)
-		plan.Phases = append(plan.Phases, phase)
-		plan.Steps = append(plan.Steps, s.phaseSteps(plan, i, size, measured)...)
+	} else {
+		sets = [][]GuestGroup{s.Guests}
+	}
+	for _, size := range sizes {
+		for _, set := range sets {
+			phase := Phase{FleetSize: size}
+			for _, g := range set {
+				if !s.scaled(g) {
+					continue
+				}
+				for j := 0; j < size; j++ {
+					phase.Scaled = append(phase.Scaled, guestName(g, j))
+				}
+			}
+			measured := append(append([]string(nil), fixed...), phase.Scaled...)
+			phase.Guests = append(append([]string(nil), plan.NoiseGuests...), measured...)
+			plan.Phases = append(plan.Phases, phase)
+			plan.Steps = append(plan.Steps, s.phaseSteps(plan, len(plan.Phases)-1, size, measured)...)
+		}
 	}
 	return plan
 }

@@ -23,7 +23,17 @@ type Fleet struct {
 	// guests in every scaled group (each group that is neither a bare host
 	// nor the noise group), each size a freshly launched fleet.
 	Scale []int
+	// GroupsApart launches and measures each scaled group on its own at
+	// every size, the others not running: groups compared at a size then
+	// do not share the host with each other's fleets.
+	GroupsApart bool
 }
+
+// What fleet.groups takes.
+const (
+	GroupsTogether = "together"
+	GroupsApart    = "apart"
+)
 
 // How a step runs in a fleet.
 const (
@@ -83,6 +93,11 @@ func (p *parser) fleet(n *yaml.Node) *Fleet {
 		"pinning":        func(v *yaml.Node, path string) { p.pinning(v, path, &f.Pinning) },
 		"all_or_nothing": p.boolean(&f.AllOrNothing),
 		"scale":          func(v *yaml.Node, path string) { f.Scale = p.sizes(v, path) },
+		"groups": func(v *yaml.Node, path string) {
+			var groups string
+			p.oneOf(&groups, GroupsTogether, GroupsApart)(v, path)
+			f.GroupsApart = groups == GroupsApart
+		},
 	})
 	if len(f.Scale) > 0 && f.Modes == nil {
 		// A fleet size matters through what the guests do at once.
@@ -193,6 +208,9 @@ func (p *parser) checkFleet(root *yaml.Node, s *Spec) {
 		if !any {
 			p.errorf(root, "fleet.scale", "no guest group to scale: the sweep sets the count of every group that is neither kind %s nor the noise group", DefaultKind)
 		}
+	}
+	if f := s.Fleet; f != nil && f.GroupsApart && len(f.Scale) == 0 {
+		p.errorf(root, "fleet.groups", "apart launches each scaled group on its own at every fleet size: it needs fleet.scale")
 	}
 	if s.Adaptive != nil && (len(s.labelKeys()) > 0) {
 		p.errorf(root, "adaptive", "adaptive repetitions compare like with like; they cannot be combined with fleet.scale, several fleet.concurrency modes or noise profiles")

@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,44 @@ workloads:
 	}
 	if last.Labels[LabelFleetSize] != "3" || last.Labels[LabelMode] != "" {
 		t.Errorf("labels = %v, want the fleet size only (one mode is not a label)", last.Labels)
+	}
+}
+
+// With groups apart, every size launches each scaled group on its own,
+// beside the fixed ones, and its steps run over that group alone.
+func TestFleetGroupsApart(t *testing.T) {
+	src := `name: layouts
+repetitions: 1
+warmup: 0
+fleet: {scale: [1, 2], groups: apart}
+guests:
+  - kind: host
+  - {name: a, kind: container}
+  - {name: b, kind: container}
+workloads:
+  - workload: scenario-test
+`
+	spec, err := Parse("t.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := spec.Expand()
+	want := []Phase{
+		{FleetSize: 1, Guests: []string{"host", "a-0"}, Scaled: []string{"a-0"}},
+		{FleetSize: 1, Guests: []string{"host", "b-0"}, Scaled: []string{"b-0"}},
+		{FleetSize: 2, Guests: []string{"host", "a-0", "a-1"}, Scaled: []string{"a-0", "a-1"}},
+		{FleetSize: 2, Guests: []string{"host", "b-0", "b-1"}, Scaled: []string{"b-0", "b-1"}},
+	}
+	if !reflect.DeepEqual(plan.Phases, want) {
+		t.Fatalf("phases = %+v\nwant %+v", plan.Phases, want)
+	}
+	if len(plan.Steps) != 4 {
+		t.Fatalf("steps = %d, want one per phase", len(plan.Steps))
+	}
+	for i, st := range plan.Steps {
+		if st.Phase != i || !reflect.DeepEqual(st.Together, want[i].Guests) || st.Labels[LabelFleetSize] != strconv.Itoa(want[i].FleetSize) {
+			t.Errorf("step %d = %+v, want phase %d's guests together", i, st, i)
+		}
 	}
 }
 
@@ -118,6 +157,8 @@ func TestFleetErrors(t *testing.T) {
 		{"unknown mode", "name: t\nfleet: {concurrency: [alone, paired]}\n" + guests + work,
 			`fleet.concurrency[1]: "paired" is not allowed: want one of alone, together`},
 		{"unknown pinning", "name: t\nfleet: {pinning: packed}\n" + guests + work, `fleet.pinning: "packed" is not allowed: want one of none, spread`},
+		{"groups apart without scale", "name: t\nfleet: {groups: apart}\n" + guests + work, `fleet.groups: apart launches each scaled group on its own at every fleet size: it needs fleet.scale`},
+		{"bad groups", "name: t\nfleet: {scale: [1], groups: some}\n" + guests + work, `fleet.groups: "some" is not allowed: want one of together, apart`},
 		{"bad all_or_nothing", "name: t\nfleet: {all_or_nothing: maybe}\n" + guests + work, `fleet.all_or_nothing: "maybe" is not allowed: want true or false`},
 		{"unknown profile", "name: t\nnoise: {profiles: [none, gpu]}\n" + guests + work,
 			`noise.profiles[1]: "gpu" is not allowed: want one of none, cpu, memory, io, network`},

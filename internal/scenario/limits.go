@@ -87,13 +87,19 @@ func (s *Spec) plannedSize() (guests int, steps float64) {
 		profiles = len(s.Noise.Profiles)
 	}
 	rounds := float64(s.Warmup) + float64(s.Repetitions)
-	for _, size := range sizes {
-		measured := fixed
-		for _, g := range s.Guests {
-			if s.scaled(g) {
-				measured += size
-			}
+	// A phase's scaled groups: all of them, or one at a time when apart.
+	scaledGroups := 0
+	for _, g := range s.Guests {
+		if s.scaled(g) {
+			scaledGroups++
 		}
+	}
+	phasesPerSize, groupsPerPhase := 1, scaledGroups
+	if s.Fleet != nil && s.Fleet.GroupsApart {
+		phasesPerSize, groupsPerPhase = scaledGroups, 1
+	}
+	for _, size := range sizes {
+		measured := fixed + groupsPerPhase*size
 		perRound := 0
 		for _, m := range modes {
 			if m == ModeTogether {
@@ -102,7 +108,7 @@ func (s *Spec) plannedSize() (guests int, steps float64) {
 				perRound += measured
 			}
 		}
-		steps += float64(len(s.Workloads)) * rounds * float64(profiles) * float64(perRound)
+		steps += float64(phasesPerSize) * float64(len(s.Workloads)) * rounds * float64(profiles) * float64(perRound)
 	}
 	return guests, steps
 }
