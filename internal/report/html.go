@@ -149,8 +149,10 @@ type htmlData struct {
 	Complete bool
 	// NonFinite explains sample values left out of the statistics.
 	NonFinite string
-	Latency   []htmlLatencyBlock
-	CDFs      []cdfChart
+	// SharedCPUs says which groups' guests shared CPUs; empty if none did.
+	SharedCPUs string
+	Latency    []htmlLatencyBlock
+	CDFs       []cdfChart
 	// LatencyNote explains histograms left out of the percentiles.
 	LatencyNote string
 	Cost        []htmlCost
@@ -208,9 +210,10 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	d := htmlData{
 		Run: c.Run, Scenario: string(c.Run.ScenarioText), Columns: c.Columns, Charts: buildCharts(c),
 		Failures: c.Failures, Complete: c.Run.Status == store.StatusComplete, NonFinite: nonFiniteNote(c.NonFinite),
-		CSVHref:  template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
-		JSONHref: template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),
-		Cost:     htmlCostRows(c.Cost), CostNote: costNote, Scaling: buildScalingCharts(c.Scaling),
+		SharedCPUs: sharedCPUsNote(c.Run),
+		CSVHref:    template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
+		JSONHref:   template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),
+		Cost:       htmlCostRows(c.Cost), CostNote: costNote, Scaling: buildScalingCharts(c.Scaling),
 	}
 	if !c.Run.Finished.IsZero() {
 		d.Duration = c.Run.Finished.Sub(c.Run.Started).Round(time.Second).String()

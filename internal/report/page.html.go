@@ -49,7 +49,7 @@ better, so above 1.00 is always better), with a 95% interval from the spread of 
 <table>
 <tr><th>workload</th><th>metric</th>{{range .Columns}}<th>{{.Label}}</th>{{end}}</tr>
 {{template "rows" .Rows}}</table>
-{{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}
+{{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}{{if .SharedCPUs}}<p><strong>Note:</strong> {{.SharedCPUs}}</p>{{end}}
 <p><a download="vfleet-run-{{.Run.ID}}.csv" href="{{.CSVHref}}">Download every raw sample (CSV)</a> ·
 <a download="vfleet-run-{{.Run.ID}}.json" href="{{.JSONHref}}">Download the run, its summaries and every sample (JSON)</a></p>
 

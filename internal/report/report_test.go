@@ -490,3 +490,37 @@ func TestRatesAndSizesReadWithPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// A run whose pinned guests outnumbered the CPUs says so in both reports;
+// one whose guests had CPUs of their own does not.
+func TestReportsSayWhenGuestsShareCPUs(t *testing.T) {
+	t0 := time.Unix(1700000000, 0).UTC()
+	run := store.Run{ID: 1, ScenarioName: "s", Baseline: "vm", Status: store.StatusComplete, Started: t0, Finished: t0.Add(time.Minute),
+		Guests: map[string]store.GuestRecord{
+			"vm-0": {Group: "vm", Kind: "vm", Details: map[string]string{"pinning": "spread", "oversubscription": "50.00"}},
+			"vm-1": {Group: "vm", Kind: "vm", Details: map[string]string{"pinning": "spread", "oversubscription": "50.00"}},
+		}}
+	samples := []store.Sample{{RunID: 1, Guest: "vm-0", Group: "vm", Kind: "vm", WorkloadID: "cpu", Workload: "cpu",
+		Metric: "events_per_sec", Unit: "events/s", Value: 10, Better: workload.HigherIsBetter, At: t0}}
+	for _, shared := range []bool{true, false} {
+		if !shared {
+			for name, g := range run.Guests {
+				delete(g.Details, "oversubscription")
+				run.Guests[name] = g
+			}
+		}
+		c := Build(run, samples, nil)
+		var table, page bytes.Buffer
+		if err := WriteTable(&table, c, TableOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteHTML(&page, c, samples); err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"table": table.String(), "html": page.String()} {
+			if got := strings.Contains(out, "guests share CPUs") && strings.Contains(out, "vm 50.00×"); got != shared {
+				t.Errorf("%s: says guests share CPUs: %v, want %v\n%s", name, got, shared, out)
+			}
+		}
+	}
+}

@@ -41,8 +41,10 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 		legend = ansiDim + legend + "; green/red: better/worse than the baseline beyond that interval" + ansiReset
 	}
 	fmt.Fprintln(w, legend)
-	if note := nonFiniteNote(c.NonFinite); note != "" {
-		fmt.Fprintln(w, "note: "+note)
+	for _, note := range []string{nonFiniteNote(c.NonFinite), sharedCPUsNote(run)} {
+		if note != "" {
+			fmt.Fprintln(w, "note: "+note)
+		}
 	}
 	writeInterference(w, c.Interference)
 	writeLatency(w, c.Latency)

@@ -117,6 +117,33 @@ func nonFiniteNote(n int) string {
 	return fmt.Sprintf("%d sample value(s) were NaN or infinite and are left out of the statistics (kept in the raw data).", n)
 }
 
+// sharedCPUsNote says which groups' guests shared CPUs, from the
+// oversubscription the run stored with each pinned guest: per-guest
+// figures there are shares of a CPU, not what a guest does alone. Empty
+// when no guest shared.
+func sharedCPUsNote(run store.Run) string {
+	ratio := map[string]string{}
+	for _, g := range run.Guests {
+		if r := g.Details["oversubscription"]; r != "" {
+			ratio[g.Group] = r
+		}
+	}
+	if len(ratio) == 0 {
+		return ""
+	}
+	groups := make([]string, 0, len(ratio))
+	for g := range ratio {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		parts[i] = fmt.Sprintf("%s %s×", g, ratio[g])
+	}
+	return "guests share CPUs: more vCPUs were pinned than the pool has CPUs (" + strings.Join(parts, ", ") +
+		" at the largest fleet); their per-guest figures are shares of a CPU."
+}
+
 func formatEstimate(e stats.Estimate) string {
 	if math.IsNaN(e.Value) {
 		return "n/a"
