@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/tools"
 )
@@ -81,6 +82,9 @@ func Checks(o Options) []Check {
 			return checkAccel(ctx, accelProbe{accel: "tcg", kernel: o.KernelPath, timeout: o.TCGTimeout})
 		}},
 		Check{Name: "vhost-net", Run: func(context.Context) Result { return checkVhostNet(o.VhostNet) }},
+		Check{Name: "KSM", Run: func(context.Context) Result {
+			return checkKSM(ksm.Host{Dir: filepath.Join(o.SysRoot, "kernel/mm/ksm")})
+		}},
 		Check{Name: "measuring tools", Run: func(context.Context) Result { return checkImageTools(o.ImagePackages) }},
 	)
 }
@@ -132,6 +136,24 @@ func checkVhostNet(device string) Result {
 	}
 	f.Close()
 	return Result{Status: OK, Detail: device + " opens: VMs' NICs under KVM use the in-kernel vhost-net"}
+}
+
+// checkKSM says whether VM groups can merge memory (memory_merge), and
+// whether KSM runs already: then it merges for the host's own reasons and
+// only unmarked RAM keeps a comparison clean.
+func checkKSM(h ksm.Host) Result {
+	if err := h.Available(); err != nil {
+		return Result{Status: Warn, Detail: err.Error() + "; memory_merge is refused",
+			Fix: "run a kernel built with CONFIG_KSM to measure what merging VM memory saves"}
+	}
+	run, err := os.ReadFile(filepath.Join(h.Dir, "run"))
+	if err != nil {
+		return Result{Status: Skip, Detail: err.Error()}
+	}
+	if strings.TrimSpace(string(run)) == "1" {
+		return Result{Status: OK, Detail: "KSM is on already (run=1); VM RAM without memory_merge is marked unmergeable"}
+	}
+	return Result{Status: OK, Detail: "KSM is available and off; memory_merge switches it on for a run"}
 }
 
 func checkRoot(euid int) Result {

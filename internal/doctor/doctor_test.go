@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
@@ -84,7 +85,7 @@ func TestChecksListEverything(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "image builder",
-		"runtime runc", "runtime crun", "QEMU", "qemu-img", "KVM", "TCG", "vhost-net", "measuring tools"}
+		"runtime runc", "runtime crun", "QEMU", "qemu-img", "KVM", "TCG", "vhost-net", "KSM", "measuring tools"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("checks %q, want %q", names, want)
 	}
@@ -398,5 +399,20 @@ func TestVhostNetCheck(t *testing.T) {
 		if r := checkVhostNet(device); r.Status != want || (want == Warn && !strings.Contains(r.Fix, "vhost_net")) {
 			t.Errorf("%q: %+v, want %s", device, r, want)
 		}
+	}
+}
+
+func TestKSMCheck(t *testing.T) {
+	dir := t.TempDir()
+	for run, want := range map[string]string{"0": "available and off", "1": "on already"} {
+		if err := os.WriteFile(filepath.Join(dir, "run"), []byte(run+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := checkKSM(ksm.Host{Dir: dir}); r.Status != OK || !strings.Contains(r.Detail, want) {
+			t.Errorf("run=%s: %+v, want OK saying %q", run, r, want)
+		}
+	}
+	if r := checkKSM(ksm.Host{Dir: filepath.Join(dir, "absent")}); r.Status != Warn || !strings.Contains(r.Detail, "memory_merge is refused") {
+		t.Errorf("no KSM: %+v", r)
 	}
 }
