@@ -32,7 +32,6 @@ func run() error {
 	device := flag.String("device", "", "serve on this character device (a VM's virtio-serial port, /dev/virtio-ports/NAME)")
 	pid1 := flag.Bool("pid1", false, "be a VM guest's init: mount, start the agent on the port named by the kernel command line, reap, power off on SIGTERM")
 	showVersion := flag.Bool("version", false, "print the agent and protocol version and exit")
-	become := flag.String(vminit.FlagBecome, "", "as a clone of a VM template, take on this identity (JSON: hostname, net, template_mac, seed, unix_ns) and exit")
 	if os.Getpid() == 1 {
 		flag.CommandLine.Parse(vminit.InitArgs(os.Args[1:]))
 	} else {
@@ -42,13 +41,6 @@ func run() error {
 	if *showVersion {
 		fmt.Printf("vfleet-agent %s (protocol %d)\n", version.String(), agent.Version)
 		return nil
-	}
-	if *become != "" {
-		id, err := vminit.ParseIdentity(*become)
-		if err != nil {
-			return err
-		}
-		return vminit.Become(id)
 	}
 	if *pid1 {
 		return runInit(*workdir)
@@ -72,6 +64,8 @@ func run() error {
 		return srv.ServeConn(ctx, stdioConn{})
 	}
 	if *device != "" {
+		// The device is a VM's port: the VM may be a clone of a template.
+		srv.Ops = map[string]func(context.Context, string) error{vminit.OpBecome: vminit.BecomeOp}
 		return vminit.ServeDevice(ctx, srv, *device)
 	}
 	// A stale socket from an earlier agent would make Listen fail.

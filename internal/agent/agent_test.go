@@ -17,6 +17,12 @@ import (
 // startServer serves on a unix socket in a temp dir and returns its path.
 func startServer(t *testing.T) string {
 	t.Helper()
+	return startServerWith(t, nil)
+}
+
+// startServerWith serves with extra operations.
+func startServerWith(t *testing.T, ops map[string]func(context.Context, string) error) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -25,6 +31,7 @@ func startServer(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := NewServer("test")
 	srv.KillGrace = 200 * time.Millisecond
+	srv.Ops = ops
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
 	t.Cleanup(func() {
@@ -128,6 +135,32 @@ func TestBadRequestsGetErrorRepliesAndConnectionSurvives(t *testing.T) {
 		if tc.want == "" && reply.Error != "" || !strings.Contains(reply.Error, tc.want) {
 			t.Errorf("request %.30q: error %q, want %q", tc.line, reply.Error, tc.want)
 		}
+	}
+}
+
+// An operation the server adds runs in its process with the request's
+// argument; its error comes back as the reply's, and unknown operations
+// are named with it.
+func TestServerOps(t *testing.T) {
+	var got []string
+	c := dial(t, startServerWith(t, map[string]func(context.Context, string) error{
+		"become": func(_ context.Context, arg string) error {
+			got = append(got, arg)
+			if arg == "bad" {
+				return errors.New("cannot")
+			}
+			return nil
+		},
+	}))
+	ctx := context.Background()
+	if _, err := c.Do(ctx, Request{Op: "become", Arg: "me"}); err != nil || len(got) != 1 || got[0] != "me" {
+		t.Fatalf("become me: %v, op saw %q", err, got)
+	}
+	if _, err := c.Do(ctx, Request{Op: "become", Arg: "bad"}); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "become: cannot") {
+		t.Errorf("become bad: %v", err)
+	}
+	if _, err := c.Do(ctx, Request{Op: "reboot"}); err == nil || !strings.Contains(err.Error(), "known: exec, ping, cancel, become") {
+		t.Errorf("unknown op: %v", err)
 	}
 }
 

@@ -58,6 +58,8 @@ type Request struct {
 	StartAtUnixNS int64 `json:"start_at_unix_ns,omitempty"`
 	// Target is the id of the execution an OpCancel stops.
 	Target uint64 `json:"target,omitempty"`
+	// Arg is the argument of an operation the agent's Server.Ops adds.
+	Arg string `json:"arg,omitempty"`
 }
 
 // MaxStartDelay bounds how far ahead a Request may schedule its start, so a

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,10 @@ type Server struct {
 	// KillGrace is how long a timed-out process group gets between SIGTERM
 	// and SIGKILL.
 	KillGrace time.Duration
+	// Ops are operations beyond the protocol's own, done in the agent's
+	// process and answered when done (a VM clone's taking on its
+	// identity): cheaper than executing a program for them.
+	Ops map[string]func(ctx context.Context, arg string) error
 }
 
 // NewServer returns a server that introduces itself with the current
@@ -190,7 +195,19 @@ func (c *conn) dispatch(ctx context.Context, line []byte) error {
 		defer c.mu.Unlock()
 		return c.sendErr
 	default:
-		reply.Error = fmt.Sprintf("unknown op %q (known: %s, %s, %s)", req.Op, OpExec, OpPing, OpCancel)
+		op, ok := c.srv.Ops[req.Op]
+		if !ok {
+			known := []string{OpExec, OpPing, OpCancel}
+			for name := range c.srv.Ops {
+				known = append(known, name)
+			}
+			sort.Strings(known[3:])
+			reply.Error = fmt.Sprintf("unknown op %q (known: %s)", req.Op, strings.Join(known, ", "))
+			break
+		}
+		if err := op(ctx, req.Arg); err != nil {
+			reply.Error = fmt.Sprintf("%s: %v", req.Op, err)
+		}
 	}
 	return c.send(reply)
 }

@@ -187,6 +187,9 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(bootError(m, g.dir, cfg.ConsoleLog, err))
 	}
 	m.mon = mon
+	// Where a clone's start goes: QEMU up to its monitor, the state
+	// loaded and running, the agent's hello, the identity taken on.
+	steps := map[string]string{"clone_qemu_up": time.Since(launched).String()}
 	if g.clone {
 		rctx, rcancel := context.WithTimeout(ctx, socketWait)
 		err := mon.restoreState(rctx, stateFD)
@@ -194,6 +197,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		if err != nil {
 			return fail(bootError(m, g.dir, cfg.ConsoleLog, fmt.Errorf("restore the template's state: %w", err)))
 		}
+		steps["clone_restored"] = time.Since(launched).String()
 	}
 	client, err := waitAgent(ctx, m, cfg)
 	if err != nil {
@@ -206,9 +210,11 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 	}()
 	if g.clone {
+		steps["clone_agent_hello"] = time.Since(launched).String()
 		if err := g.become(ctx, client); err != nil {
 			return fail(err)
 		}
+		maps.Copy(details, steps)
 	}
 	ready := time.Since(launched)
 

@@ -385,17 +385,10 @@ func (g *Guest) become(ctx context.Context, client *agent.Client) error {
 	if err != nil {
 		return err
 	}
-	req := agent.Request{Op: agent.OpExec, Argv: []string{g.env.AgentPath, "--" + vminit.FlagBecome, string(arg)},
-		TimeoutMS: becomeTimeout.Milliseconds()}
-	rep, err := client.Do(ctx, req)
-	if err != nil {
+	bctx, cancel := context.WithTimeout(ctx, becomeTimeout)
+	defer cancel()
+	if _, err := client.Do(bctx, agent.Request{Op: vminit.OpBecome, Arg: string(arg)}); err != nil {
 		return fmt.Errorf("clone: take on its identity: %w", err)
-	}
-	if rep.TimedOut {
-		return fmt.Errorf("clone: take on its identity: timed out after %s", becomeTimeout)
-	}
-	if rep.Error != "" || rep.ExitCode != 0 {
-		return fmt.Errorf("clone: take on its identity: exit %d: %s", rep.ExitCode, guest.Tail(append([]byte(rep.Error), rep.Stderr...), 5))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package vminit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,8 +14,9 @@ import (
 // Identity is what makes a clone of a template its own guest. Every clone
 // resumes as the template was when it was saved: its hostname, its clock,
 // its random number generator's state and its NIC's address. The host
-// sends the clone's own through the agent, which runs itself with
-// FlagBecome to take them on.
+// sends the clone's own to the agent as an OpBecome, which the agent does
+// in its own process: a new process would cost a clone most of its start,
+// every instruction of it translated afresh under TCG.
 type Identity struct {
 	Hostname string `json:"hostname"`
 	// Net is the clone's NIC configuration (NetConfig.String), empty
@@ -31,8 +33,8 @@ type Identity struct {
 	UnixNano int64 `json:"unix_ns"`
 }
 
-// FlagBecome is the agent's flag that takes an Identity as JSON.
-const FlagBecome = "become"
+// OpBecome is the agent operation that takes an Identity as JSON.
+const OpBecome = "become"
 
 // MinSeed is the least randomness a clone's generator is reseeded with.
 const MinSeed = 32
@@ -41,27 +43,36 @@ const MinSeed = 32
 // from its input pool at once (_IO('R', 0x07)); x/sys does not name it.
 const rndReseedCRNG = 0x5207
 
-// ParseIdentity reads FlagBecome's value.
+// BecomeOp is OpBecome as an agent.Server operation.
+func BecomeOp(_ context.Context, arg string) error {
+	id, err := ParseIdentity(arg)
+	if err != nil {
+		return err
+	}
+	return Become(id)
+}
+
+// ParseIdentity reads OpBecome's argument.
 func ParseIdentity(s string) (Identity, error) {
 	var id Identity
 	if err := json.Unmarshal([]byte(s), &id); err != nil {
-		return id, fmt.Errorf("--%s: %w", FlagBecome, err)
+		return id, fmt.Errorf("identity: %w", err)
 	}
 	if id.Hostname == "" || len(id.Hostname) > 64 {
-		return id, fmt.Errorf("--%s: hostname %q: want 1 to 64 characters", FlagBecome, id.Hostname)
+		return id, fmt.Errorf("identity: hostname %q: want 1 to 64 characters", id.Hostname)
 	}
 	if len(id.Seed) < MinSeed {
-		return id, fmt.Errorf("--%s: a seed of %d bytes, want at least %d", FlagBecome, len(id.Seed), MinSeed)
+		return id, fmt.Errorf("identity: a seed of %d bytes, want at least %d", len(id.Seed), MinSeed)
 	}
 	if id.UnixNano <= 0 {
-		return id, fmt.Errorf("--%s: no clock", FlagBecome)
+		return id, errors.New("identity: no clock")
 	}
 	if id.Net != "" {
 		if _, err := ParseNetConfig(id.Net); err != nil {
 			return id, err
 		}
 		if _, err := net.ParseMAC(id.TemplateMAC); err != nil {
-			return id, fmt.Errorf("--%s: template MAC: %w", FlagBecome, err)
+			return id, fmt.Errorf("identity: template MAC: %w", err)
 		}
 	}
 	return id, nil
