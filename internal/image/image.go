@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/flock"
 )
 
 // AgentPath is where the agent lives inside every image.
@@ -100,7 +102,7 @@ func Ensure(ctx context.Context, o EnsureOptions) (*Image, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	unlock, err := lock(ctx, filepath.Join(dir, ".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(dir, ".lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -349,28 +351,4 @@ func mountPointsBelow(mountinfo io.Reader, dir string) ([]string, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out, sc.Err()
-}
-
-// lock takes an exclusive flock, polling so that ctx can interrupt the wait.
-func lock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("image lock: %w", err)
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("image lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for another image build: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/flock"
 )
 
 // vmFormat changes whenever the way a VM's boot files are made changes, so
@@ -109,7 +111,7 @@ func EnsureVMBoot(ctx context.Context, img *Image, progress func(string)) (VMBoo
 	if have() {
 		return boot, nil
 	}
-	unlock, err := lock(ctx, filepath.Join(filepath.Dir(img.Dir), ".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(filepath.Dir(img.Dir), ".lock"))
 	if err != nil {
 		return VMBoot{}, err
 	}

@@ -21,8 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vfleet/vfleet/internal/flock"
 	"github.com/vfleet/vfleet/internal/ledger"
 )
 
@@ -163,25 +162,11 @@ func undoHold(ctx context.Context, e ledger.Entry) error {
 // locked runs fn on the state under the state file's lock and writes back
 // what fn left, or removes the file when nothing is held and nothing saved.
 func (h Host) locked(ctx context.Context, fn func(*state) error) error {
-	lock, err := os.OpenFile(h.State+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := flock.Lock(ctx, h.State+".lock")
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	for {
-		err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("lock %s: %w", h.State, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	defer unlock()
 	var st state
 	b, err := os.ReadFile(h.State)
 	switch {

@@ -14,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/flock"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/ledger"
@@ -118,7 +117,7 @@ func ensureTemplate(ctx context.Context, b templateBuilder, shape templateShape)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return template{}, err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(root, key+".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(root, key+".lock"))
 	if err != nil {
 		return template{}, err
 	}
@@ -268,7 +267,7 @@ func RemoveTemplates(ctx context.Context, bootDir string) (removed []string, err
 	}
 	for _, lock := range locks {
 		dir := strings.TrimSuffix(lock, ".lock")
-		unlock, err := lockFile(ctx, lock)
+		unlock, err := flock.Lock(ctx, lock)
 		if err != nil {
 			return removed, err
 		}
@@ -331,29 +330,6 @@ func syncFile(path string) error {
 		return err
 	}
 	return errors.Join(f.Sync(), f.Close())
-}
-
-// lockFile takes an exclusive lock on path, waiting for it as long as ctx
-// lets it; the lock goes with the process, so a killed holder frees it.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
 }
 
 // qemuIdentity names the emulator for a template's key: its path and
