@@ -10,9 +10,6 @@ import (
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
-// ksmHost is the KSM a run switches on; tests point it elsewhere.
-var ksmHost = ksm.System
-
 // holdKSM switches the host's KSM on for the run when a guest of it asks
 // for memory merging; the run's teardown, or `vfleet clean` after a crash,
 // lets go of it and so puts the host's settings back.
@@ -26,7 +23,7 @@ func (r *run) holdKSM(ctx context.Context) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	entry, err := ksmHost.Hold(ctx, r.led, r.key)
+	entry, err := ksm.System.Hold(ctx, r.led, r.key)
 	if entry.ID != "" {
 		r.ksm = &entry
 	}
@@ -57,14 +54,14 @@ func (r *run) ksmSamples(ctx context.Context, add func(guest, group, metric, uni
 	if r.ksm == nil {
 		return nil
 	}
-	from, err := ksmHost.ReadStats()
+	from, err := ksm.System.ReadStats()
 	if err != nil {
 		return err
 	}
 	r.opts.Progress.Logf("%swaiting for KSM to merge the fleet's memory (two full scans, at most %s)", r.label, ksmSettle)
 	began := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, ksmSettle)
-	st, err := ksmHost.WaitScans(wctx, from, 2)
+	st, err := ksm.System.WaitScans(wctx, from, 2)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
