@@ -12,6 +12,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/identity"
 	"github.com/vfleet/vfleet/internal/guest/overlay"
 	"github.com/vfleet/vfleet/internal/ledger"
 )
@@ -92,6 +93,9 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	undo.Push(layer.Unmount)
 	if err := os.MkdirAll(filepath.Join(layer.Merged, guest.ScratchDir), 0o1777); err != nil {
+		return fail(err)
+	}
+	if err := identity.Write(layer.Merged, g.Spec().Name); err != nil {
 		return fail(err)
 	}
 

@@ -99,6 +99,12 @@ func lifecycle(t *testing.T, o Options) {
 	if got := strings.TrimSpace(string(r.Stdout)); o.Isolated && got != "conf-a" {
 		t.Errorf("process sees hostname %q, want the guest's name: not isolated", got)
 	}
+	// The identity files say what the kernel says, and resolve both
+	// localhost and the guest's own name, as a container runtime's do.
+	r, err = g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", `test "$(cat /etc/hostname)" = "$(hostname)" && getent hosts localhost "$(hostname)"`}})
+	if err != nil || !r.Succeeded() || strings.Count(string(r.Stdout), "\n") != 2 {
+		t.Errorf("identity files: %v %+v", err, r)
+	}
 	r, err = g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "touch probe && pwd"}, Dir: info.ScratchDir})
 	if err != nil || strings.TrimSpace(string(r.Stdout)) != info.ScratchDir {
 		t.Errorf("scratch dir not writable: %v %+v", err, r)

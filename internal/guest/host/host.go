@@ -23,6 +23,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/identity"
 	"github.com/vfleet/vfleet/internal/guest/overlay"
 	"github.com/vfleet/vfleet/internal/ledger"
 )
@@ -100,6 +101,14 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		if err := os.MkdirAll(filepath.Join(layer.Merged, d), 0o755); err != nil {
 			return nil, guest.Info{}, err
 		}
+	}
+	// The baseline shares the host's UTS namespace: its name is the host's.
+	hostname, err := os.Hostname()
+	if err != nil {
+		return nil, guest.Info{}, err
+	}
+	if err := identity.Write(layer.Merged, hostname); err != nil {
+		return nil, guest.Info{}, err
 	}
 
 	logf, err := os.Create(filepath.Join(g.dir, "agent.log"))

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/guest/identity"
 )
 
 // Identity is what makes a clone of a template its own guest. Every clone
@@ -90,6 +92,9 @@ func Become(id Identity) error {
 	}
 	if err := unix.Sethostname([]byte(id.Hostname)); err != nil {
 		return fmt.Errorf("set the hostname: %w", err)
+	}
+	if err := identity.Write("/", id.Hostname); err != nil {
+		return err
 	}
 	if id.Net == "" {
 		return nil

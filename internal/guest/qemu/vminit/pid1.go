@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/guest/identity"
 )
 
 // PID1Options configure the guest's init.
@@ -72,6 +74,9 @@ func RunPID1(o PID1Options) error {
 	if h := params[ParamHostname]; h != "" {
 		if err := unix.Sethostname([]byte(h)); err != nil {
 			return fmt.Errorf("set hostname: %w", err)
+		}
+		if err := identity.Write("/", h); err != nil {
+			return err
 		}
 	}
 	if o.Workdir != "" {
