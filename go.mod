@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/ohler55/ojg v1.28.5
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -2,9 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 func newImageCommand(g *globalOptions) *cobra.Command {
@@ -32,6 +37,39 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 		},
 	}
 	build.Flags().BoolVar(&rebuild, "rebuild", false, "build anew even when a cached image matches the recipe")
-	cmd.AddCommand(build)
+	inspect := &cobra.Command{
+		Use:   "inspect",
+		Short: "Show the guest image and which workloads it can run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			img, err := image.Open(g.stateDir, image.DefaultRecipe())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stdout, "image %.12s: %s\n", img.Manifest.Hash, img.RootFS)
+			printRunnable(os.Stdout, img.RootFS)
+			return nil
+		},
+	}
+	cmd.AddCommand(build, inspect)
 	return cmd
+}
+
+// printRunnable lists the workloads whose tool a root file system has.
+func printRunnable(w io.Writer, rootfs string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKLOAD\tTOOL\tIN THE IMAGE")
+	for _, name := range workload.Names() {
+		wl, _ := workload.Lookup(name)
+		if wl.Tool() == "" {
+			fmt.Fprintf(tw, "%s\t(yours)\tany program the image has\n", name)
+			continue
+		}
+		where := "no: steps of this workload fail"
+		if path, ok := image.LookPath(rootfs, wl.Tool()); ok {
+			where = path
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, wl.Tool(), where)
+	}
+	tw.Flush()
 }

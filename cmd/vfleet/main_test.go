@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,6 +127,10 @@ func TestRunEndToEnd(t *testing.T) {
 	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte("<svg")) {
 		t.Errorf("HTML report: %v", err)
 	}
+	stdout, _, code = c.run("image", "inspect")
+	if code != 0 || !regexp.MustCompile(`(?m)^cpu +sysbench +/usr/bin/sysbench$`).MatchString(stdout) {
+		t.Errorf("image inspect (exit %d):\n%s", code, stdout)
+	}
 	stdout, _, _ = c.run("runs")
 	if !strings.Contains(stdout, "quick") || !strings.Contains(stdout, "complete") {
 		t.Errorf("runs:\n%s", stdout)
@@ -224,6 +229,10 @@ func TestCleanAfterKillRemovesEverything(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "was left running: marked aborted") {
 		t.Errorf("clean did not say it marked the killed run aborted:\n%s", stderr)
+	}
+	stdout, _, code = c.run("image", "inspect")
+	if code != 0 || !regexp.MustCompile(`(?m)^cpu +sysbench +/usr/bin/sysbench$`).MatchString(stdout) {
+		t.Errorf("image inspect (exit %d):\n%s", code, stdout)
 	}
 	stdout, _, _ = c.run("runs")
 	if fields := strings.Fields(strings.Split(strings.TrimSpace(stdout), "\n")[1]); fields[5] != store.StatusAborted {

@@ -159,8 +159,47 @@ func TestServerOps(t *testing.T) {
 	if _, err := c.Do(ctx, Request{Op: "become", Arg: "bad"}); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "become: cannot") {
 		t.Errorf("become bad: %v", err)
 	}
-	if _, err := c.Do(ctx, Request{Op: "reboot"}); err == nil || !strings.Contains(err.Error(), "known: exec, ping, cancel, become") {
+	if _, err := c.Do(ctx, Request{Op: "reboot"}); err == nil || !strings.Contains(err.Error(), "known: exec, ping, cancel, lookpath, become") {
 		t.Errorf("unknown op: %v", err)
+	}
+}
+
+// A process asked to stop after a while gets SIGINT, may print its
+// summary, and its reply is a success that says it was stopped.
+func TestStopAfterInterruptsAndKeepsOutput(t *testing.T) {
+	c := dial(t, startServer(t))
+	r, err := c.Do(context.Background(), Request{
+		Argv:        []string{"sh", "-c", `trap 'echo summary; exit 3' INT; echo started; while :; do sleep 0.05; done`},
+		StopAfterMS: 300, TimeoutMS: 10_000,
+	})
+	if err != nil || !r.Stopped || !r.Succeeded() || r.TimedOut || string(r.Stdout) != "started\nsummary\n" {
+		t.Fatalf("stopped run: %v %+v", err, r)
+	}
+	if r.Wall() < 300*time.Millisecond || r.Wall() > 5*time.Second {
+		t.Errorf("stopped after %s, asked 300ms", r.Wall())
+	}
+	// One that ends by itself first is not marked stopped.
+	r, err = c.Do(context.Background(), Request{Argv: []string{"true"}, StopAfterMS: 10_000})
+	if err != nil || r.Stopped || !r.Succeeded() {
+		t.Errorf("quick run: %v %+v", err, r)
+	}
+}
+
+// lookpath answers like `command -v`: the path, or exit status 1 when
+// the program is not there.
+func TestLookPath(t *testing.T) {
+	c := dial(t, startServer(t))
+	ctx := context.Background()
+	r, err := c.Do(ctx, Request{Op: OpLookPath, Arg: "sh"})
+	if err != nil || r.ExitCode != 0 || !strings.HasSuffix(string(r.Stdout), "/sh") {
+		t.Errorf("lookpath sh: %v %+v", err, r)
+	}
+	r, err = c.Do(ctx, Request{Op: OpLookPath, Arg: "no-such-tool-here"})
+	if err != nil || r.ExitCode != 1 || len(r.Stdout) != 0 {
+		t.Errorf("lookpath of a missing tool: %v %+v", err, r)
+	}
+	if _, err := c.Do(ctx, Request{Op: OpLookPath}); !errors.Is(err, ErrRemote) {
+		t.Errorf("lookpath of nothing: %v", err)
 	}
 }
 

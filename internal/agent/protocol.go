@@ -27,6 +27,10 @@ const (
 	// OpCancel stops the execution whose id is Target; its own reply
 	// still comes, saying how it ended.
 	OpCancel = "cancel"
+	// OpLookPath finds the program Arg as an execution would: the reply's
+	// Stdout is its path, or its ExitCode is 1 when the guest has no such
+	// program, so a step can say which tool an image lacks before running.
+	OpLookPath = "lookpath"
 )
 
 // Hello is the first message the agent sends on a new connection.
@@ -56,6 +60,11 @@ type Request struct {
 	// everywhere together. A moment already past starts at once; one more
 	// than MaxStartDelay ahead is refused.
 	StartAtUnixNS int64 `json:"start_at_unix_ns,omitempty"`
+	// StopAfterMS, when above 0, ends the process that long after it
+	// started, as a user ends a load generator with Ctrl-C: SIGINT to its
+	// process group, then SIGTERM and SIGKILL for whatever is left. Its
+	// output is kept and the reply says Stopped; it is no failure.
+	StopAfterMS int64 `json:"stop_after_ms,omitempty"`
 	// Target is the id of the execution an OpCancel stops.
 	Target uint64 `json:"target,omitempty"`
 	// Arg is the argument of an operation the agent's Server.Ops adds.
@@ -84,8 +93,10 @@ type Reply struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
-	Stdout   []byte `json:"stdout,omitempty"`
-	Stderr   []byte `json:"stderr,omitempty"`
+	// Stopped says the process was ended at the request's StopAfterMS.
+	Stopped bool   `json:"stopped,omitempty"`
+	Stdout  []byte `json:"stdout,omitempty"`
+	Stderr  []byte `json:"stderr,omitempty"`
 	// Truncated is set when stdout or stderr exceeded the request's MaxOutput.
 	Truncated bool   `json:"truncated,omitempty"`
 	WallNS    int64  `json:"wall_ns"`
@@ -102,9 +113,10 @@ type Reply struct {
 // Wall is the execution's wall-clock time.
 func (r Reply) Wall() time.Duration { return time.Duration(r.WallNS) }
 
-// Succeeded reports whether the process ran and exited with status 0.
+// Succeeded reports whether the process ran and exited with status 0, or
+// was stopped as the request asked, however it ended then.
 func (r Reply) Succeeded() bool {
-	return r.Error == "" && !r.TimedOut && r.Signal == "" && r.ExitCode == 0
+	return r.Error == "" && !r.TimedOut && (r.Stopped || r.Signal == "" && r.ExitCode == 0)
 }
 
 var (

@@ -186,6 +186,15 @@ func (c *conn) dispatch(ctx context.Context, line []byte) error {
 		} else {
 			stop(errCancelled)
 		}
+	case OpLookPath:
+		switch path, err := exec.LookPath(req.Arg); {
+		case req.Arg == "":
+			reply.Error = "lookpath: no program named"
+		case err != nil:
+			reply.ExitCode = 1
+		default:
+			reply.Stdout = []byte(path)
+		}
 	case OpExec, "":
 		if err := c.start(ctx, req); err != "" {
 			reply.Error = err
@@ -197,11 +206,12 @@ func (c *conn) dispatch(ctx context.Context, line []byte) error {
 	default:
 		op, ok := c.srv.Ops[req.Op]
 		if !ok {
-			known := []string{OpExec, OpPing, OpCancel}
+			known := []string{OpExec, OpPing, OpCancel, OpLookPath}
+			builtin := len(known)
 			for name := range c.srv.Ops {
 				known = append(known, name)
 			}
-			sort.Strings(known[3:])
+			sort.Strings(known[builtin:])
 			reply.Error = fmt.Sprintf("unknown op %q (known: %s)", req.Op, strings.Join(known, ", "))
 			break
 		}
@@ -318,7 +328,7 @@ func checkExec(req Request) string {
 	switch {
 	case len(req.Argv) == 0:
 		return "exec: empty argv"
-	case req.TimeoutMS < 0:
+	case req.TimeoutMS < 0 || req.StopAfterMS < 0:
 		return "exec: negative timeout"
 	case req.MaxOutput < 0 || req.MaxOutput > MaxOutputLimit:
 		return fmt.Sprintf("exec: max_output %d: want 0 (default %d) to %d bytes", req.MaxOutput, MaxOutput, MaxOutputLimit)
@@ -381,9 +391,18 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 		defer t.Stop()
 		timeout = t.C
 	}
+	var stopAt <-chan time.Time
+	if req.StopAfterMS > 0 {
+		t := time.NewTimer(time.Duration(req.StopAfterMS) * time.Millisecond)
+		defer t.Stop()
+		stopAt = t.C
+	}
 	var waitErr error
 	select {
 	case waitErr = <-done:
+	case <-stopAt:
+		reply.Stopped = true
+		waitErr = s.interruptGroup(cmd.Process.Pid, done)
 	case <-timeout:
 		reply.TimedOut = true
 		waitErr = s.killGroup(cmd.Process.Pid, done)
@@ -405,6 +424,18 @@ func stopReason(ctx context.Context) string {
 		return "stopped: " + cause.Error()
 	}
 	return "agent shutting down"
+}
+
+// interruptGroup ends a process group the way Ctrl-C would, so a tool
+// that prints its summary on SIGINT gets to print it.
+func (s *Server) interruptGroup(pid int, done <-chan error) error {
+	_ = syscall.Kill(-pid, syscall.SIGINT)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(s.KillGrace):
+	}
+	return s.killGroup(pid, done)
 }
 
 func (s *Server) killGroup(pid int, done <-chan error) error {

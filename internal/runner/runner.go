@@ -422,6 +422,7 @@ type run struct {
 	// headlines holds each group's measured values of each workload's
 	// headline metric, for adaptive repetitions.
 	headlines map[headlineKey][]float64
+	tools     toolCheck
 }
 
 // setup creates the run's ledger and state directory and starts its guests.
@@ -688,7 +689,7 @@ func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, star
 	if err != nil {
 		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
 	}
-	parsed, err := w.Parse(reply.Stdout, reply.Stderr)
+	parsed, err := workload.ParseOutput(w, st.Params, reply.Stdout, reply.Stderr)
 	if err != nil {
 		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
 	}
@@ -725,15 +726,22 @@ func (r *run) record(ctx context.Context, g guest.Guest, st scenario.Step, m mea
 // run's network (servers on the peer, CPU use measured around it), any
 // other directly. use is nil for a workload that is not a network one.
 func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st scenario.Step, startAt int64, stretch float64) (reply agent.Reply, use *cpuUse, err error) {
+	group := r.records[g.Spec().Name].Group
 	if nw, ok := w.(workload.Networked); ok {
 		if r.net == nil {
 			return agent.Reply{}, nil, workload.ErrNeedsNetwork
+		}
+		if err := r.tools.require(ctx, g, group, r.imageName(g), w.Tool()); err != nil {
+			return agent.Reply{}, nil, err
 		}
 		reply, u, err := r.net.exec(ctx, g, nw, st, startAt)
 		return reply, &u, err
 	}
 	ex, err := w.Command(st.Params, st.Duration)
 	if err != nil {
+		return agent.Reply{}, nil, err
+	}
+	if err := r.tools.require(ctx, g, group, r.imageName(g), ex.Argv[0]); err != nil {
 		return agent.Reply{}, nil, err
 	}
 	if ex.WorkDir == "" {
@@ -743,7 +751,8 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 		ex.Argv = append([]string{"taskset", "--cpu-list", r.placed.hostCPUs}, ex.Argv...)
 	}
 	timeout := time.Duration(float64(ex.Timeout) * max(stretch, 1))
-	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: timeout.Milliseconds(), MaxOutput: ex.MaxOutput, StartAtUnixNS: startAt})
+	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: timeout.Milliseconds(), MaxOutput: ex.MaxOutput,
+		StartAtUnixNS: startAt, StopAfterMS: ex.StopAfter.Milliseconds()})
 	return reply, nil, err
 }
 

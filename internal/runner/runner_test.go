@@ -99,6 +99,24 @@ func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 	assertNoState(t, opts.StateRoot)
 }
 
+// A step whose tool the image lacks fails saying so, in every guest,
+// without running anything; the run goes on.
+func TestMissingToolFailsItsStepsByName(t *testing.T) {
+	plan, opts := setup(t)
+	fake.Lacks("sysbench")
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures, _ := opts.Store.Failures(context.Background(), id)
+	if len(failures) != 9 {
+		t.Fatalf("%d failures, want every step of 3 guests: %+v", len(failures), failures)
+	}
+	if f := failures[0]; f.Error != "missing tool: sysbench is not in vfleet's image" {
+		t.Errorf("failure = %q", f.Error)
+	}
+}
+
 func TestGuestThatFailsToStartIsRecordedAndSkipped(t *testing.T) {
 	plan, opts := setup(t)
 	fake.FailBoot("other-0")

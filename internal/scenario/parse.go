@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -697,6 +698,12 @@ func (p *parser) params(n *yaml.Node, path string, w workload.Workload) workload
 		return merged
 	}
 	known := sortedKeys(merged)
+	structured := map[string]bool{}
+	if sw, ok := w.(workload.Structured); ok {
+		for _, k := range sw.StructuredParams() {
+			structured[k] = true
+		}
+	}
 	given := map[string]int{} // key -> line
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -713,14 +720,85 @@ func (p *parser) params(n *yaml.Node, path string, w workload.Workload) workload
 			p.errorf(k, joinPath(path, k.Value), "%s", msg)
 			continue
 		}
-		if val, ok := p.scalar(v, joinPath(path, k.Value)); ok {
+		if structured[k.Value] {
+			merged[k.Value] = p.jsonValue(v, joinPath(path, k.Value))
+		} else if val, ok := p.scalar(v, joinPath(path, k.Value)); ok {
 			merged[k.Value] = val
 		}
 	}
-	if err := w.Validate(merged); err != nil {
+	var pe *workload.ParamError
+	switch err := w.Validate(merged); {
+	case errors.As(err, &pe):
+		p.errorf(paramNode(n, pe), joinPath(path, pe.Field()), "%s", pe.Msg)
+	case err != nil:
 		p.errorf(n, path, "%s", strings.TrimPrefix(err.Error(), workload.ErrBadParam.Error()+": "))
 	}
 	return merged
+}
+
+// jsonValue is a structured parameter's value as compact JSON. Every
+// scalar in it is a string, as YAML wrote it: an argv [taskset, -c, 1]
+// means the text "1", not a number.
+func (p *parser) jsonValue(n *yaml.Node, path string) string {
+	b, err := json.Marshal(plainValue(n))
+	if err != nil {
+		p.errorf(n, path, "cannot be a parameter: %v", err)
+		return ""
+	}
+	return string(b)
+}
+
+func plainValue(n *yaml.Node) any {
+	n = deref(n)
+	switch n.Kind {
+	case yaml.SequenceNode:
+		list := make([]any, len(n.Content))
+		for i, item := range n.Content {
+			list[i] = plainValue(item)
+		}
+		return list
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			m[n.Content[i].Value] = plainValue(n.Content[i+1])
+		}
+		return m
+	}
+	return n.Value
+}
+
+// paramNode finds the node a parameter error points into, as deep as the
+// scenario has it; the params mapping itself when the key is not given.
+func paramNode(params *yaml.Node, pe *workload.ParamError) *yaml.Node {
+	at := params
+	for i := 0; i+1 < len(params.Content); i += 2 {
+		if params.Content[i].Value == pe.Key {
+			at = deref(params.Content[i+1])
+		}
+	}
+	if at == params {
+		return at
+	}
+	for _, step := range pe.Path {
+		next := (*yaml.Node)(nil)
+		switch s := step.(type) {
+		case int:
+			if at.Kind == yaml.SequenceNode && s < len(at.Content) {
+				next = at.Content[s]
+			}
+		case string:
+			for i := 0; at.Kind == yaml.MappingNode && i+1 < len(at.Content); i += 2 {
+				if at.Content[i].Value == s {
+					next = at.Content[i+1]
+				}
+			}
+		}
+		if next == nil {
+			break
+		}
+		at = deref(next)
+	}
+	return at
 }
 
 func (p *parser) baseline(root, n *yaml.Node, s *Spec) {

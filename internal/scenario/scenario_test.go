@@ -539,3 +539,54 @@ func TestBuiltinsAreWellWithinTheLimits(t *testing.T) {
 		}
 	}
 }
+
+// A command's argv and metrics are written as YAML lists and reach the
+// workload as JSON whose scalars are the text the file has; a mistake
+// inside them is reported at its own line.
+func TestCommandWorkloadStructuredParams(t *testing.T) {
+	const head = "name: t\nguests:\n  - kind: host\nworkloads:\n  - workload: command\n    params:\n      argv: [taskset, -c, 1, ./Run]\n"
+	spec, err := Parse("t.yaml", []byte(head+"      metrics:\n        - {name: index, unit: score, better: higher, regex: 'Score\\s+([0-9.]+)'}\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := spec.Workloads[0].Params
+	if p["argv"] != `["taskset","-c","1","./Run"]` || p["metrics"] != `[{"better":"higher","name":"index","regex":"Score\\s+([0-9.]+)","unit":"score"}]` {
+		t.Errorf("params = %q", p)
+	}
+	_, err = Parse("t.yaml", []byte(head+"      metrics:\n        - {name: a, unit: u, better: higher, json: $.a}\n        - name: b\n          unit: u\n          better: lower\n          regex: 'no group'\n"), opts)
+	if err == nil || err.Error() != "t.yaml:13:18: workloads[0].params.metrics[1].regex: has no group: put the value in parentheses, like 'Score\\s+([0-9.]+)'" {
+		t.Errorf("err = %v", err)
+	}
+	_, err = Parse("t.yaml", []byte("name: t\nguests:\n  - kind: host\nworkloads:\n  - workload: command\n    params: {argv: [x]}\n"), opts)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:6:13: workloads[0].params.metrics: missing") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// The documented command example reads the real UnixBench output it
+// points to.
+func TestDocumentedCommandExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "workloads.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## `command`")
+	_, rest, ok := strings.Cut(section, "```yaml\n")
+	example, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("docs/workloads.md has no yaml example for command")
+	}
+	spec, err := Parse("docs/workloads.md", []byte("name: t\nguests:\n  - kind: host\n"+example), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := os.ReadFile(filepath.Join("..", "workload", "testdata", "unixbench-dhry2reg.stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := workload.Lookup("command")
+	samples, err := workload.ParseOutput(w, spec.Workloads[0].Params, stdout, nil)
+	if err != nil || len(samples) != 2 || samples[0].Value != 4750.9 {
+		t.Fatalf("%v %+v", err, samples)
+	}
+}

@@ -20,6 +20,11 @@ func FuzzParseFio(f *testing.F)           { fuzzParse(f, "fio") }
 func FuzzParseNetThroughput(f *testing.F) { fuzzParse(f, "net-throughput") }
 func FuzzParseNetLatency(f *testing.F)    { fuzzParse(f, "net-latency") }
 func FuzzParseTimerLatency(f *testing.F)  { fuzzParse(f, "timer-latency") }
+func FuzzParseCommand(f *testing.F)       { fuzzParse(f, "command") }
+
+// fuzzParams are the parameters a workload whose parsing depends on them
+// is fuzzed with; the others use their defaults.
+var fuzzParams = map[string]Params{"command": unixbenchParams}
 
 // maxFuzzSeed bounds a recording used whole as a seed. The full logs and
 // histograms run to megabytes, which would slow every execution derived
@@ -38,7 +43,12 @@ func fuzzParse(f *testing.F, name string) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	stderrs, err := filepath.Glob(filepath.Join("testdata", w.Tool()+"-*.stderr"))
+	params, ok := fuzzParams[name]
+	if !ok {
+		params = w.Defaults()
+	}
+	// A command is any program: every recording seeds it.
+	stderrs, err := filepath.Glob(filepath.Join("testdata", w.Tool()+"*-*.stderr"))
 	if err != nil || len(stderrs) == 0 {
 		f.Fatalf("no recording of %s under testdata (%v)", w.Tool(), err)
 	}
@@ -57,7 +67,7 @@ func fuzzParse(f *testing.F, name string) {
 		f.Add(stdout, stderr)
 	}
 	f.Fuzz(func(t *testing.T, stdout, stderr []byte) {
-		samples, err := w.Parse(stdout, stderr)
+		samples, err := ParseOutput(w, params, stdout, stderr)
 		if err != nil {
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,9 @@ type Exec struct {
 	// MaxOutput is how many bytes of stdout the parser needs kept; 0 means
 	// the agent's default (agent.MaxOutput). Passed as agent.Request.MaxOutput.
 	MaxOutput int64
+	// StopAfter, when above 0, ends the tool after that long (SIGINT
+	// first); its output up to then is what is parsed.
+	StopAfter time.Duration
 }
 
 // Workload is one adapter. Implementations are stateless.
@@ -127,3 +131,56 @@ func namesLocked() []string {
 	sort.Strings(names)
 	return names
 }
+
+// ParamsParser is a workload whose output can only be read knowing its
+// parameters (a command's metrics are among them); ParseOutput prefers
+// it to Parse.
+type ParamsParser interface {
+	ParseParams(p Params, stdout, stderr []byte) ([]Sample, error)
+}
+
+// ParseOutput parses an execution's output with the workload's parser.
+func ParseOutput(w Workload, p Params, stdout, stderr []byte) ([]Sample, error) {
+	if pp, ok := w.(ParamsParser); ok {
+		return pp.ParseParams(p, stdout, stderr)
+	}
+	return w.Parse(stdout, stderr)
+}
+
+// Structured is a workload some of whose parameters are lists or
+// mappings (a command's argv, its metrics). A scenario passes each of
+// them as compact JSON text, so every parameter stays one string that is
+// recorded with each sample.
+type Structured interface {
+	StructuredParams() []string
+}
+
+// ParamError is a bad parameter, with where inside a structured one the
+// fault lies, so the scenario can point at that line.
+type ParamError struct {
+	Key string
+	// Path leads into the parameter's value: list indexes and mapping keys.
+	Path []any
+	Msg  string
+}
+
+func paramError(key string, path []any, msg string) error {
+	return &ParamError{Key: key, Path: path, Msg: msg}
+}
+
+// Field is the parameter's name with the path into it, like metrics[1].regex.
+func (e *ParamError) Field() string {
+	var b strings.Builder
+	b.WriteString(e.Key)
+	for _, p := range e.Path {
+		if i, ok := p.(int); ok {
+			fmt.Fprintf(&b, "[%d]", i)
+		} else {
+			fmt.Fprintf(&b, ".%v", p)
+		}
+	}
+	return b.String()
+}
+
+func (e *ParamError) Error() string { return fmt.Sprintf("%v: %s: %s", ErrBadParam, e.Field(), e.Msg) }
+func (e *ParamError) Unwrap() error { return ErrBadParam }

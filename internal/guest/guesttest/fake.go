@@ -24,6 +24,7 @@ type Fake struct {
 	output   []byte
 	failExec map[string]bool
 	failBoot map[string]bool
+	lacks    map[string]bool // programs the guests' image does not have
 	onExec   func(guestName string)
 	started  map[string]int
 	stopped  map[string]int
@@ -58,7 +59,7 @@ func (f *Fake) Reset(output []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.output = output
-	f.failExec, f.failBoot = map[string]bool{}, map[string]bool{}
+	f.failExec, f.failBoot, f.lacks = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	f.started, f.stopped = map[string]int{}, map[string]int{}
 	f.skew, f.startAt = map[string]time.Duration{}, map[string]time.Time{}
 	f.onExec = nil
@@ -100,6 +101,9 @@ func (f *Fake) Output() []byte {
 
 // FailExec makes every request to the named guest exit 1.
 func (f *Fake) FailExec(guestName string) { f.set(f.failExec, guestName) }
+
+// Lacks makes the guests' image lack the named program.
+func (f *Fake) Lacks(program string) { f.set(f.lacks, program) }
 
 // FailBoot makes the named guest fail to start.
 func (f *Fake) FailBoot(guestName string) { f.set(f.failBoot, guestName) }
@@ -166,8 +170,14 @@ func (g *fakeGuest) Stop(context.Context) error {
 // the output.
 func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, error) {
 	g.f.mu.Lock()
-	hook := g.f.onExec
+	hook, lacks := g.f.onExec, g.f.lacks[req.Arg]
 	g.f.mu.Unlock()
+	if req.Op == agent.OpLookPath {
+		if lacks {
+			return agent.Reply{V: 1, ExitCode: 1}, nil
+		}
+		return agent.Reply{V: 1, Stdout: []byte("/usr/bin/" + req.Arg)}, nil
+	}
 	if hook != nil {
 		hook(g.spec.Name)
 	}

@@ -1,0 +1,51 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+)
+
+// ErrToolMissing says a guest's image lacks the program a step runs.
+var ErrToolMissing = errors.New("missing tool")
+
+// toolCheck remembers, per guest group, which programs its image has: a
+// group's guests share one image, so one lookup answers for all of them.
+type toolCheck struct {
+	mu    sync.Mutex
+	found map[[2]string]error // (group, program) -> nil or the failure
+}
+
+// require fails with ErrToolMissing when g's image has no program named
+// tool, before anything is run: otherwise the step fails later as a parse
+// error of an empty output, or an exit status 127, which do not say why.
+func (c *toolCheck) require(ctx context.Context, g guest.Guest, group, image, tool string) error {
+	key := [2]string{group, tool}
+	c.mu.Lock()
+	err, known := c.found[key]
+	c.mu.Unlock()
+	if known {
+		return err
+	}
+	reply, err := g.Exec(ctx, agent.Request{Op: agent.OpLookPath, Arg: tool})
+	if err != nil {
+		return err // the agent did not answer: nothing is learnt about the image
+	}
+	if reply.ExitCode != 0 {
+		err = fmt.Errorf("%w: %s is not in %s", ErrToolMissing, tool, image)
+	}
+	c.mu.Lock()
+	if c.found == nil {
+		c.found = map[[2]string]error{}
+	}
+	c.found[key] = err
+	c.mu.Unlock()
+	return err
+}
+
+// imageName names g's image in messages.
+func (r *run) imageName(guest.Guest) string { return "vfleet's image" }
