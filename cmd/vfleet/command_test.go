@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -54,18 +53,8 @@ workloads:
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
-	out, _, _ := c.run("report", "latest", "--format", "json")
-	var rep struct {
-		Samples []struct {
-			Group, Metric string
-			Value         float64
-		} `json:"samples"`
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]int{}
-	for _, s := range rep.Samples {
+	for _, s := range c.latestSamples() {
 		if s.Value <= 0 {
 			t.Errorf("sample %+v", s)
 		}

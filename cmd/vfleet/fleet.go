@@ -225,6 +225,10 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	if err != nil {
 		return err
 	}
+	images, agentBin, err := userImages(ctx, g, progress, spec)
+	if err != nil {
+		return err
+	}
 	host, err := fingerprint(ctx, img, spec)
 	if err != nil {
 		return err
@@ -242,6 +246,7 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	began := time.Now()
 	id, key, err := runner.Launch(ctx, plan, runner.Options{
 		Store: st, StateRoot: g.stateDir, RootFS: img.RootFS, AgentPath: img.AgentPath,
+		Images: images, AgentBinary: agentBin,
 		Host: host, Progress: progress, Observer: watch,
 	})
 	launchTime := time.Since(began)

@@ -38,16 +38,35 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 	}
 	build.Flags().BoolVar(&rebuild, "rebuild", false, "build anew even when a cached image matches the recipe")
 	inspect := &cobra.Command{
-		Use:   "inspect",
-		Short: "Show the guest image and which workloads it can run",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			img, err := image.Open(g.stateDir, image.DefaultRecipe())
+		Use:   "inspect [OCI-IMAGE]",
+		Short: "Show vfleet's guest image, or a user's OCI image (layout or archive), and which workloads it can run",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				img, err := image.Open(g.stateDir, image.DefaultRecipe())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stdout, "image %.12s: %s\n", img.Manifest.Hash, img.RootFS)
+				printRunnable(os.Stdout, img.RootFS)
+				return nil
+			}
+			if err := image.CheckOCI(args[0]); err != nil {
+				return usageError{err}
+			}
+			if err := requireRoot("vfleet image inspect OCI-IMAGE"); err != nil {
+				return err
+			}
+			progress := newProgress()
+			ctx, cancel := signalContext(progress)
+			defer cancel()
+			o, err := image.EnsureOCI(ctx, g.stateDir, args[0], func(line string) { progress.Logf("image: %s", line) })
+			progress.Done()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stdout, "image %.12s: %s\n", img.Manifest.Hash, img.RootFS)
-			printRunnable(os.Stdout, img.RootFS)
+			fmt.Fprintf(os.Stdout, "image %s: %s (%d layers)\n", o.Digest, args[0], o.Layers)
+			printRunnable(os.Stdout, o.RootFS)
 			return nil
 		},
 	}

@@ -62,6 +62,25 @@ func (c *cli) run(args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
+// reportSample is a sample as the JSON report gives it.
+type reportSample struct {
+	Group, Metric string
+	Value         float64
+}
+
+// latestSamples are the samples of the latest run, read through the CLI.
+func (c *cli) latestSamples() []reportSample {
+	c.t.Helper()
+	out, _, code := c.run("report", "latest", "--format", "json")
+	var rep struct {
+		Samples []reportSample `json:"samples"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		c.t.Fatalf("report json: %v (exit %d)", err, code)
+	}
+	return rep.Samples
+}
+
 func (c *cli) scenario(text string) string {
 	p := filepath.Join(c.work, "s.yaml")
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
@@ -135,15 +154,8 @@ func TestRunEndToEnd(t *testing.T) {
 	if !strings.Contains(stdout, "quick") || !strings.Contains(stdout, "complete") {
 		t.Errorf("runs:\n%s", stdout)
 	}
-	stdout, _, code = c.run("report", "latest", "--format", "json")
-	var rep struct {
-		Samples []struct{ Group, Metric string } `json:"samples"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 {
-		t.Fatalf("report json: %v (exit %d)", err, code)
-	}
 	groups := map[string]int{}
-	for _, s := range rep.Samples {
+	for _, s := range c.latestSamples() {
 		groups[s.Group]++
 	}
 	// 2 repetitions x (1 cpu metric + 4 fio metrics) per group.

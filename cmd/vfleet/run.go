@@ -95,6 +95,10 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	if err != nil {
 		return err
 	}
+	images, agentBin, err := userImages(ctx, g, progress, specs...)
+	if err != nil {
+		return err
+	}
 	host, err := fingerprint(ctx, img, specs...)
 	if err != nil {
 		return err
@@ -102,12 +106,14 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	abortOrphans(ctx, st, nil)
 
 	opts := runner.Options{
-		Store:     st,
-		StateRoot: g.stateDir,
-		RootFS:    img.RootFS,
-		AgentPath: img.AgentPath,
-		Host:      host,
-		Progress:  progress,
+		Store:       st,
+		StateRoot:   g.stateDir,
+		RootFS:      img.RootFS,
+		AgentPath:   img.AgentPath,
+		Images:      images,
+		AgentBinary: agentBin,
+		Host:        host,
+		Progress:    progress,
 	}
 	observer, stopObserving, err := obs.start(ctx, progress.Logf)
 	if err != nil {
@@ -213,7 +219,38 @@ func abortOrphans(ctx context.Context, st *store.Store, cleanedKeys map[string]b
 }
 
 func scenarioOptions() scenario.Options {
-	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest}
+	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest, CheckImage: checkImage}
+}
+
+// checkImage says whether a group of the kind can run the image at path.
+// A VM's image is its kind's to refuse (checkGuest); the others run an
+// OCI image's root file system.
+func checkImage(kind, path string) error {
+	if guest.TraitsOf(kind).AgentInGuest {
+		return nil
+	}
+	return image.CheckOCI(path)
+}
+
+// userImages unpacks the users' images the scenarios name, each once, and
+// returns them with the agent that their guests get brought in.
+func userImages(ctx context.Context, g *globalOptions, progress *telemetry.Progress, specs ...*scenario.Spec) (map[string]runner.UserImage, string, error) {
+	images := map[string]runner.UserImage{}
+	for _, grp := range guestGroups(specs) {
+		if grp.Image == "" || images[grp.Image].RootFS != "" {
+			continue
+		}
+		o, err := image.EnsureOCI(ctx, g.stateDir, grp.Image, func(line string) { progress.Logf("image: %s", line) })
+		if err != nil {
+			return nil, "", fmt.Errorf("guest group %q: %w", grp.Name, err)
+		}
+		images[grp.Image] = runner.UserImage{RootFS: o.RootFS, Env: o.Env, Digest: o.Digest}
+	}
+	if len(images) == 0 {
+		return nil, "", nil
+	}
+	agentBin, err := g.agentBinary()
+	return images, agentBin, err
 }
 
 // checkGuest asks the group's kind to accept it; New touches nothing on
@@ -224,7 +261,7 @@ func checkGuest(g scenario.GuestGroup) error {
 		return err
 	}
 	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-		VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority}, guest.Env{})
+		VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image}, guest.Env{})
 	return err
 }
 

@@ -344,9 +344,11 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 		limit = MaxOutput
 	}
 	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+	// By default a tool gets the agent's own environment, which the guest
+	// kind set up: a user's image brings its own PATH and variables.
 	cmd.Env = req.Env
 	if cmd.Env == nil {
-		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
+		cmd.Env = os.Environ()
 	}
 	cmd.Dir = req.Dir
 	if cmd.Dir == "" {

@@ -59,6 +59,10 @@ type Spec struct {
 	// for no network. VM-only: a VM cannot join a namespace, so its NIC is
 	// a tap device where namespace guests have their veth.
 	Tap *TapConfig
+	// Image is the user's image the guest runs, as the scenario names it
+	// (an absolute path); empty for vfleet's own. The run resolves it into
+	// Env.RootFS; a kind that cannot run it refuses it in New.
+	Image string
 
 	// VM-only fields (kind "vm"); every other kind refuses them, see
 	// VMFieldsSet. For a VM, Runtime names the machine ("q35", "microvm")
@@ -145,6 +149,13 @@ type Env struct {
 	RootFS string
 	// AgentPath is the agent binary's path inside RootFS.
 	AgentPath string
+	// AgentBinary, when set, is the static agent on the host, which the
+	// image lacks (a user's image): the kind brings it in read-only at
+	// AgentPath, leaving the image itself unchanged.
+	AgentBinary string
+	// ImageEnv is the image's own environment (a user's OCI image config),
+	// which the guest's processes get over vfleet's defaults.
+	ImageEnv []string
 	// StateDir is a directory owned by the run where guests keep sockets,
 	// overlay layers, bundles and logs.
 	StateDir string

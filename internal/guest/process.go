@@ -1,6 +1,13 @@
 package guest
 
-import "syscall"
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
 
 // ProcAttr is how a kind whose guest is a child process of vfleet (the
 // baseline's agent, a VM's QEMU) starts that process. Either way it leads
@@ -18,4 +25,54 @@ func (e Env) ProcAttr() *syscall.SysProcAttr {
 		return &syscall.SysProcAttr{Setsid: true}
 	}
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// defaultEnv is the environment a guest's agent, and so every tool it
+// runs, gets in vfleet's own image.
+var defaultEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
+
+// ProcessEnv is the environment of a guest's agent: vfleet's defaults,
+// with the image's own variables (a user's OCI image config) in their
+// place where they name the same one, as a container engine would start
+// the image.
+func (e Env) ProcessEnv() []string {
+	out := append([]string(nil), defaultEnv...)
+	for _, kv := range e.ImageEnv {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		replaced := false
+		for i, d := range out {
+			if strings.HasPrefix(d, name+"=") {
+				out[i], replaced = kv, true
+			}
+		}
+		if !replaced {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// CopyAgent puts the static agent at dst, inside a guest's own writable
+// view of an image that lacks it.
+func CopyAgent(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	return out.Close()
 }

@@ -99,10 +99,7 @@ func Ensure(ctx context.Context, o EnsureOptions) (*Image, error) {
 		o.Progress = func(string) {}
 	}
 	dir := imagesDir(o.Root)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("image: %w", err)
-	}
-	unlock, err := flock.Lock(ctx, filepath.Join(dir, ".lock"))
+	unlock, err := lockDir(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +132,15 @@ func Ensure(ctx context.Context, o EnsureOptions) (*Image, error) {
 }
 
 const buildPrefix = ".build-"
+
+// lockDir makes dir and takes its lock, under which what is built in it
+// is built once.
+func lockDir(ctx context.Context, dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	return flock.Lock(ctx, filepath.Join(dir, ".lock"))
+}
 
 // build runs mmdebstrap into a temporary directory and renames it into
 // place once the manifest is written.

@@ -44,8 +44,13 @@ type Options struct {
 	// RootFS and AgentPath come from the guest image.
 	RootFS    string
 	AgentPath string
-	Host      hostinfo.Fingerprint
-	Progress  Progress
+	// Images are the users' images the plan's guests name (guest.Spec.Image),
+	// unpacked; AgentBinary is the static agent on the host, which guests
+	// of those images get brought in.
+	Images      map[string]UserImage
+	AgentBinary string
+	Host        hostinfo.Fingerprint
+	Progress    Progress
 	// StartConcurrency bounds how many guests start at once.
 	StartConcurrency int
 	// TeardownTimeout bounds stopping all guests, even after cancellation.
@@ -575,7 +580,7 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			observed := r.opts.Observer.GuestStarting(guestEvent(r.id, pg.Group, pg.Spec, nil))
-			g, err := startGuest(ctx, pg.Spec, env)
+			g, err := r.startGuest(ctx, pg.Spec, env)
 			observed(guestEvent(r.id, pg.Group, pg.Spec, g), err)
 			rec := store.GuestRecord{Group: pg.Group, Kind: pg.Spec.Kind, Runtime: pg.Spec.Runtime, CPUs: pg.Spec.CPUs, Memory: pg.Spec.MemoryBytes, CPULimit: pg.Spec.CPULimit}
 			mu.Lock()
@@ -592,6 +597,9 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 					rec.Details = mergeDetails(rec.Details, r.net.guestDetails(pg.Spec.Name))
 				}
 				rec.Details = mergeDetails(rec.Details, r.placed.details[pg.Spec.Name])
+				if img, ok := r.opts.Images[pg.Spec.Image]; ok {
+					rec.Details = mergeDetails(rec.Details, map[string]string{"image": pg.Spec.Image, "image_digest": img.Digest})
+				}
 				if pg.Spec.MemoryMerge && r.ksm != nil {
 					rec.Details = mergeDetails(rec.Details, map[string]string{"ksm": ksm.Settings()})
 				}
@@ -619,6 +627,18 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 		return fmt.Errorf("%w: %d of %d guests started", errAllOrNothing, len(r.launched), len(planned))
 	}
 	return nil
+}
+
+// startGuest starts a guest of the run, from the image it names.
+func (r *run) startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (guest.Guest, error) {
+	if spec.Image != "" {
+		img, ok := r.opts.Images[spec.Image]
+		if !ok {
+			return nil, fmt.Errorf("image %s was not prepared for the run", spec.Image)
+		}
+		env.RootFS, env.ImageEnv, env.AgentBinary = img.RootFS, img.Env, r.opts.AgentBinary
+	}
+	return startGuest(ctx, spec, env)
 }
 
 func startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (guest.Guest, error) {

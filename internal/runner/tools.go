@@ -48,4 +48,18 @@ func (c *toolCheck) require(ctx context.Context, g guest.Guest, group, image, to
 }
 
 // imageName names g's image in messages.
-func (r *run) imageName(guest.Guest) string { return "vfleet's image" }
+func (r *run) imageName(g guest.Guest) string {
+	if img := g.Spec().Image; img != "" {
+		return "image " + img
+	}
+	return "vfleet's image"
+}
+
+// UserImage is a user's image made ready for guests: a root file system
+// they use read-only, and the image's own environment.
+type UserImage struct {
+	RootFS string
+	Env    []string
+	// Digest identifies the image's content, recorded with each guest.
+	Digest string
+}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -32,6 +34,10 @@ type Options struct {
 	CheckGuest func(GuestGroup) error
 	// Traits tells what a kind's guests can do (guest.TraitsOf when nil).
 	Traits func(kind string) guest.Traits
+	// CheckImage, when set, says whether a group of the kind can run the
+	// image at path (an existing file or directory), so an unusable one is
+	// reported at its line rather than when the run unpacks it.
+	CheckImage func(kind, path string) error
 }
 
 func (o Options) traits(kind string) guest.Traits {
@@ -443,6 +449,36 @@ func (p *parser) guestNetwork(v *yaml.Node, path string, s *Spec, g *GuestGroup)
 	g.Network = name
 }
 
+// image reads a group's image: a path, relative to the scenario file's
+// directory, that exists. Whether the group's kind can run it is checked
+// once the kind is known, whichever order the keys come in.
+func (p *parser) image(n *yaml.Node, path string, s *Spec, g *GuestGroup) {
+	ref, ok := p.scalar(n, path)
+	if !ok {
+		return
+	}
+	if ref == "" {
+		p.errorf(n, path, "empty: give the path of an OCI image layout or archive, or remove image to use vfleet's own")
+		return
+	}
+	if !filepath.IsAbs(ref) && !strings.HasPrefix(s.Source, "builtin:") {
+		ref = filepath.Join(filepath.Dir(s.Source), ref)
+	}
+	abs, err := filepath.Abs(ref)
+	if err == nil {
+		_, err = os.Stat(abs)
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		p.errorf(n, path, "%s does not exist (a relative path is taken from the scenario file's directory)", abs)
+		return
+	}
+	if err != nil {
+		p.errorf(n, path, "%v", err)
+		return
+	}
+	g.Image = abs
+}
+
 func (p *parser) list(n *yaml.Node, path, what string) []*yaml.Node {
 	n = deref(n)
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
@@ -474,6 +510,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"memory":  func(v *yaml.Node, path string) { memNode = v; p.str(&mem)(v, path) },
 			"count":   p.integer(&g.Count, 1, MaxCount),
 			"network": func(v *yaml.Node, path string) { p.guestNetwork(v, path, s, &g) },
+			"image":   func(v *yaml.Node, path string) { p.image(v, path, s, &g) },
 			"cpu_limit": func(v *yaml.Node, path string) {
 				s, ok := p.scalar(v, path)
 				if !ok {
@@ -534,6 +571,11 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			g.Name = g.Kind
 			if kindCount[g.Kind] > 1 {
 				g.Name = fmt.Sprintf("%s-%d", g.Kind, kindCount[g.Kind])
+			}
+		}
+		if g.Image != "" && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
+			if err := p.opts.CheckImage(g.Kind, g.Image); err != nil {
+				p.errorf(seen["image"], path+".image", "%v", err)
 			}
 		}
 		if p.opts.CheckGuest != nil && contains(p.opts.KnownKinds, g.Kind) {

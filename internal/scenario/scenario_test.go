@@ -282,7 +282,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"unknown top-level key with suggestion", "name: t\nrepetition: 3\n" + guests + work,
 			[]string{`t.yaml:2:1: repetition: unknown field "repetition"; did you mean "repetitions"?`}},
 		{"unknown key lists what is allowed", "name: t\nguests:\n  - kind: host\n    zzz: 1\n" + work,
-			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, count, cpu_limit, cpus, disk, kind, launch, memory, memory_merge, name, network, pin_vcpus, rt_priority, runtime, vcpus)`}},
+			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, count, cpu_limit, cpus, disk, image, kind, launch, memory, memory_merge, name, network, pin_vcpus, rt_priority, runtime, vcpus)`}},
 		{"key given twice", "name: t\nname: u\n" + guests + work,
 			[]string{"t.yaml:2:1: name: given twice (first at line 1)"}},
 		{"unknown param", "name: t\n" + guests + "workloads:\n  - workload: scenario-test\n    params: {mdoe: b}\n",
@@ -588,5 +588,42 @@ func TestDocumentedCommandExample(t *testing.T) {
 	samples, err := workload.ParseOutput(w, spec.Workloads[0].Params, stdout, nil)
 	if err != nil || len(samples) != 2 || samples[0].Value != 4750.9 {
 		t.Fatalf("%v %+v", err, samples)
+	}
+}
+
+// A group's image is a path relative to the scenario file that must exist
+// and that the group's kind accepts; the kind may come after it.
+func TestGuestImage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "app.tar"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var checked []string
+	o := opts
+	o.CheckImage = func(kind, path string) error {
+		checked = append(checked, kind+" "+path)
+		if kind == "host" {
+			return errors.New("not for the host")
+		}
+		return nil
+	}
+	src := "name: t\nguests:\n  - {kind: host}\n  - {image: app.tar, kind: container}\nworkloads:\n  - workload: cpu\n"
+	spec, err := Parse(filepath.Join(dir, "s.yaml"), []byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "app.tar")
+	if spec.Guests[1].Image != want || spec.Expand().Guests[1].Spec.Image != want || len(checked) != 1 || checked[0] != "container "+want {
+		t.Errorf("image %q, checked %v", spec.Guests[1].Image, checked)
+	}
+	for src, wantErr := range map[string]string{
+		"name: t\nguests:\n  - {kind: host}\n  - {kind: container, image: gone.tar}\nworkloads:\n  - workload: cpu\n": "s.yaml:4:30: guests[1].image: " + filepath.Join(dir, "gone.tar") + " does not exist",
+		"name: t\nguests:\n  - {kind: host, image: app.tar}\nworkloads:\n  - workload: cpu\n":                         "s.yaml:3:25: guests[0].image: not for the host",
+		"name: t\nguests:\n  - {kind: host, image: ''}\nworkloads:\n  - workload: cpu\n":                              "guests[0].image: empty",
+	} {
+		_, err := Parse(filepath.Join(dir, "s.yaml"), []byte(src), o)
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("err = %v, want %q", err, wantErr)
+		}
 	}
 }

@@ -76,6 +76,9 @@ type GuestGroup struct {
 	// Network is the data path of the group's guests; empty for the
 	// baseline (it uses the host side's direct link).
 	Network string
+	// Image is a user's image for the group's guests (guest.Spec.Image):
+	// an absolute path, resolved against the scenario file's directory.
+	Image string
 	// VM-only fields; see guest.Spec.
 	VCPUs       int
 	Accel       string

@@ -103,9 +103,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	config := Bundle(BundleOptions{
 		Hostname: g.Spec().Name, RootPath: layer.Merged,
 		Args:        []string{g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir},
+		Env:         g.env.ProcessEnv(),
 		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes, CPULimit: g.Spec().CPULimit,
 		NetNS: g.Spec().NetNS, RTPriority: g.Spec().RTPriority, RTRuntimeUS: g.rtRuntime(),
-		Binds: []Bind{{Source: sockDir, Destination: guest.AgentSocketDir}},
+		Binds: g.binds(sockDir),
 	})
 	b, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {
@@ -148,6 +149,16 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir, AgentAddr: agentAddr,
 		Details: g.details(bin),
 	}, nil
+}
+
+// binds are the container's bind mounts: the agent's socket directory,
+// and the agent itself, read-only, in an image that lacks it.
+func (g *Guest) binds(sockDir string) []Bind {
+	b := []Bind{{Source: sockDir, Destination: guest.AgentSocketDir}}
+	if g.env.AgentBinary != "" {
+		b = append(b, Bind{Source: g.env.AgentBinary, Destination: g.env.AgentPath, ReadOnly: true})
+	}
+	return b
 }
 
 // runDetached starts the container in the background; its stdio goes to a

@@ -19,6 +19,7 @@ type BundleOptions struct {
 	Hostname    string
 	RootPath    string // the container's root filesystem on the host
 	Args        []string
+	Env         []string
 	CgroupsPath string
 	CPUs        string  // cpuset list, empty for no restriction
 	MemoryBytes int64   // 0 for no limit
@@ -62,7 +63,7 @@ func Bundle(o BundleOptions) *specs.Spec {
 		Root:     &specs.Root{Path: o.RootPath},
 		Process: &specs.Process{
 			Args: o.Args,
-			Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"},
+			Env:  o.Env,
 			Cwd:  "/",
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: defaultCaps, Effective: defaultCaps, Permitted: defaultCaps,

@@ -110,6 +110,14 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err := identity.Write(layer.Merged, hostname); err != nil {
 		return nil, guest.Info{}, err
 	}
+	if g.env.AgentBinary != "" {
+		// A copy in the baseline's own upper layer: the user's image stays
+		// as it is, and a bind of one file would need its mount point made
+		// there anyway.
+		if err := guest.CopyAgent(g.env.AgentBinary, filepath.Join(layer.Merged, g.env.AgentPath)); err != nil {
+			return nil, guest.Info{}, err
+		}
+	}
 
 	logf, err := os.Create(filepath.Join(g.dir, "agent.log"))
 	if err != nil {
@@ -119,7 +127,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	cmd := exec.Command(g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir)
 	// The kernel resolves the path after the chroot, so it is the in-image path.
 	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
+	cmd.Env = g.env.ProcessEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = g.env.ProcAttr()
 	cmd.SysProcAttr.Chroot = layer.Merged

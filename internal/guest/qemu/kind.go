@@ -91,6 +91,9 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.CPUs != "" || spec.CPULimit != 0 {
 		return bad("cpus and cpu_limit do not apply to kind vm: give vcpus, and pin_vcpus to bind them to host CPUs")
 	}
+	if spec.Image != "" {
+		return bad("image is not supported on kind vm yet: VM guests boot vfleet's own image; give image to container or host groups")
+	}
 	if spec.NetNS != "" {
 		return bad("a VM cannot join a network namespace: its network comes as a tap device (Spec.Tap)")
 	}

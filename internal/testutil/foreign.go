@@ -1,0 +1,121 @@
+package testutil
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/vfleet/vfleet/internal/flock"
+	"github.com/vfleet/vfleet/internal/image"
+)
+
+// ForeignImage is a guest image that is not vfleet's: a minimal Debian
+// with systemd as its init, a few measuring tools and no agent, as a user
+// would bring it, packed the three ways vfleet reads OCI images.
+type ForeignImage struct {
+	Layout, OCIArchive, DockerArchive string
+	// Env is in the image's config: a user's image brings its own.
+	Env []string
+}
+
+// ForeignMark is a variable only the foreign image's config sets, so a
+// test can tell that a guest got the image's own environment.
+const ForeignMark = "FOREIGN_BENCH_SCORE=42"
+
+func foreignRecipe() image.Recipe {
+	return image.Recipe{Format: 1, Suite: "bookworm", Variant: "minbase",
+		Packages:     []string{"systemd-sysv", "sysbench", "fio"},
+		PathExcludes: []string{"/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"}}
+}
+
+// Foreign returns the foreign image, built on first use and kept in the
+// test state root.
+func Foreign(t testing.TB) ForeignImage {
+	t.Helper()
+	RequiresRoot(t)
+	RequiresTool(t, "mmdebstrap", "mmdebstrap")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r := foreignRecipe()
+	dir := filepath.Join(StateRoot(), "foreign", r.Hash()[:16])
+	f := ForeignImage{Layout: filepath.Join(dir, "layout"), OCIArchive: filepath.Join(dir, "oci.tar"), DockerArchive: filepath.Join(dir, "docker.tar"),
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", ForeignMark}}
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return f
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := flock.Lock(ctx, filepath.Join(filepath.Dir(dir), ".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+		return f
+	}
+	os.RemoveAll(dir)
+	img, err := image.Ensure(ctx, image.EnsureOptions{Root: StateRoot(), Recipe: r, Progress: func(line string) { t.Log("foreign image:", line) }})
+	if err != nil {
+		t.Fatalf("foreign image: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	layerTar := filepath.Join(dir, "rootfs.tar")
+	run(t, "tar", "-C", img.RootFS, "--numeric-owner", "-cf", layerTar, ".")
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return os.Open(layerTar) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	oci, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := oci.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Config.Env, cfg.Config.Cmd = f.Env, []string{"/sbin/init"}
+	if oci, err = mutate.ConfigFile(oci, cfg); err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.Write(f.Layout, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(oci, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})); err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(f.DockerArchive, name.MustParseReference("vfleet-test/foreign:1"), oci); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "tar", "-C", f.Layout, "-cf", f.OCIArchive, ".")
+	os.Remove(layerTar)
+	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func run(t testing.TB, argv ...string) {
+	t.Helper()
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v: %s", argv, err, out)
+	}
+}
