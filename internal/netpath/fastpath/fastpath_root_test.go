@@ -127,7 +127,10 @@ func TestForwardsGuestToPeer(t *testing.T) {
 			if err := echo(tp.guests[0], size); err != nil {
 				t.Fatal(err)
 			}
-			if d := mustForwarded(t, tp.hs) - f0; d < size/1500 {
+			// GRO on the veths may merge segments before they are
+			// forwarded, up to 64 KiB each: fewer datagrams than an MTU's
+			// worth, never fewer than that.
+			if d := mustForwarded(t, tp.hs) - f0; d < size/(64<<10) {
 				t.Fatalf("plain forwarding counted %d datagrams for %d bytes echoed", d, size)
 			}
 
