@@ -25,7 +25,18 @@ func main() {
 	}
 }
 
+// scratchDir is guest.ScratchDir, which the agent does not import.
+const scratchDir = "/var/tmp/vfleet"
+
 func run() error {
+	// A user's VM image: first as the initramfs's first process, then as
+	// the copy that serves beside the image's own init.
+	if os.Getpid() == 1 && os.Args[0] == vminit.BesideInitPath {
+		return vminit.Beside(os.Args[1:])
+	}
+	if len(os.Args) == 2 && os.Args[1] == vminit.BesideAgentArg {
+		return serveBeside()
+	}
 	listen := flag.String("listen", "", "serve on this unix socket path")
 	stdio := flag.Bool("stdio", false, "serve one session on standard input and output")
 	workdir := flag.String("workdir", "", "default working directory of executed commands")
@@ -66,7 +77,7 @@ func run() error {
 	if *device != "" {
 		// The device is a VM's port: the VM may be a clone of a template.
 		srv.Ops = map[string]func(context.Context, string) error{vminit.OpBecome: vminit.BecomeOp}
-		return vminit.ServeDevice(ctx, srv, *device)
+		return vminit.ServeDevice(ctx, srv, *device, vminit.PortWait)
 	}
 	// A stale socket from an earlier agent would make Listen fail.
 	if err := os.Remove(*listen); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -92,9 +103,22 @@ func runInit(workdir string) error {
 		return err
 	}
 	if workdir == "" {
-		workdir = "/var/tmp/vfleet" // guest.ScratchDir, which the agent does not import
+		workdir = scratchDir
 	}
 	return vminit.RunPID1(vminit.PID1Options{Agent: []string{self, "--workdir", workdir, "--device"}, Workdir: workdir})
+}
+
+// serveBeside is the agent in a user's VM image, beside the image's init.
+func serveBeside() error {
+	cfg, err := vminit.EnterGuestRoot(os.NewFile(3, "proc"), scratchDir)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv := agent.NewServer(version.String())
+	srv.DefaultDir = scratchDir
+	return vminit.ServeDevice(ctx, srv, cfg.Port, vminit.BesidePortWait)
 }
 
 type stdioConn struct{}

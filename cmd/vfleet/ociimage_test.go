@@ -8,14 +8,18 @@ import (
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
-// A user's OCI image (not vfleet's: systemd as init, no agent) runs in
-// containers and as a bare baseline beside the baseline on vfleet's image: a built-in workload, a
-// command that sees the image's own environment and the guest's identity,
-// and a built-in whose tool the image lacks, which fails naming both.
-func TestUserOCIImageEndToEnd(t *testing.T) {
+// A user's image (not vfleet's: systemd as init, no agent) runs in
+// containers and as a bare baseline from its OCI forms, and in a VM from
+// its disk booted with its own kernel, beside the baseline on vfleet's
+// image: a built-in workload, a command that sees the image's own
+// environment and the guest's identity, and a built-in whose tool the
+// image lacks, which fails naming both.
+func TestUserImagesEndToEnd(t *testing.T) {
 	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)
 	f := testutil.Foreign(t)
+	d := testutil.ForeignVM(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	c := newCLI(t)
@@ -28,6 +32,7 @@ guests:
   - {name: theirs, kind: container, image: `+f.Layout+`}
   - {name: archived, kind: container, image: `+f.DockerArchive+`}
   - {name: bare-theirs, kind: host, image: `+f.OCIArchive+`}
+  - {name: vm-theirs, kind: vm, accel: tcg, image: `+d.Raw+`, kernel: `+d.Kernel+`, initrd: `+d.Initrd+`}
 workloads:
   - workload: cpu
   - workload: ctxswitch
@@ -41,19 +46,22 @@ workloads:
 	if code != exitStepsFailed {
 		t.Fatalf("exit %d, want %d (ctxswitch fails in the user's image):\n%s\n%s", code, exitStepsFailed, stdout, stderr)
 	}
-	if !strings.Contains(stderr, "stress-ng is not in image "+f.Layout) {
-		t.Errorf("the missing tool is not named with its image:\n%s", stderr)
+	for _, img := range []string{f.Layout, d.Raw} {
+		if !strings.Contains(stderr, "stress-ng is not in image "+img) {
+			t.Errorf("the missing tool is not named with its image %s:\n%s", img, stderr)
+		}
 	}
 	got := map[string]float64{}
 	for _, s := range c.latestSamples() {
 		got[s.Group+" "+s.Metric] = s.Value
 	}
-	for key, want := range map[string]float64{"host score": 0, "theirs score": 42, "archived score": 42, "bare-theirs score": 42} {
+	// A VM's disk has no OCI config: its environment is its init's.
+	for key, want := range map[string]float64{"host score": 0, "theirs score": 42, "archived score": 42, "bare-theirs score": 42, "vm-theirs score": 0} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
 		}
 	}
-	for _, key := range []string{"host events_per_sec", "theirs events_per_sec", "archived events_per_sec", "host switch_ops_per_sec"} {
+	for _, key := range []string{"host events_per_sec", "theirs events_per_sec", "archived events_per_sec", "vm-theirs events_per_sec", "host switch_ops_per_sec"} {
 		if got[key] <= 0 {
 			t.Errorf("%s missing: %v", key, got)
 		}
@@ -63,8 +71,16 @@ workloads:
 		!regexp.MustCompile(`(?m)^ctxswitch +stress-ng +no`).MatchString(stdout) {
 		t.Errorf("image inspect (exit %d):\n%s", code, stdout)
 	}
-	_, stderr, code = c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - {kind: container, image: "+t.TempDir()+"}\nworkloads:\n  - workload: cpu\n"))
-	if code != 2 || !strings.Contains(stderr, "s.yaml:4:30: guests[1].image: not a usable OCI image") {
-		t.Errorf("a directory that is no image: exit %d\n%s", code, stderr)
+	for group, want := range map[string]string{
+		"{kind: container, image: " + t.TempDir() + "}":                     "s.yaml:4:30: guests[1].image: not a usable OCI image",
+		"{kind: vm, image: " + t.TempDir() + ", kernel: " + d.Kernel + "}":  "s.yaml:4:23: guests[1].image: not a usable VM disk image: QEMU cannot read",
+		"{kind: vm, image: " + d.QCOW2 + "}":                                "s.yaml:4:5: guests[1]: guest vm: a user's disk boots with the user's kernel: give kernel",
+		"{kind: container, kernel: " + d.Kernel + "}":                       "kernel",
+		"{kind: vm, image: " + d.QCOW2 + ", kernel: " + d.Kernel + "-gone}": "guests[1].kernel: " + d.Kernel + "-gone does not exist",
+	} {
+		_, stderr, code = c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - "+group+"\nworkloads:\n  - workload: cpu\n"))
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, want 2 and %q:\n%s", group, code, want, stderr)
+		}
 	}
 }

@@ -222,14 +222,21 @@ func scenarioOptions() scenario.Options {
 	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest, CheckImage: checkImage}
 }
 
-// checkImage says whether a group of the kind can run the image at path.
-// A VM's image is its kind's to refuse (checkGuest); the others run an
-// OCI image's root file system.
+// checkImage says whether a group of the kind can run the image at path:
+// a VM boots a disk QEMU can read, the others run an OCI image's root
+// file system. Without qemu-img, the kind's probe says what to install.
 func checkImage(kind, path string) error {
-	if guest.TraitsOf(kind).AgentInGuest {
+	if !guest.TraitsOf(kind).AgentInGuest {
+		return image.CheckOCI(path)
+	}
+	qemuImg, err := tools.Find("qemu-img")
+	if err != nil {
 		return nil
 	}
-	return image.CheckOCI(path)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = image.InspectDisk(ctx, qemuImg.Path, path)
+	return err
 }
 
 // userImages unpacks the users' images the scenarios name, each once, and
@@ -237,7 +244,12 @@ func checkImage(kind, path string) error {
 func userImages(ctx context.Context, g *globalOptions, progress *telemetry.Progress, specs ...*scenario.Spec) (map[string]runner.UserImage, string, error) {
 	images := map[string]runner.UserImage{}
 	for _, grp := range guestGroups(specs) {
-		if grp.Image == "" || images[grp.Image].RootFS != "" {
+		if _, done := images[grp.Image]; grp.Image == "" || done {
+			continue
+		}
+		if guest.TraitsOf(grp.Kind).AgentInGuest {
+			// A VM boots the disk itself, with the agent brought in.
+			images[grp.Image] = runner.UserImage{}
 			continue
 		}
 		o, err := image.EnsureOCI(ctx, g.stateDir, grp.Image, func(line string) { progress.Logf("image: %s", line) })
@@ -261,7 +273,7 @@ func checkGuest(g scenario.GuestGroup) error {
 		return err
 	}
 	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-		VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image}, guest.Env{})
+		VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image, Boot: g.Boot}, guest.Env{})
 	return err
 }
 

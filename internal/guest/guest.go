@@ -88,7 +88,23 @@ type Spec struct {
 	// RTPriority, when above 0, runs the vCPU threads under SCHED_FIFO
 	// at this priority (1-99).
 	RTPriority int
+	// Boot is how a VM boots the user's disk named by Image; zero for
+	// vfleet's own image.
+	Boot KernelBoot
 }
+
+// KernelBoot boots a user's VM disk directly with a kernel the user
+// names, as QEMU's -kernel, -initrd and -append do.
+type KernelBoot struct {
+	Kernel string // host path of the kernel image
+	Initrd string // host path of the kernel's initrd, empty for none
+	// Cmdline is the user's kernel command line; vfleet adds its own
+	// parameters to it.
+	Cmdline string
+}
+
+// IsZero says no kernel boot was asked for.
+func (b KernelBoot) IsZero() bool { return b == KernelBoot{} }
 
 // TapConfig is a VM's network interface: a device on the host (a
 // persistent tap, or a macvtap) and the addressing the guest gives its NIC.
@@ -137,6 +153,15 @@ func (s Spec) VMFieldsSet() []string {
 	}
 	if s.PinVCPUs != "" {
 		set = append(set, "pin_vcpus")
+	}
+	if s.Boot.Kernel != "" {
+		set = append(set, "kernel")
+	}
+	if s.Boot.Initrd != "" {
+		set = append(set, "initrd")
+	}
+	if s.Boot.Cmdline != "" {
+		set = append(set, "cmdline")
 	}
 	return set
 }

@@ -597,7 +597,7 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 					rec.Details = mergeDetails(rec.Details, r.net.guestDetails(pg.Spec.Name))
 				}
 				rec.Details = mergeDetails(rec.Details, r.placed.details[pg.Spec.Name])
-				if img, ok := r.opts.Images[pg.Spec.Image]; ok {
+				if img, ok := r.opts.Images[pg.Spec.Image]; ok && img.Digest != "" {
 					rec.Details = mergeDetails(rec.Details, map[string]string{"image": pg.Spec.Image, "image_digest": img.Digest})
 				}
 				if pg.Spec.MemoryMerge && r.ksm != nil {
@@ -636,7 +636,10 @@ func (r *run) startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (g
 		if !ok {
 			return nil, fmt.Errorf("image %s was not prepared for the run", spec.Image)
 		}
-		env.RootFS, env.ImageEnv, env.AgentBinary = img.RootFS, img.Env, r.opts.AgentBinary
+		if img.RootFS != "" {
+			env.RootFS, env.ImageEnv = img.RootFS, img.Env
+		}
+		env.AgentBinary = r.opts.AgentBinary
 	}
 	return startGuest(ctx, spec, env)
 }

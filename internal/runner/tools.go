@@ -56,7 +56,8 @@ func (r *run) imageName(g guest.Guest) string {
 }
 
 // UserImage is a user's image made ready for guests: a root file system
-// they use read-only, and the image's own environment.
+// they use read-only, and the image's own environment. A VM's disk has
+// neither: the vm kind boots it as it is and records it itself.
 type UserImage struct {
 	RootFS string
 	Env    []string

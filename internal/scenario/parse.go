@@ -453,12 +453,18 @@ func (p *parser) guestNetwork(v *yaml.Node, path string, s *Spec, g *GuestGroup)
 // directory, that exists. Whether the group's kind can run it is checked
 // once the kind is known, whichever order the keys come in.
 func (p *parser) image(n *yaml.Node, path string, s *Spec, g *GuestGroup) {
+	p.file(n, path, s, &g.Image, "an OCI image layout or archive, or a VM disk, or remove image to use vfleet's own")
+}
+
+// file reads the path of something that must exist, relative to the
+// scenario file's directory; want says what to give when it is empty.
+func (p *parser) file(n *yaml.Node, path string, s *Spec, dst *string, want string) {
 	ref, ok := p.scalar(n, path)
 	if !ok {
 		return
 	}
 	if ref == "" {
-		p.errorf(n, path, "empty: give the path of an OCI image layout or archive, or remove image to use vfleet's own")
+		p.errorf(n, path, "empty: give the path of %s", want)
 		return
 	}
 	if !filepath.IsAbs(ref) && !strings.HasPrefix(s.Source, "builtin:") {
@@ -476,7 +482,7 @@ func (p *parser) image(n *yaml.Node, path string, s *Spec, g *GuestGroup) {
 		p.errorf(n, path, "%v", err)
 		return
 	}
-	g.Image = abs
+	*dst = abs
 }
 
 func (p *parser) list(n *yaml.Node, path, what string) []*yaml.Node {
@@ -511,6 +517,13 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"count":   p.integer(&g.Count, 1, MaxCount),
 			"network": func(v *yaml.Node, path string) { p.guestNetwork(v, path, s, &g) },
 			"image":   func(v *yaml.Node, path string) { p.image(v, path, s, &g) },
+			"kernel": func(v *yaml.Node, path string) {
+				p.file(v, path, s, &g.Boot.Kernel, "the kernel image a VM boots its disk with")
+			},
+			"initrd": func(v *yaml.Node, path string) {
+				p.file(v, path, s, &g.Boot.Initrd, "the kernel's initrd, or remove initrd to boot without one")
+			},
+			"cmdline": p.str(&g.Boot.Cmdline),
 			"cpu_limit": func(v *yaml.Node, path string) {
 				s, ok := p.scalar(v, path)
 				if !ok {

@@ -282,7 +282,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"unknown top-level key with suggestion", "name: t\nrepetition: 3\n" + guests + work,
 			[]string{`t.yaml:2:1: repetition: unknown field "repetition"; did you mean "repetitions"?`}},
 		{"unknown key lists what is allowed", "name: t\nguests:\n  - kind: host\n    zzz: 1\n" + work,
-			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, count, cpu_limit, cpus, disk, image, kind, launch, memory, memory_merge, name, network, pin_vcpus, rt_priority, runtime, vcpus)`}},
+			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, cmdline, count, cpu_limit, cpus, disk, image, initrd, kernel, kind, launch, memory, memory_merge, name, network, pin_vcpus, rt_priority, runtime, vcpus)`}},
 		{"key given twice", "name: t\nname: u\n" + guests + work,
 			[]string{"t.yaml:2:1: name: given twice (first at line 1)"}},
 		{"unknown param", "name: t\n" + guests + "workloads:\n  - workload: scenario-test\n    params: {mdoe: b}\n",
@@ -625,5 +625,40 @@ func TestGuestImage(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("err = %v, want %q", err, wantErr)
 		}
+	}
+}
+
+// A VM group's kernel and initrd are paths relative to the scenario file
+// that must exist; they and the command line reach the guest's spec.
+func TestVMKernelBoot(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"disk.qcow2", "vmlinuz", "initrd.img"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := opts
+	o.KnownKinds = append([]string{"vm"}, opts.KnownKinds...)
+	src := "name: t\nguests:\n  - {kind: host}\n  - kind: vm\n    image: disk.qcow2\n    kernel: vmlinuz\n    initrd: initrd.img\n    cmdline: root=/dev/vda1 ro\nworkloads:\n  - workload: cpu\n"
+	spec, err := Parse(filepath.Join(dir, "s.yaml"), []byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := guest.KernelBoot{Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.img"), Cmdline: "root=/dev/vda1 ro"}
+	if got := spec.Expand().Guests[1].Spec; got.Boot != want || got.Image != filepath.Join(dir, "disk.qcow2") {
+		t.Errorf("spec = %+v, want boot %+v", got, want)
+	}
+	for bad, wantErr := range map[string]string{
+		"kernel: vmlinuz":    "s.yaml:6:13: guests[1].kernel: " + filepath.Join(dir, "gone") + " does not exist",
+		"initrd: initrd.img": "s.yaml:7:13: guests[1].initrd: " + filepath.Join(dir, "gone") + " does not exist",
+	} {
+		_, err := Parse(filepath.Join(dir, "s.yaml"), []byte(strings.Replace(src, bad, strings.SplitN(bad, ":", 2)[0]+": gone", 1)), o)
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("err = %v, want %q", err, wantErr)
+		}
+	}
+	_, err = Parse(filepath.Join(dir, "s.yaml"), []byte(strings.Replace(src, "kernel: vmlinuz", "kernel: ''", 1)), o)
+	if err == nil || !strings.Contains(err.Error(), "guests[1].kernel: empty: give the path of the kernel image") {
+		t.Errorf("empty kernel: %v", err)
 	}
 }

@@ -87,6 +87,7 @@ type GuestGroup struct {
 	MemoryMerge bool
 	PinVCPUs    string
 	RTPriority  int
+	Boot        guest.KernelBoot
 }
 
 // WorkloadEntry is one `workloads:` entry.

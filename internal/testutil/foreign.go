@@ -45,16 +45,60 @@ func foreignRecipe() image.Recipe {
 // test state root.
 func Foreign(t testing.TB) ForeignImage {
 	t.Helper()
-	RequiresRoot(t)
-	RequiresTool(t, "mmdebstrap", "mmdebstrap")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	r := foreignRecipe()
 	dir := filepath.Join(StateRoot(), "foreign", r.Hash()[:16])
 	f := ForeignImage{Layout: filepath.Join(dir, "layout"), OCIArchive: filepath.Join(dir, "oci.tar"), DockerArchive: filepath.Join(dir, "docker.tar"),
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", ForeignMark}}
+	buildOnce(t, r, dir, func(img *image.Image) { packOCI(t, img, f) })
+	return f
+}
+
+// ForeignDisk is the foreign image as a user's VM disk comes: one ext4
+// file system as a qcow2 and as a raw disk, and the kernel and initrd the
+// image carries, beside them as a user would extract them. The root has
+// systemd as its init, udev, and no agent.
+type ForeignDisk struct {
+	QCOW2, Raw, Kernel, Initrd string
+}
+
+func foreignVMRecipe() image.Recipe {
+	r := foreignRecipe()
+	r.Packages = append(r.Packages, "udev", "linux-image-cloud-amd64")
+	return r
+}
+
+// ForeignVM returns the foreign VM disk, built on first use and kept in
+// the test state root.
+func ForeignVM(t testing.TB) ForeignDisk {
+	t.Helper()
+	RequiresTool(t, "qemu-img", "qemu-utils")
+	r := foreignVMRecipe()
+	dir := filepath.Join(StateRoot(), "foreign-vm", r.Hash()[:16])
+	d := ForeignDisk{QCOW2: filepath.Join(dir, "disk.qcow2"), Raw: filepath.Join(dir, "disk.raw"),
+		Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.img")}
+	buildOnce(t, r, dir, func(img *image.Image) {
+		if img.KernelPath == "" || img.InitrdPath == "" {
+			t.Fatalf("foreign VM image has no kernel or initrd: %+v", img.Manifest)
+		}
+		run(t, "cp", img.KernelPath, d.Kernel)
+		run(t, "cp", img.InitrdPath, d.Initrd)
+		// The guest's root is the whole disk, as DefaultUserCmdline says.
+		run(t, "mkfs.ext4", "-q", "-F", "-L", "foreign-root", "-d", img.RootFS, d.Raw, "3G")
+		run(t, "qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", d.Raw, d.QCOW2)
+	})
+	return d
+}
+
+// buildOnce builds the image of recipe r and hands it to pack, which fills
+// dir, once per machine: a later call finds dir done.
+func buildOnce(t testing.TB, r image.Recipe, dir string, pack func(*image.Image)) {
+	t.Helper()
+	RequiresRoot(t)
+	RequiresTool(t, "mmdebstrap", "mmdebstrap")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
-		return f
+		return
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
@@ -65,7 +109,7 @@ func Foreign(t testing.TB) ForeignImage {
 	}
 	defer unlock()
 	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
-		return f
+		return
 	}
 	os.RemoveAll(dir)
 	img, err := image.Ensure(ctx, image.EnsureOptions{Root: StateRoot(), Recipe: r, Progress: func(line string) { t.Log("foreign image:", line) }})
@@ -75,6 +119,16 @@ func Foreign(t testing.TB) ForeignImage {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	pack(img)
+	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// packOCI packs the image's root as f's layout and archives.
+func packOCI(t testing.TB, img *image.Image, f ForeignImage) {
+	t.Helper()
+	dir := filepath.Dir(f.Layout)
 	layerTar := filepath.Join(dir, "rootfs.tar")
 	run(t, "tar", "-C", img.RootFS, "--numeric-owner", "-cf", layerTar, ".")
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return os.Open(layerTar) })
@@ -107,10 +161,6 @@ func Foreign(t testing.TB) ForeignImage {
 	}
 	run(t, "tar", "-C", f.Layout, "-cf", f.OCIArchive, ".")
 	os.Remove(layerTar)
-	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 func run(t testing.TB, argv ...string) {

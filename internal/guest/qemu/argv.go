@@ -217,3 +217,87 @@ func kernelCmdline(root, hostname, init, workdir string, tscKHz int64, nic *vmin
 	p = append(p, "--", "--pid1", "--workdir", workdir)
 	return strings.Join(p, " ")
 }
+
+// DefaultUserCmdline is a user's disk's kernel command line when the
+// scenario gives none: a disk that is one file system, mounted writable
+// (each guest writes to its own overlay, never to the user's disk).
+const DefaultUserCmdline = "root=/dev/vda rw"
+
+// userCmdline is the kernel command line of a user's disk booted with the
+// user's kernel: the user's parameters first, then vfleet's. The kernel
+// runs vfleet's agent first (rdinit=), which starts its serving copy and
+// hands over to the initrd's own first program: a user's rdinit= becomes
+// vminit.ParamNextInit for that. The user's console= and panic= win over
+// vfleet's defaults; the words after the user's "--" stay init's.
+// systemd.hostname= gives the name to an image whose init is systemd,
+// which otherwise sets its own from the image's /etc/hostname.
+func userCmdline(user, hostname string, tscKHz int64, nic *vminit.NetConfig) string {
+	if strings.TrimSpace(user) == "" {
+		user = DefaultUserCmdline
+	}
+	var params, initArgs []string
+	has := map[string]bool{}
+	words := vminit.SplitCmdline(user)
+	for i, w := range words {
+		if w == "--" {
+			initArgs = words[i:]
+			break
+		}
+		key, value, _ := strings.Cut(w, "=")
+		has[key] = true
+		if key == "rdinit" {
+			w = vminit.ParamNextInit + "=" + value
+		}
+		params = append(params, quoteParam(w))
+	}
+	if !has["console"] {
+		params = append(params, "console=ttyS0")
+	}
+	if !has["panic"] {
+		params = append(params, "panic=-1")
+	}
+	params = append(params, "rdinit="+vminit.BesideInitPath,
+		vminit.ParamHostname+"="+hostname, "systemd.hostname="+hostname, vminit.ParamPort+"="+agentPort)
+	if tscKHz > 0 {
+		params = append(params, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
+	}
+	if nic != nil {
+		params = append(params, vminit.ParamNet+"="+nic.String())
+	}
+	return strings.Join(append(params, initArgs...), " ")
+}
+
+// quoteParam puts back the quotes SplitCmdline took off a value with
+// spaces.
+func quoteParam(w string) string {
+	if !strings.ContainsAny(w, " \t") {
+		return w
+	}
+	if key, value, ok := strings.Cut(w, "="); ok {
+		return key + `="` + value + `"`
+	}
+	return `"` + w + `"`
+}
+
+// checkUserCmdline refuses what would break vfleet's part of a user's
+// command line.
+func checkUserCmdline(s string) error {
+	if strings.Count(s, `"`)%2 != 0 {
+		return fmt.Errorf("cmdline %q has an unclosed double quote", s)
+	}
+	for _, w := range vminit.SplitCmdline(s) {
+		if w == "--" {
+			break
+		}
+		if strings.HasPrefix(w, vminit.ParamPrefix) {
+			return fmt.Errorf("cmdline parameter %q: names starting %q are vfleet's own", w, vminit.ParamPrefix)
+		}
+	}
+	// x86's kernel takes 2048 bytes; vfleet's parameters need the rest.
+	if len(s) > maxUserCmdline {
+		return fmt.Errorf("cmdline is %d bytes: at most %d fit beside vfleet's own parameters", len(s), maxUserCmdline)
+	}
+	return nil
+}
+
+const maxUserCmdline = 1536

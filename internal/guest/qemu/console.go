@@ -63,3 +63,14 @@ func InitError(console []byte) string {
 	}
 	return last
 }
+
+// GoCrash returns the line a Go program (the agent) prints on the console
+// when its runtime gives up ("fatal error: …", "panic: …"), or "".
+func GoCrash(console []byte) string {
+	for _, line := range strings.Split(strings.ReplaceAll(string(console), "\r", ""), "\n") {
+		if strings.HasPrefix(line, "fatal error: ") || strings.HasPrefix(line, "panic: ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}

@@ -26,6 +26,10 @@ import (
 const (
 	readyTimeoutTCG = 60 * time.Second
 	readyTimeoutKVM = 15 * time.Second
+	// A user's disk boots its own init (a whole systemd, say) before the
+	// agent's port and NIC drivers are loaded.
+	userReadyTimeoutTCG = 5 * time.Minute
+	userReadyTimeoutKVM = time.Minute
 	// socketWait bounds the wait for QEMU to create its QMP socket, which
 	// it does before the guest runs.
 	socketWait = 10 * time.Second
@@ -82,11 +86,16 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
-	boot, err := image.EnsureVMBoot(ctx, img, nil)
-	if err != nil {
-		return fail(err)
+	var boot image.VMBoot
+	probeKernel := img.KernelPath
+	if spec.Image == "" {
+		if boot, err = image.EnsureVMBoot(ctx, img, nil); err != nil {
+			return fail(err)
+		}
+		probeKernel = boot.Kernel
 	}
-	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool.Path, boot.Kernel)
+	// Whether KVM works is asked of vfleet's kernel, which is known to boot.
+	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool.Path, probeKernel)
 	if err != nil {
 		return fail(err)
 	}
@@ -116,9 +125,18 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		AgentSocket: filepath.Join(g.dir, "agent.sock"), QMPSocket: filepath.Join(g.dir, "qmp.sock"),
 		ConsoleLog: filepath.Join(g.dir, "console.log"),
 	}
-	diskMode, base := g.disk, boot.BaseDisk
+	diskMode, base, baseFormat := g.disk, boot.BaseDisk, formatQCOW2
 	if diskMode == "" {
 		diskMode = DiskOverlay
+	}
+	if spec.Image != "" {
+		user, err := g.userBoot(ctx, qemuImg.Path, tscKHz)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Kernel, cfg.Initramfs, cfg.Cmdline = spec.Boot.Kernel, user.initramfs, user.cmdline
+		base, baseFormat = spec.Image, user.disk.Format
+		maps.Copy(details, user.details())
 	}
 	var extra []*os.File
 	defer func() {
@@ -156,7 +174,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	cfg.Disk, cfg.DiskFormat = filepath.Join(g.dir, "disk."+diskFormat(diskMode)), diskFormat(diskMode)
 	cfg.MemoryMerge = g.memoryMerge
-	if err := makeDisk(ctx, qemuImg.Path, diskMode, base, cfg.Disk); err != nil {
+	if err := makeDisk(ctx, qemuImg.Path, diskMode, base, baseFormat, cfg.Disk); err != nil {
 		return fail(err)
 	}
 	if t := spec.Tap; t != nil {
@@ -199,7 +217,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		steps["clone_restored"] = time.Since(launched).String()
 	}
-	client, err := waitAgent(ctx, m, cfg)
+	client, err := waitAgent(ctx, m, cfg, readyTimeout(accel, spec.Image != ""))
 	if err != nil {
 		return fail(err)
 	}
@@ -229,7 +247,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		"vcpus": strconv.Itoa(g.vcpus), "memory_mib": strconv.FormatInt(g.memMiB, 10),
 		"vcpu_threads": joinInts(threads), "disk": diskMode, "disk_path": cfg.Disk,
 		"memory_merge": onOff(g.memoryMerge),
-		"kernel":       boot.Kernel, "console_log": cfg.ConsoleLog,
+		"kernel":       cfg.Kernel, "console_log": cfg.ConsoleLog,
 		"qemu_start_to_ready":   ready.String(),
 		"guest_uptime_at_ready": strconv.FormatFloat(client.Hello().KernelUptime, 'f', 2, 64) + "s",
 	})
@@ -257,6 +275,19 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		Kind: KindName, Runtime: g.machine, PIDs: []int{m.cmd.Process.Pid},
 		ScratchDir: guest.ScratchDir, Details: details,
 	}, nil
+}
+
+// readyTimeout bounds the wait for a booting guest's agent.
+func readyTimeout(accel string, userDisk bool) time.Duration {
+	switch {
+	case accel == AccelKVM && userDisk:
+		return userReadyTimeoutKVM
+	case accel == AccelKVM:
+		return readyTimeoutKVM
+	case userDisk:
+		return userReadyTimeoutTCG
+	}
+	return readyTimeoutTCG
 }
 
 // startQEMU starts QEMU with its output in logPath, records it and
@@ -345,12 +376,23 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 	select {
 	case <-m.exited:
 		qlog, _ := os.ReadFile(filepath.Join(dir, "qemu.log"))
-		cause = fmt.Errorf("qemu exited (%v): %s", m.err, tailLines(qlog, 5))
+		switch said := tailLines(qlog, 5); {
+		case m.err == nil:
+			// -no-reboot: the guest reset or powered itself off.
+			cause = errors.New("qemu exited: the guest rebooted or powered off")
+		case said == "":
+			cause = fmt.Errorf("qemu exited (%v)", m.err)
+		default:
+			cause = fmt.Errorf("qemu exited (%v): %s", m.err, said)
+		}
 	default:
 	}
 	console, _ := os.ReadFile(consoleLog)
 	if h := bootHint(console); h != "" {
 		cause = fmt.Errorf("%w (%s)", cause, h)
+	}
+	if crash := GoCrash(console); crash != "" {
+		cause = fmt.Errorf("%w; vfleet's agent crashed: %s", cause, crash)
 	}
 	if p := PanicLine(console); p != "" {
 		if why := InitError(console); why != "" {
@@ -361,13 +403,14 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))
 }
 
-// makeDisk gives the guest its own disk of base's contents: a qcow2
-// overlay backed by base, or a private image (qcow2 or raw) converted
-// from it, which holds everything base's backing chain does.
-func makeDisk(ctx context.Context, qemuImg, mode, base, dst string) error {
-	argv := []string{"create", "-q", "-f", formatQCOW2, "-F", formatQCOW2, "-b", base, dst}
+// makeDisk gives the guest its own disk of base's contents (base is in
+// baseFormat): a qcow2 overlay backed by base, or a private image (qcow2
+// or raw) converted from it, which holds everything base's backing chain
+// does.
+func makeDisk(ctx context.Context, qemuImg, mode, base, baseFormat, dst string) error {
+	argv := []string{"create", "-q", "-f", formatQCOW2, "-F", baseFormat, "-b", base, dst}
 	if mode != DiskOverlay {
-		argv = []string{"convert", "-q", "-f", formatQCOW2, "-O", diskFormat(mode), base, dst}
+		argv = []string{"convert", "-q", "-f", baseFormat, "-O", diskFormat(mode), base, dst}
 	}
 	out, err := exec.CommandContext(ctx, qemuImg, argv...).CombinedOutput()
 	if err != nil {

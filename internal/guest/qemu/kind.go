@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -91,8 +92,8 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.CPUs != "" || spec.CPULimit != 0 {
 		return bad("cpus and cpu_limit do not apply to kind vm: give vcpus, and pin_vcpus to bind them to host CPUs")
 	}
-	if spec.Image != "" {
-		return bad("image is not supported on kind vm yet: VM guests boot vfleet's own image; give image to container or host groups")
+	if err := checkUserBoot(spec); err != nil {
+		return bad("%v", err)
 	}
 	if spec.NetNS != "" {
 		return bad("a VM cannot join a network namespace: its network comes as a tap device (Spec.Tap)")
@@ -160,4 +161,20 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
 		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
 	}, nil
+}
+
+// checkUserBoot checks how a VM boots the user's disk, if it has one.
+func checkUserBoot(spec guest.Spec) error {
+	b := spec.Boot
+	switch {
+	case spec.Image == "" && !b.IsZero():
+		return errors.New("kernel, initrd and cmdline boot a user's disk: give image (a qcow2 or raw disk) too, or remove them to boot vfleet's own image")
+	case spec.Image == "":
+		return nil
+	case b.Kernel == "":
+		return errors.New("a user's disk boots with the user's kernel: give kernel (and initrd and cmdline as the disk needs them); booting through UEFI firmware is not supported yet")
+	case spec.Launch == LaunchClone:
+		return errors.New("launch: clone is for vfleet's own image: a user's disk boots each guest (launch: boot)")
+	}
+	return checkUserCmdline(b.Cmdline)
 }

@@ -174,7 +174,7 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 		return t, err
 	}
 	began := time.Now()
-	if err := makeDisk(ctx, b.qemuImg, DiskOverlay, shape.BaseDisk, t.Disk); err != nil {
+	if err := makeDisk(ctx, b.qemuImg, DiskOverlay, shape.BaseDisk, formatQCOW2, t.Disk); err != nil {
 		return t, err
 	}
 	if err := makeSparse(t.RAM, shape.MemoryMiB<<20); err != nil {
@@ -207,7 +207,7 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 		return t, bootError(m, work, cfg.ConsoleLog, err)
 	}
 	m.mon = mon
-	client, err := waitAgent(ctx, m, cfg)
+	client, err := waitAgent(ctx, m, cfg, readyTimeout(cfg.Accel, false))
 	if err != nil {
 		return t, err
 	}
@@ -289,11 +289,7 @@ func RemoveTemplates(ctx context.Context, bootDir string) (removed []string, err
 }
 
 // waitAgent waits for the agent of a VM that is booting or resuming.
-func waitAgent(ctx context.Context, m *vm, cfg launchConfig) (*agent.Client, error) {
-	timeout := readyTimeoutTCG
-	if cfg.Accel == AccelKVM {
-		timeout = readyTimeoutKVM
-	}
+func waitAgent(ctx context.Context, m *vm, cfg launchConfig, timeout time.Duration) (*agent.Client, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	go func() {

@@ -411,3 +411,73 @@ func TestRemoveTemplates(t *testing.T) {
 		t.Errorf("no templates: %v, %v", removed, err)
 	}
 }
+
+func TestUserCmdline(t *testing.T) {
+	nic := &vminit.NetConfig{Addr: netip.MustParsePrefix("198.18.0.2/30"), MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
+	ours := "rdinit=/vfleet/init vfleet.hostname=g systemd.hostname=g vfleet.port=vfleet.agent"
+	for _, c := range []struct{ user, want string }{
+		{"", "root=/dev/vda rw console=ttyS0 panic=-1 " + ours},
+		{"  ", "root=/dev/vda rw console=ttyS0 panic=-1 " + ours},
+		// The user's console and panic win; their rdinit runs after the agent.
+		{"root=LABEL=r console=ttyAMA0 panic=5 rdinit=/sbin/mine", "root=LABEL=r console=ttyAMA0 panic=5 vfleet.rdinit=/sbin/mine rdinit=/vfleet/init vfleet.hostname=g systemd.hostname=g vfleet.port=vfleet.agent"},
+		// Quoted values keep their quotes; init's own words stay last.
+		{`root=/dev/vda1 dyndbg="file a.c +p" -- single`, `root=/dev/vda1 dyndbg="file a.c +p" console=ttyS0 panic=-1 ` + ours + " -- single"},
+	} {
+		if got := userCmdline(c.user, "g", 0, nil); got != c.want {
+			t.Errorf("userCmdline(%q) =\n %s\nwant\n %s", c.user, got, c.want)
+		}
+	}
+	got := userCmdline("", "g", 2500000, nic)
+	for _, want := range []string{"tsc_early_khz=2500000", vminit.ParamNet + "=" + nic.String()} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	// What the guest's init reads back is what vfleet meant.
+	p := vminit.ParseCmdline(userCmdline("root=/dev/vda1 rdinit=/sbin/mine", "web-3", 0, nil))
+	if p["rdinit"] != vminit.BesideInitPath || p[vminit.ParamNextInit] != "/sbin/mine" || p[vminit.ParamHostname] != "web-3" || p["root"] != "/dev/vda1" {
+		t.Errorf("parsed back: %v", p)
+	}
+}
+
+func TestCheckUserBoot(t *testing.T) {
+	kernel := guest.KernelBoot{Kernel: "/k"}
+	for _, c := range []struct {
+		spec guest.Spec
+		err  string
+	}{
+		{guest.Spec{}, ""},
+		{guest.Spec{Image: "/d.qcow2", Boot: kernel}, ""},
+		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Kernel: "/k", Initrd: "/i", Cmdline: "root=/dev/vda1 ro"}}, ""},
+		{guest.Spec{Boot: kernel}, "give image"},
+		{guest.Spec{Boot: guest.KernelBoot{Cmdline: "quiet"}}, "give image"},
+		{guest.Spec{Image: "/d.qcow2"}, "give kernel"},
+		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Initrd: "/i"}}, "give kernel"},
+		{guest.Spec{Image: "/d.qcow2", Boot: kernel, Launch: LaunchClone}, "launch: clone is for vfleet's own image"},
+		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Kernel: "/k", Cmdline: "root=/dev/vda vfleet.port=x"}}, `"vfleet.port=x": names starting "vfleet." are vfleet's own`},
+		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Kernel: "/k", Cmdline: `root=/dev/vda x="y`}}, "unclosed double quote"},
+		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Kernel: "/k", Cmdline: strings.Repeat("x", 2000)}}, "at most 1536 fit"},
+	} {
+		err := checkUserBoot(c.spec)
+		if (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%+v: error %v, want %q", c.spec, err, c.err)
+		}
+	}
+}
+
+func TestGoCrash(t *testing.T) {
+	b, err := os.ReadFile("testdata/console-agent-stdfds-crash.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := GoCrash(b); got != "fatal error: cannot open standard fds" {
+		t.Errorf("GoCrash = %q", got)
+	}
+	panicked, err := os.ReadFile("testdata/console-panic.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := GoCrash(panicked); got != "" {
+		t.Errorf("a kernel's panic taken for the agent's crash: %q", got)
+	}
+}

@@ -10,6 +10,9 @@ const (
 	ParamHostname = "vfleet.hostname"
 	// ParamPort names the virtio-serial port the agent serves on.
 	ParamPort = "vfleet.port"
+	// ParamPrefix starts every parameter of vfleet's own; a user's command
+	// line may not use it.
+	ParamPrefix = "vfleet."
 )
 
 // ConfigPath marks an initramfs built by vfleet and tells its first stage
@@ -26,11 +29,24 @@ type Config struct {
 }
 
 // ParseCmdline splits a kernel command line into its key=value
-// parameters; flags without a value map to "". Double quotes group a value
-// with spaces, as the kernel's own parser allows. Everything after a lone
+// parameters; flags without a value map to "". Everything after a lone
 // "--" belongs to init and is left out.
 func ParseCmdline(s string) map[string]string {
 	out := map[string]string{}
+	for _, w := range SplitCmdline(s) {
+		if w == "--" {
+			break
+		}
+		k, v, _ := strings.Cut(w, "=")
+		out[k] = v
+	}
+	return out
+}
+
+// SplitCmdline splits a kernel command line into its words. Double quotes
+// group a value with spaces, as the kernel's own parser allows, and are
+// dropped.
+func SplitCmdline(s string) []string {
 	var words []string
 	var cur strings.Builder
 	inQuote, inWord := false, false
@@ -53,14 +69,7 @@ func ParseCmdline(s string) map[string]string {
 	if inWord {
 		words = append(words, cur.String())
 	}
-	for _, w := range words {
-		if w == "--" {
-			break
-		}
-		k, v, _ := strings.Cut(w, "=")
-		out[k] = v
-	}
-	return out
+	return words
 }
 
 // InitArgs returns init's own arguments from its argv (without argv[0]).

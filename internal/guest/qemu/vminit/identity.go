@@ -107,7 +107,7 @@ func Become(id Identity) error {
 	if err != nil {
 		return err
 	}
-	return configureNetFrom(was, c)
+	return configureNetFrom(was, c, nicWait)
 }
 
 // reseed mixes seed into the kernel's input pool and makes the generator

@@ -20,12 +20,17 @@ const nicWait = 10 * time.Second
 // configureNet finds the NIC by its MAC address (the one QEMU was given),
 // names it eth0, gives it its address, brings it up and, on a routed
 // path, adds the default route through the host side.
-func configureNet(c NetConfig) error { return configureNetFrom(c.MAC, c) }
+func configureNet(c NetConfig) error { return configureNetWithin(c, nicWait) }
+
+// configureNetWithin is configureNet waiting at most limit for the NIC.
+func configureNetWithin(c NetConfig, limit time.Duration) error {
+	return configureNetFrom(c.MAC, c, limit)
+}
 
 // configureNetFrom does configureNet for a NIC found by the MAC it has
 // now, a clone's template's, and gives it c's.
-func configureNetFrom(now net.HardwareAddr, c NetConfig) error {
-	link, err := waitLinkByMAC(now, nicWait)
+func configureNetFrom(now net.HardwareAddr, c NetConfig, limit time.Duration) error {
+	link, err := waitLinkByMAC(now, limit)
 	if err != nil {
 		return err
 	}

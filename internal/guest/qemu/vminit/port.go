@@ -11,17 +11,18 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 )
 
-// portWait bounds the wait for the virtio-serial port after boot: its
-// driver probes asynchronously.
-const portWait = 30 * time.Second
+// PortWait bounds the wait for the virtio-serial port after boot in
+// vfleet's image: its driver probes asynchronously.
+const PortWait = 30 * time.Second
 
 // ServeDevice serves the agent protocol on a virtio-serial port. The port
 // is one stream that the host connects to and disconnects from: a read
 // sees end of file while the host is away, and the hello written for the
 // next session waits in the kernel until the host connects again, so each
-// host connection starts with a fresh hello.
-func ServeDevice(ctx context.Context, srv *agent.Server, path string) error {
-	dev, err := resolvePort(path, portWait)
+// host connection starts with a fresh hello. The port must appear within
+// wait.
+func ServeDevice(ctx context.Context, srv *agent.Server, path string, wait time.Duration) error {
+	dev, err := resolvePort(path, wait)
 	if err != nil {
 		return err
 	}

@@ -54,16 +54,39 @@ func Stage1(args []string) error {
 	if err := waitFor(root, rootWait); err != nil {
 		return fmt.Errorf("stage 1: root disk: %w", err)
 	}
-	const newRoot = "/newroot"
+	if err := mountRoot(root, fstype, unix.MS_RDONLY); err != nil {
+		return fmt.Errorf("stage 1: %w", err)
+	}
+	if err := switchRoot(); err != nil {
+		return fmt.Errorf("stage 1: %w", err)
+	}
+	argv := append([]string{cfg.Init}, args...)
+	if err := unix.Exec(cfg.Init, argv, os.Environ()); err != nil {
+		return fmt.Errorf("stage 1: exec %s: %w", cfg.Init, err)
+	}
+	return nil
+}
+
+// newRoot is where the root disk is mounted before it becomes /.
+const newRoot = "/newroot"
+
+// mountRoot mounts the root disk on newRoot.
+func mountRoot(root, fstype string, flags uintptr) error {
 	if err := os.MkdirAll(newRoot, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount(root, newRoot, fstype, unix.MS_RDONLY, ""); err != nil {
-		return fmt.Errorf("stage 1: mount %s (%s) on %s: %w", root, fstype, newRoot, err)
+	if err := unix.Mount(root, newRoot, fstype, flags, ""); err != nil {
+		return fmt.Errorf("mount %s (%s) on %s: %w", root, fstype, newRoot, err)
 	}
+	return nil
+}
+
+// switchRoot makes the disk on newRoot the root, taking /dev, /proc and
+// /sys along, as switch_root does.
+func switchRoot() error {
 	for _, d := range []string{"/dev", "/proc", "/sys"} {
 		if err := unix.Mount(d, newRoot+d, "", unix.MS_MOVE, ""); err != nil {
-			return fmt.Errorf("stage 1: move %s into the root disk: %w", d, err)
+			return fmt.Errorf("move %s into the root disk: %w", d, err)
 		}
 	}
 	// The initramfs stays in memory for the VM's life unless emptied, as
@@ -73,19 +96,12 @@ func Stage1(args []string) error {
 		return err
 	}
 	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
-		return fmt.Errorf("stage 1: move the root disk to /: %w", err)
+		return fmt.Errorf("move the root disk to /: %w", err)
 	}
 	if err := unix.Chroot("."); err != nil {
-		return fmt.Errorf("stage 1: chroot: %w", err)
+		return fmt.Errorf("chroot: %w", err)
 	}
-	if err := os.Chdir("/"); err != nil {
-		return err
-	}
-	argv := append([]string{cfg.Init}, args...)
-	if err := unix.Exec(cfg.Init, argv, os.Environ()); err != nil {
-		return fmt.Errorf("stage 1: exec %s: %w", cfg.Init, err)
-	}
-	return nil
+	return os.Chdir("/")
 }
 
 func loadModule(path string) error {

@@ -1,0 +1,171 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/netpath"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// userDiskGuest makes a guest of the foreign disk booted with its own
+// kernel and initrd; cmdline is the user's, tap its NIC or nil. Its state
+// lives under root, and its ledger must be empty once the test is done.
+func userDiskGuest(t *testing.T, name, cmdline string, tap *guest.TapConfig, root string, led *ledger.Ledger) (guest.Guest, testutil.ForeignDisk) {
+	t.Helper()
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	disk := testutil.ForeignVM(t)
+	img := testutil.Image(t)
+	k, _ := guest.Lookup(KindName)
+	g, err := k.New(guest.Spec{Name: name, Kind: KindName, Accel: AccelTCG, Image: disk.QCOW2, Tap: tap,
+		Boot: guest.KernelBoot{Kernel: disk.Kernel, Initrd: disk.Initrd, Cmdline: cmdline}},
+		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, disk
+}
+
+// testLedger is a ledger in a temporary directory that must be empty
+// when the test ends.
+func testLedger(t *testing.T) (string, *ledger.Ledger) {
+	t.Helper()
+	root := t.TempDir()
+	led, err := ledger.Create(root, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p := led.Pending(); len(p) > 0 {
+			t.Errorf("ledger still holds %v", p)
+		}
+		led.Close()
+	})
+	return root, led
+}
+
+// TestUserDiskBootsItsOwnInit boots a disk that is not vfleet's (systemd,
+// no agent) with the kernel and initrd it carries: the agent comes up
+// beside the image's own init, the guest has its own identity and the
+// image's tools, and the user's disk is never written.
+func TestUserDiskBootsItsOwnInit(t *testing.T) {
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testLedger(t)
+	g, disk := userDiskGuest(t, "foreign-vm", "", nil, root, led)
+	was, err := os.Stat(disk.QCOW2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(ctx)
+	info := g.Info()
+	t.Logf("boot to agent ready: %s; details %v", info.BootTime, info.Details)
+	if info.Details["image"] != disk.QCOW2 || info.Details["image_format"] != "qcow2" || info.Details["kernel"] != disk.Kernel {
+		t.Errorf("details = %v", info.Details)
+	}
+	run := func(argv ...string) string {
+		t.Helper()
+		r, err := g.Exec(ctx, agent.Request{Argv: argv, TimeoutMS: 60_000})
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("%v in the guest: %v, exit %d, %s", argv, err, r.ExitCode, r.Stderr)
+		}
+		return strings.TrimSpace(string(r.Stdout))
+	}
+	if init := run("cat", "/proc/1/comm"); init != "systemd" {
+		t.Errorf("PID 1 is %q, want the image's systemd", init)
+	}
+	if h := run("hostname"); h != "foreign-vm" {
+		t.Errorf("hostname = %q", h)
+	}
+	if hosts := run("getent", "hosts", "foreign-vm", "localhost"); !strings.Contains(hosts, "foreign-vm") || !strings.Contains(hosts, "localhost") {
+		t.Errorf("the guest does not resolve its name and localhost: %q", hosts)
+	}
+	if out := run("sysbench", "cpu", "--time=1", "run"); !strings.Contains(out, "events per second") {
+		t.Errorf("sysbench in the image: %q", out)
+	}
+	run("sh", "-c", "echo guest > /root/written-by-the-guest && sync")
+	if r, err := g.Exec(ctx, agent.Request{Op: agent.OpLookPath, Arg: "stress-ng"}); err != nil || r.ExitCode == 0 {
+		t.Errorf("stress-ng, which the image lacks, was found: %v %+v", err, r)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now, err := os.Stat(disk.QCOW2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !now.ModTime().Equal(was.ModTime()) || now.Size() != was.Size() {
+		t.Errorf("the user's disk changed: %v %d bytes, was %v %d", now.ModTime(), now.Size(), was.ModTime(), was.Size())
+	}
+}
+
+// TestUserDiskThatNeverBringsTheAgentUp fails its start with what the
+// console said: the initrd gives up on a root device that is not there.
+func TestUserDiskThatNeverBringsTheAgentUp(t *testing.T) {
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testLedger(t)
+	g, _ := userDiskGuest(t, "no-root", "root=/dev/vdz rootdelay=2 rw", nil, root, led)
+	err := g.Start(context.Background())
+	if err == nil {
+		g.Stop(context.Background())
+		t.Fatal("a guest without its root disk started")
+	}
+	t.Log(err)
+	if !errors.Is(err, ErrBootFailed) || !strings.Contains(err.Error(), "/dev/vdz") {
+		t.Errorf("error = %v, want ErrBootFailed quoting the console on /dev/vdz", err)
+	}
+}
+
+// TestUserDiskOnTheNetwork puts the foreign disk's guest on the bridge
+// path: the agent configures the NIC the image's udev brings up late,
+// and the guest exchanges data with the peer both ways.
+func TestUserDiskOnTheNetwork(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testLedger(t)
+	ctx := context.Background()
+	n, err := netpath.Create(ctx, netpath.Options{RunKey: fmt.Sprintf("u%d", time.Now().UnixNano()%1e6), Ledger: led, Paths: []netpath.Path{netpath.Bridge}, StateDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	port := exchangeServer(t, n.PeerNS())
+	link, err := n.AttachTap("foreign-net", netpath.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := &guest.TapConfig{NSPath: n.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String()}
+	g, _ := userDiskGuest(t, "foreign-net", "", tap, root, led)
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(ctx)
+	script := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d && head -c %d /dev/zero >&3 && head -c %d <&3 | wc -c", link.Peer, port, exchangeBytes, exchangeBytes)
+	r, err := g.Exec(ctx, agent.Request{Argv: []string{"bash", "-c", script}, TimeoutMS: 60000})
+	if err != nil || !r.Succeeded() || strings.TrimSpace(string(r.Stdout)) != strconv.Itoa(exchangeBytes) {
+		t.Fatalf("TCP exchange with the peer %s: %v %+v\n%s%s", link.Peer, err, r, r.Stdout, r.Stderr)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,130 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ErrBadDisk says a path does not hold a VM disk image vfleet can boot.
+var ErrBadDisk = errors.New("not a usable VM disk image")
+
+// Disk formats a user's VM disk may have: each guest gets a qcow2
+// overlay backed by it, and QEMU backs overlays with either.
+var DiskFormats = []string{"qcow2", "raw"}
+
+// minDiskSize is the least a root file system needs.
+const minDiskSize = 1 << 20
+
+// UserDisk is a user's VM disk image. Guests never write to it: it is the
+// read-only backing file of each guest's own disk.
+type UserDisk struct {
+	Path        string
+	Format      string
+	VirtualSize int64
+}
+
+// InspectDisk asks qemu-img what the disk at path is. -U lets it look at
+// a disk that running guests hold open.
+func InspectDisk(ctx context.Context, qemuImg, path string) (UserDisk, error) {
+	out, err := exec.CommandContext(ctx, qemuImg, "info", "-U", "--output=json", path).Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			return UserDisk{}, ctx.Err()
+		}
+		msg := err.Error()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			msg = strings.TrimSpace(string(ee.Stderr))
+		}
+		return UserDisk{}, fmt.Errorf("%w: QEMU cannot read %s: %s", ErrBadDisk, path, msg)
+	}
+	d, err := ParseDiskInfo(out)
+	if err != nil {
+		return UserDisk{}, fmt.Errorf("%w: %s: %v", ErrBadDisk, path, err)
+	}
+	d.Path = path
+	return d, nil
+}
+
+// ParseDiskInfo reads `qemu-img info --output=json` and accepts only the
+// formats a guest's overlay can be backed by.
+func ParseDiskInfo(b []byte) (UserDisk, error) {
+	var info struct {
+		Format      string `json:"format"`
+		VirtualSize int64  `json:"virtual-size"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return UserDisk{}, fmt.Errorf("qemu-img info: %w", err)
+	}
+	known := false
+	for _, f := range DiskFormats {
+		known = known || info.Format == f
+	}
+	if !known {
+		return UserDisk{}, fmt.Errorf("format %q is not supported (known: %s; convert it with qemu-img convert -O qcow2)", info.Format, strings.Join(DiskFormats, ", "))
+	}
+	if info.VirtualSize < minDiskSize {
+		return UserDisk{}, fmt.Errorf("virtual size is %d bytes: too small to hold a root file system (QEMU reads any file as a raw disk; is this the disk?)", info.VirtualSize)
+	}
+	return UserDisk{Format: info.Format, VirtualSize: info.VirtualSize}, nil
+}
+
+// WriteBesideInitramfs writes the initramfs a user's kernel boots with:
+// the user's own initrd, if any, unchanged, followed by a cpio holding the
+// agent at initPath, which the kernel runs first (package vminit). The
+// kernel unpacks concatenated archives into one file system, later ones
+// over earlier ones, and the agent's lone path overwrites nothing of the
+// user's.
+func WriteBesideInitramfs(dst, agentBinary, userInitrd, initPath string) error {
+	agentBin, err := os.ReadFile(agentBinary)
+	if err != nil {
+		return fmt.Errorf("vm initramfs: agent: %w", err)
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return fmt.Errorf("vm initramfs: %w", err)
+	}
+	defer out.Close()
+	var n int64
+	if userInitrd != "" {
+		in, err := os.Open(userInitrd)
+		if err != nil {
+			return fmt.Errorf("vm initramfs: %w", err)
+		}
+		n, err = io.Copy(out, in)
+		in.Close()
+		if err != nil {
+			return fmt.Errorf("vm initramfs: %s: %w", userInitrd, err)
+		}
+	}
+	// The kernel looks for the next archive's magic only at an offset
+	// that is a multiple of 4, skipping zeros; 512 keeps it simple.
+	pad := (512 - n%512) % 512
+	var buf bytes.Buffer
+	buf.Write(make([]byte, pad))
+	w := NewCPIOWriter(&buf)
+	if userInitrd == "" {
+		// The kernel opens /dev/console for the first process before
+		// anything is mounted; a user's initrd has its own.
+		w.Dir("dev", 0o755)
+		w.CharDev("dev/console", 0o600, 5, 1)
+	}
+	rel := strings.TrimPrefix(initPath, "/")
+	w.Dir(filepath.Dir(rel), 0o755)
+	w.File(rel, 0o755, agentBin)
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if _, err := out.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("vm initramfs: %w", err)
+	}
+	return out.Close()
+}

@@ -1,0 +1,93 @@
+package image
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The recordings are `qemu-img info -U --output=json` of QEMU 7.2: a
+// qcow2, a raw disk, a qcow2 overlay, a vmdk and a text file (which QEMU
+// takes for a raw disk of 512 bytes).
+func TestParseDiskInfo(t *testing.T) {
+	for _, c := range []struct {
+		file, format, err string
+		size              int64
+	}{
+		{file: "a.qcow2.json", format: "qcow2", size: 1 << 30},
+		{file: "b.raw.json", format: "raw", size: 64 << 20},
+		{file: "o.qcow2.json", format: "qcow2", size: 1 << 30},
+		{file: "c.vmdk.json", err: `format "vmdk" is not supported (known: qcow2, raw; convert it with qemu-img convert -O qcow2)`},
+		{file: "text-file.json", err: "512 bytes: too small to hold a root file system"},
+	} {
+		b, err := os.ReadFile(filepath.Join("testdata", "qemu-img-info", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ParseDiskInfo(b)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want %q", c.file, err, c.err)
+			}
+			continue
+		}
+		if err != nil || d.Format != c.format || d.VirtualSize != c.size {
+			t.Errorf("%s: %+v, %v; want %s of %d bytes", c.file, d, err, c.format, c.size)
+		}
+	}
+	if _, err := ParseDiskInfo([]byte("qemu-img: not json")); err == nil {
+		t.Error("output that is not JSON accepted")
+	}
+}
+
+// The user's initrd comes first, unchanged; the agent's archive follows
+// at a 512-byte boundary, with the agent where the kernel is told to run
+// it and nothing else the user's archive could hold.
+func TestWriteBesideInitramfs(t *testing.T) {
+	dir := t.TempDir()
+	agentBin, userInitrd := filepath.Join(dir, "agent"), filepath.Join(dir, "initrd")
+	agentBytes, userBytes := []byte("\x7fELF the agent"), bytes.Repeat([]byte("u"), 1000)
+	if err := os.WriteFile(agentBin, agentBytes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(userInitrd, userBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		initrd string
+		prefix []byte
+		dev    bool
+	}{{userInitrd, userBytes, false}, {"", nil, true}} {
+		out := filepath.Join(dir, "out")
+		if err := WriteBesideInitramfs(out, agentBin, c.initrd, "/vfleet/init"); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, c.prefix) {
+			t.Fatalf("initrd %q: the user's archive is not first, unchanged", c.initrd)
+		}
+		start := (len(c.prefix) + 511) &^ 511
+		if !bytes.Equal(b[len(c.prefix):start], make([]byte, start-len(c.prefix))) || !bytes.HasPrefix(b[start:], []byte("070701")) {
+			t.Fatalf("initrd %q: the agent's archive does not start at %d after zeros", c.initrd, start)
+		}
+		ours := string(b[start:])
+		for _, want := range []string{"vfleet\x00", "vfleet/init\x00", string(agentBytes), "TRAILER!!!"} {
+			if !strings.Contains(ours, want) {
+				t.Errorf("initrd %q: the agent's archive lacks %q", c.initrd, want)
+			}
+		}
+		// Only an initramfs of vfleet's alone needs the console node the
+		// kernel opens for the first program; a user's has its own.
+		if got := strings.Contains(ours, "dev/console\x00"); got != c.dev {
+			t.Errorf("initrd %q: dev/console in vfleet's archive = %v", c.initrd, got)
+		}
+	}
+	if err := WriteBesideInitramfs(filepath.Join(dir, "x"), agentBin, filepath.Join(dir, "missing"), "/vfleet/init"); err == nil {
+		t.Error("a missing initrd accepted")
+	}
+}
