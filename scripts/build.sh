@@ -8,3 +8,8 @@ mkdir -p bin
 export CGO_ENABLED=0
 go build -trimpath -o bin/vfleet ./cmd/vfleet
 go build -trimpath -o bin/vfleet-agent ./cmd/vfleet-agent
+# The agent of every architecture VM guests may have, for images and
+# users' disks of an architecture the host emulates (vfleet-agent-ARCH).
+for arch in amd64 arm64; do
+  GOARCH=$arch go build -trimpath -o "bin/vfleet-agent-$arch" ./cmd/vfleet-agent
+done

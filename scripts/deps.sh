@@ -9,7 +9,11 @@ set -euo pipefail
 # Open vSwitch for the ovs data path, sqlite3 for poking at results.
 # Recommends are otherwise skipped: QEMU's would pull in firmware for
 # machines vfleet never emulates.
-packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-utils e2fsprogs openvswitch-switch sqlite3 ca-certificates)
+# qemu-system-arm and qemu-user-static (with binfmt-support) are for arm64
+# guests on an x86-64 host (and x86-64 guests on an arm64 one): QEMU
+# emulates the guest, qemu-user runs its packages' scripts while its image
+# is built.
+packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs openvswitch-switch sqlite3 ca-certificates)
 # --test adds what only the tests use: a browser that renders the HTML report,
 # and a Prometheus server that scrapes the metrics endpoint.
 if [ "${1:-}" = "--test" ]; then
@@ -42,6 +46,21 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if [[ " ${missing[*]} " == *" openvswitch-switch "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now openvswitch-switch ovs-vswitchd ovsdb-server >/dev/null 2>&1 || true
   fi
+fi
+
+# The other architecture's image is built by running its programs under
+# qemu-user, which the kernel's binfmt_misc must hand them to. Where no
+# init mounted binfmt_misc and registered the emulators, do it (until the
+# next boot).
+case "$(dpkg --print-architecture)" in
+  amd64) other=arm64 emulator=qemu-aarch64 ;;
+  arm64) other=amd64 emulator=qemu-x86_64 ;;
+  *) other="" ;;
+esac
+if [ -n "$other" ] && ! arch-test "$other" >/dev/null 2>&1; then
+  mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  update-binfmts --enable "$emulator" >/dev/null 2>&1 || true
+  arch-test "$other" >/dev/null 2>&1 || echo "deps: this host cannot run $other programs ($emulator not registered with binfmt_misc): building $other guest images will fail" >&2
 fi
 
 # Go: the module needs a recent toolchain; Go fetches the exact one go.mod

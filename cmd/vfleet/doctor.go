@@ -26,7 +26,12 @@ timeout: /dev/kvm can exist and still not work), and the measuring tools in the 
 image. Every missing piece says what to install.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := doctor.Options{Runtimes: container.Runtimes(), VhostNet: qemu.VhostNetDevice}
+			opts := doctor.Options{Runtimes: container.Runtimes(), VhostNet: qemu.VhostNetDevice, CanRun: image.CheckCanRun}
+			for _, arch := range guest.Arches {
+				if arch != image.HostArch {
+					opts.ForeignArches = append(opts.ForeignArches, arch)
+				}
+			}
 			if k, err := guest.Lookup(container.KindName); err == nil {
 				opts.RuntimeProbe = k.Probe
 			}

@@ -225,7 +225,7 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	if err != nil {
 		return err
 	}
-	images, agentBin, err := userImages(ctx, g, progress, spec)
+	images, err := prepareGuestImages(ctx, g, progress, spec)
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	began := time.Now()
 	id, key, err := runner.Launch(ctx, plan, runner.Options{
 		Store: st, StateRoot: g.stateDir, RootFS: img.RootFS, AgentPath: img.AgentPath,
-		Images: images, AgentBinary: agentBin,
+		Images: images.users, AgentBinary: images.agentBinary, Arches: images.arches,
 		Host: host, Progress: progress, Observer: watch,
 	})
 	launchTime := time.Since(began)

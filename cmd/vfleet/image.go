@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/workload"
 )
@@ -15,18 +18,22 @@ import (
 func newImageCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Manage the guest image"}
 	var rebuild bool
+	var arch string
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build the guest image (Debian with the measuring tools and the agent), or reuse the cached one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(guest.Arches, arch) {
+				return usageError{fmt.Errorf("--arch %q: want one of %s", arch, strings.Join(guest.Arches, ", "))}
+			}
 			if err := requireRoot("vfleet image build"); err != nil {
 				return err
 			}
 			progress := newProgress()
 			ctx, cancel := signalContext(progress)
 			defer cancel()
-			img, err := ensureImage(ctx, g, progress, rebuild)
+			img, err := ensureImageFor(ctx, g, progress, arch, rebuild)
 			progress.Done()
 			if err != nil {
 				return err
@@ -37,6 +44,7 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 		},
 	}
 	build.Flags().BoolVar(&rebuild, "rebuild", false, "build anew even when a cached image matches the recipe")
+	build.Flags().StringVar(&arch, "arch", image.HostArch, "the image's architecture, for VM guests of it (another than the host's is built under qemu-user emulation)")
 	inspect := &cobra.Command{
 		Use:   "inspect [OCI-IMAGE]",
 		Short: "Show vfleet's guest image, or a user's OCI image (layout or archive), and which workloads it can run",

@@ -95,7 +95,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	if err != nil {
 		return err
 	}
-	images, agentBin, err := userImages(ctx, g, progress, specs...)
+	images, err := prepareGuestImages(ctx, g, progress, specs...)
 	if err != nil {
 		return err
 	}
@@ -110,8 +110,9 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		StateRoot:   g.stateDir,
 		RootFS:      img.RootFS,
 		AgentPath:   img.AgentPath,
-		Images:      images,
-		AgentBinary: agentBin,
+		Images:      images.users,
+		AgentBinary: images.agentBinary,
+		Arches:      images.arches,
 		Host:        host,
 		Progress:    progress,
 	}
@@ -239,30 +240,53 @@ func checkImage(kind, path string) error {
 	return err
 }
 
-// userImages unpacks the users' images the scenarios name, each once, and
-// returns them with the agent that their guests get brought in.
-func userImages(ctx context.Context, g *globalOptions, progress *telemetry.Progress, specs ...*scenario.Spec) (map[string]runner.UserImage, string, error) {
-	images := map[string]runner.UserImage{}
+// guestImages are the images a run's guests need besides vfleet's own for
+// this host: users' images, and vfleet's of the architectures its VMs
+// emulate.
+type guestImages struct {
+	users map[string]runner.UserImage
+	// agentBinary is the static agent users' images get brought in.
+	agentBinary string
+	arches      map[string]runner.ArchImage
+}
+
+// prepareGuestImages unpacks the users' images the scenarios name and
+// builds vfleet's image of each emulated architecture, each once.
+func prepareGuestImages(ctx context.Context, g *globalOptions, progress *telemetry.Progress, specs ...*scenario.Spec) (guestImages, error) {
+	out := guestImages{users: map[string]runner.UserImage{}, arches: map[string]runner.ArchImage{}}
+	logf := func(line string) { progress.Logf("image: %s", line) }
 	for _, grp := range guestGroups(specs) {
-		if _, done := images[grp.Image]; grp.Image == "" || done {
+		if _, done := out.arches[grp.Arch]; grp.Arch != "" && grp.Arch != image.HostArch && !done {
+			img, err := ensureImageFor(ctx, g, progress, grp.Arch, false)
+			if err != nil {
+				return out, fmt.Errorf("guest group %q: vfleet's %s image: %w", grp.Name, grp.Arch, err)
+			}
+			agentBin, err := g.agentBinaryFor(grp.Arch)
+			if err != nil {
+				return out, err
+			}
+			out.arches[grp.Arch] = runner.ArchImage{RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: agentBin}
+		}
+		if _, done := out.users[grp.Image]; grp.Image == "" || done {
 			continue
 		}
 		if guest.TraitsOf(grp.Kind).AgentInGuest {
 			// A VM boots the disk itself, with the agent brought in.
-			images[grp.Image] = runner.UserImage{}
+			out.users[grp.Image] = runner.UserImage{}
 			continue
 		}
-		o, err := image.EnsureOCI(ctx, g.stateDir, grp.Image, func(line string) { progress.Logf("image: %s", line) })
+		o, err := image.EnsureOCI(ctx, g.stateDir, grp.Image, logf)
 		if err != nil {
-			return nil, "", fmt.Errorf("guest group %q: %w", grp.Name, err)
+			return out, fmt.Errorf("guest group %q: %w", grp.Name, err)
 		}
-		images[grp.Image] = runner.UserImage{RootFS: o.RootFS, Env: o.Env, Digest: o.Digest}
+		out.users[grp.Image] = runner.UserImage{RootFS: o.RootFS, Env: o.Env, Digest: o.Digest}
 	}
-	if len(images) == 0 {
-		return nil, "", nil
+	if len(out.users) == 0 {
+		return out, nil
 	}
-	agentBin, err := g.agentBinary()
-	return images, agentBin, err
+	var err error
+	out.agentBinary, err = g.agentBinary()
+	return out, err
 }
 
 // checkGuest asks the group's kind to accept it; New touches nothing on
@@ -273,7 +297,7 @@ func checkGuest(g scenario.GuestGroup) error {
 		return err
 	}
 	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-		VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image, Boot: g.Boot}, guest.Env{})
+		Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image, Boot: g.Boot}, guest.Env{})
 	return err
 }
 
@@ -299,13 +323,19 @@ func probeKinds(ctx context.Context, spec *scenario.Spec) error {
 }
 
 func ensureImage(ctx context.Context, g *globalOptions, progress *telemetry.Progress, rebuild bool) (*image.Image, error) {
-	agentBin, err := g.agentBinary()
+	return ensureImageFor(ctx, g, progress, image.HostArch, rebuild)
+}
+
+// ensureImageFor builds (or reuses) vfleet's image of an architecture,
+// with that architecture's agent installed.
+func ensureImageFor(ctx context.Context, g *globalOptions, progress *telemetry.Progress, arch string, rebuild bool) (*image.Image, error) {
+	agentBin, err := g.agentBinaryFor(arch)
 	if err != nil {
 		return nil, err
 	}
 	return image.Ensure(ctx, image.EnsureOptions{
 		Root:        g.stateDir,
-		Recipe:      image.DefaultRecipe(),
+		Recipe:      image.RecipeFor(arch),
 		AgentBinary: agentBin,
 		Rebuild:     rebuild,
 		Progress:    func(line string) { progress.Logf("image: %s", line) },

@@ -35,6 +35,11 @@ type Options struct {
 	// VhostNet is the vhost-net device VMs' NICs use under KVM; empty
 	// leaves it unchecked.
 	VhostNet string
+	// ForeignArches are the VM guest architectures the host emulates, and
+	// CanRun says whether the host runs one's programs, which building
+	// vfleet's image of it needs; nil leaves them unchecked.
+	ForeignArches []string
+	CanRun        func(ctx context.Context, arch string) error
 	// KVMTimeout and TCGTimeout bound the boot probes; zero means 10 s and
 	// 60 s. A kernel reaches its root mount in about a second under KVM
 	// and well under a minute under emulation.
@@ -74,6 +79,8 @@ func Checks(o Options) []Check {
 	}
 	return append(checks,
 		Check{Name: "QEMU", Run: toolCheck("qemu-system-x86_64", "runs VM guests")},
+		Check{Name: "QEMU arm64", Run: toolCheck("qemu-system-aarch64", "emulates arm64 VM guests (arch: arm64)")},
+		Check{Name: "foreign images", Run: func(ctx context.Context) Result { return checkForeignImages(ctx, o.ForeignArches, o.CanRun) }},
 		Check{Name: "qemu-img", Run: toolCheck("qemu-img", "makes copy-on-write VM disks")},
 		Check{Name: "KVM", Timeout: o.KVMTimeout + bootSlack, Run: func(ctx context.Context) Result {
 			return checkAccel(ctx, accelProbe{accel: "kvm", kernel: o.KernelPath, timeout: o.KVMTimeout, kvmDevice: "/dev/kvm"})
@@ -346,4 +353,23 @@ func checkImageTools(packages map[string]string) Result {
 		return Result{Status: Missing, Detail: "the guest image lacks " + strings.Join(missing, ", "), Fix: "vfleet image build --rebuild"}
 	}
 	return Result{Status: OK, Detail: "in the guest image: " + strings.Join(have, ", ")}
+}
+
+// checkForeignImages says whether vfleet's image can be built for the
+// other architectures VM guests may have: their packages' scripts run
+// under qemu-user, through binfmt_misc.
+func checkForeignImages(ctx context.Context, arches []string, canRun func(context.Context, string) error) Result {
+	if canRun == nil || len(arches) == 0 {
+		return Result{Status: Skip, Detail: "no other architecture to check"}
+	}
+	var cannot []string
+	for _, arch := range arches {
+		if err := canRun(ctx, arch); err != nil {
+			cannot = append(cannot, err.Error())
+		}
+	}
+	if len(cannot) > 0 {
+		return Result{Status: Missing, Detail: strings.Join(cannot, "; ")}
+	}
+	return Result{Status: OK, Detail: "this host runs " + strings.Join(arches, ", ") + " programs under emulation: vfleet's image builds for them (arch: on VM groups)"}
 }

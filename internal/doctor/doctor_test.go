@@ -85,7 +85,7 @@ func TestChecksListEverything(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "image builder",
-		"runtime runc", "runtime crun", "QEMU", "qemu-img", "KVM", "TCG", "vhost-net", "KSM", "measuring tools"}
+		"runtime runc", "runtime crun", "QEMU", "QEMU arm64", "foreign images", "qemu-img", "KVM", "TCG", "vhost-net", "KSM", "measuring tools"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("checks %q, want %q", names, want)
 	}
@@ -414,5 +414,24 @@ func TestKSMCheck(t *testing.T) {
 	}
 	if r := checkKSM(ksm.Host{Dir: filepath.Join(dir, "absent")}); r.Status != Warn || !strings.Contains(r.Detail, "memory_merge is refused") {
 		t.Errorf("no KSM: %+v", r)
+	}
+}
+
+func TestForeignImagesCheck(t *testing.T) {
+	ctx := context.Background()
+	cannot := func(_ context.Context, arch string) error {
+		if arch == "riscv64" {
+			return errors.New("riscv64: not supported on this machine/kernel")
+		}
+		return nil
+	}
+	if r := checkForeignImages(ctx, []string{"arm64"}, cannot); r.Status != OK || !strings.Contains(r.Detail, "arm64") {
+		t.Errorf("runnable arch: %+v", r)
+	}
+	if r := checkForeignImages(ctx, []string{"arm64", "riscv64"}, cannot); r.Status != Missing || !strings.Contains(r.Detail, "riscv64: not supported") {
+		t.Errorf("an arch the host cannot run: %+v", r)
+	}
+	if r := checkForeignImages(ctx, nil, cannot); r.Status != Skip {
+		t.Errorf("no arch to check: %+v", r)
 	}
 }

@@ -36,6 +36,10 @@ const (
 	ReadyTimeout = 30 * time.Second
 )
 
+// Arches are the architectures vfleet runs VM guests of, as Debian (and
+// Go) name them.
+var Arches = []string{"amd64", "arm64"}
+
 // Spec describes one guest, as the scenario declares it.
 type Spec struct {
 	Name string // unique within a run, e.g. "container-0"
@@ -68,6 +72,9 @@ type Spec struct {
 	// VMFieldsSet. For a VM, Runtime names the machine ("q35", "microvm")
 	// and MemoryBytes is the guest's RAM rather than a limit.
 
+	// Arch is the guest's architecture as Debian names it ("amd64",
+	// "arm64"); empty for the host's. Another one is emulated.
+	Arch string
 	// VCPUs is the number of virtual CPUs, 0 for one.
 	VCPUs int
 	// Accel is "auto" (or empty), "kvm" or "tcg".
@@ -135,6 +142,9 @@ func (s Spec) VMFieldsSet() []string {
 	var set []string
 	if s.Tap != nil {
 		set = append(set, "tap")
+	}
+	if s.Arch != "" {
+		set = append(set, "arch")
 	}
 	if s.VCPUs != 0 {
 		set = append(set, "vcpus")

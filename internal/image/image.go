@@ -149,6 +149,9 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: mmdebstrap not found in PATH: install the Debian package mmdebstrap", ErrMissingTool)
 	}
+	if err := CheckCanRun(ctx, o.Recipe.Arch); err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(final), buildPrefix)
 	if err != nil {
 		return fmt.Errorf("image: %w", err)
@@ -213,6 +216,36 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 	}
 	o.Progress(fmt.Sprintf("image built in %s", m.BuildDuration.Round(time.Second)))
 	return nil
+}
+
+// QEMUArch is QEMU's (and the kernel's) name of a Debian architecture.
+func QEMUArch(arch string) string {
+	switch arch {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return arch
+}
+
+// CheckCanRun says whether this host runs programs of a foreign arch
+// (empty for the host's), which building its image needs: the packages'
+// maintainer scripts run inside the image.
+func CheckCanRun(ctx context.Context, arch string) error {
+	if arch == "" {
+		return nil
+	}
+	archTest, err := exec.LookPath("arch-test")
+	if err != nil {
+		return fmt.Errorf("%w: arch-test not found in PATH: install the Debian package arch-test", ErrMissingTool)
+	}
+	out, err := exec.CommandContext(ctx, archTest, arch).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: this %s host cannot run %s programs, which building an %s image needs: install the Debian packages qemu-user-static and binfmt-support, then register the emulator (mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc; update-binfmts --enable qemu-%s); arch-test says: %s",
+		ErrMissingTool, HostArch, arch, arch, QEMUArch(arch), strings.TrimSpace(string(out)))
 }
 
 // describe reads what a fresh rootfs contains.

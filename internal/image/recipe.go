@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"runtime"
 	"sort"
 	"strings"
 )
@@ -14,18 +15,27 @@ const recipeFormat = 1
 
 // Recipe says what goes into an image.
 type Recipe struct {
-	Format   int      `json:"format"`
-	Suite    string   `json:"suite"`
-	Variant  string   `json:"variant"`
+	Format  int    `json:"format"`
+	Suite   string `json:"suite"`
+	Variant string `json:"variant"`
+	// Arch is the image's Debian architecture when it is not the host's;
+	// empty for the host's. Left out of the hash when empty, so that the
+	// host's images keep theirs.
+	Arch     string   `json:"arch,omitempty"`
 	Packages []string `json:"packages"`
 	// PathExcludes are dpkg path-exclude globs: documentation and
 	// translations no workload reads, dropped to keep the image small.
 	PathExcludes []string `json:"path_excludes"`
 }
 
-// DefaultRecipe is the image every built-in scenario uses.
-func DefaultRecipe() Recipe {
-	return Recipe{
+// DefaultRecipe is the image every built-in scenario uses, for this
+// host's architecture.
+func DefaultRecipe() Recipe { return RecipeFor(HostArch) }
+
+// RecipeFor is vfleet's image for a Debian architecture (one of
+// guest.Arches).
+func RecipeFor(arch string) Recipe {
+	r := Recipe{
 		Format:  recipeFormat,
 		Suite:   "bookworm",
 		Variant: "essential",
@@ -34,10 +44,26 @@ func DefaultRecipe() Recipe {
 			"procps",
 			// The guest kernel VM guests boot, and that `vfleet doctor` boots
 			// to find out whether KVM really runs a guest.
-			"linux-image-cloud-amd64",
+			"linux-image-cloud-" + arch,
 		},
 		PathExcludes: []string{"/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"},
 	}
+	if arch != HostArch {
+		r.Arch = arch
+	}
+	return r
+}
+
+// HostArch is this host's Debian architecture; for the architectures
+// vfleet knows, Debian's name is Go's.
+const HostArch = runtime.GOARCH
+
+// ArchOf is the Debian architecture of the recipe's image.
+func (r Recipe) ArchOf() string {
+	if r.Arch == "" {
+		return HostArch
+	}
+	return r.Arch
 }
 
 // Hash identifies the recipe: a hex sha256 of its canonical JSON, with the
@@ -60,6 +86,9 @@ func sortedCopy(s []string) []string {
 // mmdebstrapArgs builds the image builder's argv for a target directory.
 func (r Recipe) mmdebstrapArgs(target string) []string {
 	args := []string{"--variant=" + r.Variant, "--format=directory", "--include=" + strings.Join(r.Packages, ",")}
+	if r.Arch != "" {
+		args = append(args, "--architectures="+r.Arch)
+	}
 	for _, p := range r.PathExcludes {
 		args = append(args, "--dpkgopt=path-exclude="+p)
 	}

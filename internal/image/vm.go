@@ -24,11 +24,29 @@ const vmFormat = 2
 // VMModules are the modules a VM guest needs before its root disk can be
 // mounted and its agent reached, when the kernel has them as modules:
 // virtio over PCI (q35) and over MMIO (microvm), the block disk, the
-// serial port the agent serves on, and the ACPI power button with the
-// event device init reads it from, so a host's powerdown request is seen.
+// serial port the agent serves on, and the power button (where the
+// architecture's kernel has its driver) with the event device init reads
+// it from, so a host's powerdown request is seen.
 // virtio_net is the NIC on a network data path; init configures it before
 // the agent starts, when the root disk's own modules are not loaded yet.
-var VMModules = []string{"virtio_pci", "virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "evdev", "button"}
+func VMModules(arch string) []string {
+	m := []string{"virtio_pci", "virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "evdev"}
+	if b := PowerButtonModule(arch); b != "" {
+		m = append(m, b)
+	}
+	return m
+}
+
+// PowerButtonModule is the driver of the power button QEMU presses for a
+// guest of arch, "" where vfleet's kernel has none: x86-64's is ACPI's;
+// arm64's virt machine booted with a device tree has a GPIO key, whose
+// driver (gpio_keys) the arm64 cloud kernel leaves out.
+func PowerButtonModule(arch string) string {
+	if arch == "amd64" {
+		return "button"
+	}
+	return ""
+}
 
 // VMBoot is what a VM guest boots from. All paths are on the host.
 type VMBoot struct {
@@ -91,7 +109,7 @@ func EnsureVMBoot(ctx context.Context, img *Image, progress func(string)) (VMBoo
 		progress = func(string) {}
 	}
 	if img.KernelPath == "" {
-		return VMBoot{}, fmt.Errorf("%w: add linux-image-cloud-amd64 to the image recipe", ErrNoKernel)
+		return VMBoot{}, fmt.Errorf("%w: add linux-image-cloud-%s to the image recipe", ErrNoKernel, img.Manifest.Recipe.ArchOf())
 	}
 	var boot VMBoot
 	var final, initramfs, key string
@@ -272,7 +290,7 @@ func writeInitramfs(img *Image, path string) (bool, error) {
 			return false, fmt.Errorf("vm initramfs: %w", err)
 		}
 	}
-	order, err := deps.LoadOrder(VMModules, builtin)
+	order, err := deps.LoadOrder(VMModules(img.Manifest.Recipe.ArchOf()), builtin)
 	if err != nil {
 		return false, fmt.Errorf("vm initramfs: %w", err)
 	}

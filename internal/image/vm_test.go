@@ -86,7 +86,7 @@ func TestVMModulesLoadOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order, err := deps.LoadOrder(append([]string{"ext4"}, VMModules...), builtin)
+	order, err := deps.LoadOrder(append([]string{"ext4"}, VMModules("amd64")...), builtin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestVMModulesLoadOrder(t *testing.T) {
 	if _, ok := pos["ext4"]; ok {
 		t.Error("built-in ext4 listed for loading")
 	}
-	for _, m := range VMModules {
+	for _, m := range VMModules("amd64") {
 		if _, ok := pos[m]; !ok {
 			t.Errorf("%s missing from %v", m, order)
 		}

@@ -38,9 +38,13 @@ type Comparison struct {
 
 // Column is one guest group.
 type Column struct {
-	Group    string `json:"group"`
-	Kind     string `json:"kind"`
-	Runtime  string `json:"runtime,omitempty"`
+	Group   string `json:"group"`
+	Kind    string `json:"kind"`
+	Runtime string `json:"runtime,omitempty"`
+	// Arch and Accel are a VM's architecture and accelerator, so that an
+	// emulated guest is never read as a KVM one.
+	Arch     string `json:"arch,omitempty"`
+	Accel    string `json:"accel,omitempty"`
 	Baseline bool   `json:"baseline"`
 }
 
@@ -51,8 +55,8 @@ func (c Column) Label() string {
 	if c.Kind != "" && c.Kind != c.Group {
 		label += " [" + c.Kind + "]"
 	}
-	if c.Runtime != "" {
-		label += " (" + c.Runtime + ")"
+	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Arch, c.Accel}, " ")); about != "" {
+		label += " (" + strings.Join(strings.Fields(about), " ") + ")"
 	}
 	return label
 }
@@ -123,6 +127,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 		for _, g := range sortedStrings(run.Guests) {
 			if rec := run.Guests[g]; rec.Group == group {
 				col.Kind, col.Runtime = rec.Kind, rec.Runtime
+				col.Arch, col.Accel = rec.Details["arch"], rec.Details["accel"]
 				break
 			}
 		}

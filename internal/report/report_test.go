@@ -524,3 +524,21 @@ func TestReportsSayWhenGuestsShareCPUs(t *testing.T) {
 		}
 	}
 }
+
+// A VM's column says its architecture and accelerator: an emulated guest
+// must not read as a KVM one.
+func TestColumnLabelSaysEmulation(t *testing.T) {
+	for _, c := range []struct {
+		col  Column
+		want string
+	}{
+		{Column{Group: "host", Kind: "host"}, "host"},
+		{Column{Group: "c", Kind: "container", Runtime: "runc"}, "c [container] (runc)"},
+		{Column{Group: "vm-arm", Kind: "vm", Runtime: "virt", Arch: "arm64", Accel: "tcg"}, "vm-arm [vm] (virt arm64 tcg)"},
+		{Column{Group: "vm", Kind: "vm", Runtime: "q35", Arch: "amd64", Accel: "kvm"}, "vm (q35 amd64 kvm)"},
+	} {
+		if got := c.col.Label(); got != c.want {
+			t.Errorf("Label() = %q, want %q", got, c.want)
+		}
+	}
+}

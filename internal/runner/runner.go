@@ -16,6 +16,7 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/netpath/fastpath"
@@ -49,8 +50,11 @@ type Options struct {
 	// of those images get brought in.
 	Images      map[string]UserImage
 	AgentBinary string
-	Host        hostinfo.Fingerprint
-	Progress    Progress
+	// Arches are vfleet's images of the architectures other than the
+	// host's that the plan's VMs emulate (guest.Spec.Arch).
+	Arches   map[string]ArchImage
+	Host     hostinfo.Fingerprint
+	Progress Progress
 	// StartConcurrency bounds how many guests start at once.
 	StartConcurrency int
 	// TeardownTimeout bounds stopping all guests, even after cancellation.
@@ -631,6 +635,14 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 
 // startGuest starts a guest of the run, from the image it names.
 func (r *run) startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (guest.Guest, error) {
+	agentBinary := r.opts.AgentBinary
+	if spec.Arch != "" && spec.Arch != image.HostArch {
+		a, ok := r.opts.Arches[spec.Arch]
+		if !ok {
+			return nil, fmt.Errorf("vfleet's %s image was not prepared for the run", spec.Arch)
+		}
+		env.RootFS, env.AgentPath, agentBinary = a.RootFS, a.AgentPath, a.AgentBinary
+	}
 	if spec.Image != "" {
 		img, ok := r.opts.Images[spec.Image]
 		if !ok {
@@ -639,7 +651,7 @@ func (r *run) startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (g
 		if img.RootFS != "" {
 			env.RootFS, env.ImageEnv = img.RootFS, img.Env
 		}
-		env.AgentBinary = r.opts.AgentBinary
+		env.AgentBinary = agentBinary
 	}
 	return startGuest(ctx, spec, env)
 }

@@ -64,3 +64,9 @@ type UserImage struct {
 	// Digest identifies the image's content, recorded with each guest.
 	Digest string
 }
+
+// ArchImage is vfleet's image of an architecture the host emulates, with
+// the agent of that architecture, which a user's VM disk of it gets.
+type ArchImage struct {
+	RootFS, AgentPath, AgentBinary string
+}

@@ -24,7 +24,7 @@ func (s *Spec) Expand() *Plan {
 		for i := 0; i < g.Count; i++ {
 			pg := PlannedGuest{Group: g.Name, Network: g.Network, Spec: guest.Spec{
 				Name: guestName(g, i), Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-				VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
+				Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
 				Image: g.Image, Boot: g.Boot,
 			}}
 			plan.Guests = append(plan.Guests, pg)

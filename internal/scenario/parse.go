@@ -536,6 +536,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				}
 				g.CPULimit = f
 			},
+			"arch":         p.oneOf(&g.Arch, guest.Arches...),
 			"vcpus":        p.integer(&g.VCPUs, 1, MaxVCPUs),
 			"accel":        p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
 			"disk":         p.oneOf(&g.Disk, "overlay", "copy", "raw"),

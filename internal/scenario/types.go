@@ -80,6 +80,7 @@ type GuestGroup struct {
 	// an absolute path, resolved against the scenario file's directory.
 	Image string
 	// VM-only fields; see guest.Spec.
+	Arch        string
 	VCPUs       int
 	Accel       string
 	Disk        string

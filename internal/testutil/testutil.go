@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -45,11 +46,15 @@ func ModuleRoot(t testing.TB) string {
 // BuildBinary builds a command of this module, static, into a temporary
 // directory and returns its path. Go's build cache makes repeats cheap.
 func BuildBinary(t testing.TB, pkg, name string) string {
+	return buildFor(t, pkg, name, runtime.GOARCH)
+}
+
+func buildFor(t testing.TB, pkg, name, arch string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), name)
 	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
 	cmd.Dir = ModuleRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", pkg, err, b)
 	}
@@ -58,6 +63,11 @@ func BuildBinary(t testing.TB, pkg, name string) string {
 
 // BuildAgent builds the static agent.
 func BuildAgent(t testing.TB) string { return BuildBinary(t, "cmd/vfleet-agent", "vfleet-agent") }
+
+// BuildAgentFor builds the static agent for a Debian architecture.
+func BuildAgentFor(t testing.TB, arch string) string {
+	return buildFor(t, "cmd/vfleet-agent", "vfleet-agent-"+arch, arch)
+}
 
 // StateRoot is where integration tests keep images between runs, apart
 // from a user's own /var/lib/vfleet.
@@ -70,14 +80,19 @@ func StateRoot() string {
 
 // Image returns the default guest image, built on first use, with a freshly
 // built agent installed.
-func Image(t testing.TB) *image.Image {
+func Image(t testing.TB) *image.Image { return ImageFor(t, image.HostArch) }
+
+// ImageFor returns vfleet's image for a Debian architecture, built on
+// first use (under emulation for a foreign one, which takes minutes),
+// with a freshly built agent of that architecture installed.
+func ImageFor(t testing.TB, arch string) *image.Image {
 	t.Helper()
 	RequiresRoot(t)
 	RequiresTool(t, "mmdebstrap", "mmdebstrap")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	img, err := image.Ensure(ctx, image.EnsureOptions{
-		Root: StateRoot(), Recipe: image.DefaultRecipe(), AgentBinary: BuildAgent(t),
+		Root: StateRoot(), Recipe: image.RecipeFor(arch), AgentBinary: BuildAgentFor(t, arch),
 		Progress: func(line string) { t.Log("image:", line) },
 	})
 	if err != nil {

@@ -56,6 +56,7 @@ var known = func() map[string]Spec {
 		{Name: "kata-runtime", Install: upstream("Kata Containers", "the Kata Containers releases"), versionRE: regexp.MustCompile(`(?m)^kata-runtime\s*:\s*(\S+)`)},
 		{Name: "mmdebstrap", Package: "mmdebstrap", versionRE: regexp.MustCompile(`(?m)^mmdebstrap (\S+)`)},
 		{Name: "qemu-system-x86_64", Package: "qemu-system-x86", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
+		{Name: "qemu-system-aarch64", Package: "qemu-system-arm", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
 		{Name: "qemu-img", Package: "qemu-utils", versionRE: regexp.MustCompile(`(?m)^qemu-img version (\S+)`)},
 		{Name: "clang", Package: "clang", versionRE: regexp.MustCompile(`(?m)^(?:\S+ )?clang version (\S+)`)},
 		{Name: "firecracker", Install: upstream("Firecracker", "the Firecracker releases"), versionRE: regexp.MustCompile(`(?m)^Firecracker v(\S+)`)},

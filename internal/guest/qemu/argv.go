@@ -23,7 +23,8 @@ const agentPort = "vfleet.agent"
 // launchConfig is everything QEMU's command line is made from.
 type launchConfig struct {
 	Name        string // guest name, for QEMU's process and thread names
-	Machine     string // MachineQ35 or MachineMicroVM
+	Arch        string // the guest's, as Debian names it
+	Machine     string // MachineQ35, MachineMicroVM or MachineVirt
 	Accel       string // "kvm" or "tcg"
 	VCPUs       int
 	MemoryMiB   int64
@@ -115,6 +116,13 @@ func qemuArgv(c launchConfig) []string {
 			machine += ",pit=on,pic=on,rtc=on"
 		}
 	}
+	if c.Machine == MachineVirt {
+		// GICv3 takes more than 8 vCPUs; under KVM, the host's own.
+		machine = "virt,gic-version=3"
+		if c.Accel == AccelKVM {
+			machine = "virt,gic-version=host"
+		}
+	}
 	accel := c.Accel
 	if c.TranslationMiB > 0 && c.Accel == AccelTCG {
 		accel += fmt.Sprintf(",tb-size=%d", c.TranslationMiB)
@@ -124,7 +132,7 @@ func qemuArgv(c launchConfig) []string {
 	} else {
 		machine += ",mem-merge=" + onOff(c.MemoryMerge)
 	}
-	cpu := "max" // the richest model TCG emulates
+	cpu := archSpecs[cmp.Or(c.Arch, "amd64")].tcgCPU
 	if c.Accel == "kvm" {
 		cpu = "host"
 	}
@@ -200,11 +208,11 @@ func onOff(b bool) string {
 // seen at once. init= is used only when booting without an initramfs,
 // whose own /init takes precedence. Everything after "--" is the init's
 // argv. tscKHz, when known, is the guest TSC's frequency, so the kernel
-// need not calibrate it. nic, when set, is how the guest's init configures
-// its network card.
-func kernelCmdline(root, hostname, init, workdir string, tscKHz int64, nic *vminit.NetConfig) string {
+// need not calibrate it. console is the serial port's name in the guest.
+// nic, when set, is how the guest's init configures its network card.
+func kernelCmdline(console, root, hostname, init, workdir string, tscKHz int64, nic *vminit.NetConfig) string {
 	p := []string{
-		"console=ttyS0", "root=" + root, "rootfstype=ext4", "ro", "init=" + init,
+		"console=" + console, "root=" + root, "rootfstype=ext4", "ro", "init=" + init,
 		"panic=-1", "loglevel=6", // notices too: a failed boot shows why
 		vminit.ParamHostname + "=" + hostname, vminit.ParamPort + "=" + agentPort,
 	}
@@ -231,7 +239,7 @@ const DefaultUserCmdline = "root=/dev/vda rw"
 // vfleet's defaults; the words after the user's "--" stay init's.
 // systemd.hostname= gives the name to an image whose init is systemd,
 // which otherwise sets its own from the image's /etc/hostname.
-func userCmdline(user, hostname string, tscKHz int64, nic *vminit.NetConfig) string {
+func userCmdline(user, console, hostname string, tscKHz int64, nic *vminit.NetConfig) string {
 	if strings.TrimSpace(user) == "" {
 		user = DefaultUserCmdline
 	}
@@ -251,7 +259,7 @@ func userCmdline(user, hostname string, tscKHz int64, nic *vminit.NetConfig) str
 		params = append(params, quoteParam(w))
 	}
 	if !has["console"] {
-		params = append(params, "console=ttyS0")
+		params = append(params, "console="+console)
 	}
 	if !has["panic"] {
 		params = append(params, "panic=-1")

@@ -47,15 +47,18 @@ var ErrBootFailed = errors.New("vm guest did not boot")
 // Guest is one virtual machine.
 type Guest struct {
 	*guest.Base
-	env     guest.Env
-	dir     string
-	machine string
-	vcpus   int
-	memMiB  int64
-	pins    []int
-	disk    string
-	clone   bool              // restore a saved template instead of booting
-	nic     *vminit.NetConfig // nil without a network
+	env      guest.Env
+	dir      string
+	arch     string // Debian's name of the guest's architecture
+	archSpec archSpec
+	qemu     tools.Tool // the arch's QEMU
+	machine  string
+	vcpus    int
+	memMiB   int64
+	pins     []int
+	disk     string
+	clone    bool              // restore a saved template instead of booting
+	nic      *vminit.NetConfig // nil without a network
 	// memoryMerge offers the guest's RAM to KSM; the run switches KSM on.
 	memoryMerge bool
 }
@@ -69,15 +72,15 @@ type vm struct {
 	err    error         // QEMU's exit, valid after exited
 	mon    monitor
 	booted bool // the guest's init runs and can power the machine off
+	// noPowerButton: the guest's kernel cannot see QEMU's power button, so
+	// stopping it quits QEMU at once (its disk goes with it anyway).
+	noPowerButton bool
 }
 
 func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client, guest.Info, error) {
 	fail := func(err error) (*agent.Client, guest.Info, error) { return nil, guest.Info{}, err }
 	spec := g.Spec()
-	qemuTool, err := tools.Find("qemu-system-x86_64")
-	if err != nil {
-		return fail(fmt.Errorf("%w: %v", guest.ErrNotSupported, err))
-	}
+	qemuTool := g.qemu
 	qemuImg, err := tools.Find("qemu-img")
 	if err != nil {
 		return fail(fmt.Errorf("%w: %v", guest.ErrNotSupported, err))
@@ -96,13 +99,16 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	// Whether KVM works is asked of vfleet's kernel, which is known to boot.
 	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool.Path, probeKernel)
+	if emulated(g.arch) {
+		accel, accelWhy, err = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch), nil
+	}
 	if err != nil {
 		return fail(err)
 	}
-	details := map[string]string{}
+	details := map[string]string{"arch": g.arch}
 
 	var tscKHz int64
-	if accel == AccelTCG {
+	if accel == AccelTCG && !emulated(g.arch) {
 		// Under TCG the guest's TSC is the host's (under KVM the guest
 		// has kvmclock and needs no help).
 		tscKHz = hostTSCkHz()
@@ -119,9 +125,9 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 	cfg := launchConfig{
-		Name: spec.Name, Machine: g.machine, Accel: accel, VCPUs: g.vcpus, MemoryMiB: g.memMiB,
+		Name: spec.Name, Arch: g.arch, Machine: g.machine, Accel: accel, VCPUs: g.vcpus, MemoryMiB: g.memMiB,
 		Kernel: boot.Kernel, Initramfs: boot.Initramfs,
-		Cmdline:     kernelCmdline(boot.Root, spec.Name, g.env.AgentPath, guest.ScratchDir, tscKHz, g.nic),
+		Cmdline:     kernelCmdline(g.archSpec.console, boot.Root, spec.Name, g.env.AgentPath, guest.ScratchDir, tscKHz, g.nic),
 		AgentSocket: filepath.Join(g.dir, "agent.sock"), QMPSocket: filepath.Join(g.dir, "qmp.sock"),
 		ConsoleLog: filepath.Join(g.dir, "console.log"),
 	}
@@ -156,7 +162,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		// The template boots as no guest in particular: no address, its
 		// own name; a clone takes its identity after the restore.
-		cfg.Cmdline = kernelCmdline(boot.Root, "template", g.env.AgentPath, guest.ScratchDir, tscKHz, nil)
+		cfg.Cmdline = kernelCmdline(g.archSpec.console, boot.Root, "template", g.env.AgentPath, guest.ScratchDir, tscKHz, nil)
 		cfg.TranslationMiB = cloneTranslationMiB
 		shape.Cmdline = cfg.Cmdline
 		if tpl, err = ensureTemplate(ctx, templateBuilder{qemu: qemuTool.Path, qemuImg: qemuImg.Path, cfg: cfg, env: g.env}, shape); err != nil {
@@ -195,6 +201,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	m, err := startQEMU(qemuTool.Path, cfg, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
 	if err != nil {
 		return fail(err)
+	}
+	if spec.Image == "" && image.PowerButtonModule(g.arch) == "" {
+		m.noPowerButton = true
+		details["stop"] = "quit: vfleet's " + g.arch + " kernel has no driver for the machine's power button"
 	}
 	launched := time.Now()
 
@@ -338,10 +348,11 @@ func (m *vm) stop() {
 			defer cancel()
 			_ = f(ctx)
 		}
-		if m.booted {
+		pressed := m.booted && !m.noPowerButton
+		if pressed {
 			ask(m.mon.Powerdown)
 		}
-		if !m.booted || !wait(powerdownWait) {
+		if !pressed || !wait(powerdownWait) {
 			ask(m.mon.Quit)
 		}
 		m.mon.Close()

@@ -7,10 +7,12 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
@@ -53,16 +55,15 @@ func (kind) Traits() guest.Traits {
 	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}
 }
 
-// Probe checks that the tools a VM guest needs are installed. Whether an
+// Probe checks that the tools every VM guest needs are installed; the
+// QEMU of a guest's architecture is looked for by New. Whether an
 // accelerator works is decided per guest at start, by booting a kernel.
 func (kind) Probe(_ context.Context, runtime string) error {
-	if _, err := machineOf(runtime); err != nil {
-		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+	if runtime != "" && !slices.Contains(allMachines(), runtime) {
+		return fmt.Errorf("%w: %v", guest.ErrNotSupported, unknownRuntime(runtime))
 	}
-	for _, name := range []string{"qemu-system-x86_64", "qemu-img"} {
-		if _, err := tools.Find(name); err != nil {
-			return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
-		}
+	if _, err := tools.Find("qemu-img"); err != nil {
+		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
 	}
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		return fmt.Errorf("%w: mkfs.ext4 not found in PATH: install the Debian package e2fsprogs", guest.ErrNotSupported)
@@ -70,24 +71,28 @@ func (kind) Probe(_ context.Context, runtime string) error {
 	return nil
 }
 
-func machineOf(runtime string) (string, error) {
-	switch runtime {
-	case "":
-		return DefaultMachine, nil
-	case MachineQ35, MachineMicroVM:
-		return runtime, nil
-	}
-	return "", fmt.Errorf("unknown VM runtime %q (known: %s, %s)", runtime, MachineQ35, MachineMicroVM)
-}
-
 // New checks the spec; it touches nothing on the host.
 func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	bad := func(format string, args ...any) (guest.Guest, error) {
 		return nil, fmt.Errorf("guest %s: "+format, append([]any{spec.Name}, args...)...)
 	}
-	machine, err := machineOf(spec.Runtime)
+	arch, archSpec, err := archOf(spec.Arch)
 	if err != nil {
 		return bad("%v", err)
+	}
+	machine, err := machineOf(spec.Runtime, archSpec)
+	if err != nil {
+		return bad("%v", err)
+	}
+	qemuTool, err := tools.Find(archSpec.qemu)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if emulated(arch) && spec.Launch == LaunchClone {
+		return bad("launch: clone is for guests of the host's arch (%s); an emulated %s guest boots (launch: boot)", image.HostArch, arch)
+	}
+	if emulated(arch) && spec.Accel == AccelKVM {
+		return bad("accel kvm: a %s guest on this %s host can only be emulated: use accel tcg or auto", arch, image.HostArch)
 	}
 	if spec.CPUs != "" || spec.CPULimit != 0 {
 		return bad("cpus and cpu_limit do not apply to kind vm: give vcpus, and pin_vcpus to bind them to host CPUs")
@@ -158,7 +163,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	}
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, dir: dir,
-		machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
+		arch: arch, archSpec: archSpec, qemu: qemuTool, machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
 		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
 	}, nil
 }

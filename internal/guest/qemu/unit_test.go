@@ -37,11 +37,16 @@ func TestQEMUArgvGolden(t *testing.T) {
 		{MachineQ35, AccelTCG, nil, false}, {MachineQ35, AccelKVM, nil, false}, {MachineMicroVM, AccelTCG, nil, false}, {MachineMicroVM, AccelKVM, nil, false},
 		{MachineQ35, AccelTCG, routed, false}, {MachineMicroVM, AccelTCG, routed, false}, {MachineMicroVM, AccelKVM, routed, false},
 		{MachineQ35, AccelTCG, routed, true}, // as on the xdp path
+		{MachineVirt, AccelTCG, nil, false}, {MachineVirt, AccelKVM, routed, false},
 	} {
+		arch, console, tscKHz := "amd64", "ttyS0", int64(2300000)
+		if c.machine == MachineVirt {
+			arch, console, tscKHz = "arm64", "ttyAMA0", 0
+		}
 		cfg := launchConfig{
-			Name: "g", Machine: c.machine, Accel: c.accel, VCPUs: 2, MemoryMiB: 512,
+			Name: "g", Arch: arch, Machine: c.machine, Accel: c.accel, VCPUs: 2, MemoryMiB: 512,
 			Kernel: "/img/boot/vmlinuz", Initramfs: "/img/vm/initramfs.cpio", Disk: "/s/g/disk.qcow2",
-			Cmdline:     kernelCmdline("/dev/vda", "g", "/usr/local/bin/vfleet-agent", guest.ScratchDir, 2300000, c.nic),
+			Cmdline:     kernelCmdline(console, "/dev/vda", "g", "/usr/local/bin/vfleet-agent", guest.ScratchDir, tscKHz, c.nic),
 			AgentSocket: "/s/g/agent.sock", QMPSocket: "/s/g/qmp.sock", ConsoleLog: "/s/g/console.log",
 		}
 		name := "argv-" + c.machine + "-" + c.accel
@@ -92,7 +97,7 @@ func TestArgvDiffersOnlyWhereMachinesDo(t *testing.T) {
 }
 
 func TestKernelCmdlinePassesInitArgsAfterDashes(t *testing.T) {
-	c := kernelCmdline("/dev/vda", "vm-0", "/usr/local/bin/vfleet-agent", "/var/tmp/vfleet", 0, nil)
+	c := kernelCmdline("ttyS0", "/dev/vda", "vm-0", "/usr/local/bin/vfleet-agent", "/var/tmp/vfleet", 0, nil)
 	params, initArgs, ok := strings.Cut(c, " -- ")
 	if !ok || initArgs != "--pid1 --workdir /var/tmp/vfleet" {
 		t.Fatalf("init args: %q", c)
@@ -302,7 +307,7 @@ func TestChooseAccelTCGNeedsNoProbe(t *testing.T) {
 }
 
 func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
-	c := kernelCmdline("/dev/vda", "g", "/init", "/w", 2300000, nil)
+	c := kernelCmdline("ttyS0", "/dev/vda", "g", "/init", "/w", 2300000, nil)
 	params, _, _ := strings.Cut(c, " -- ")
 	if !strings.Contains(params, "tsc_early_khz=2300000") {
 		t.Fatalf("cmdline: %s", c)
@@ -423,18 +428,18 @@ func TestUserCmdline(t *testing.T) {
 		// Quoted values keep their quotes; init's own words stay last.
 		{`root=/dev/vda1 dyndbg="file a.c +p" -- single`, `root=/dev/vda1 dyndbg="file a.c +p" console=ttyS0 panic=-1 ` + ours + " -- single"},
 	} {
-		if got := userCmdline(c.user, "g", 0, nil); got != c.want {
+		if got := userCmdline(c.user, "ttyS0", "g", 0, nil); got != c.want {
 			t.Errorf("userCmdline(%q) =\n %s\nwant\n %s", c.user, got, c.want)
 		}
 	}
-	got := userCmdline("", "g", 2500000, nic)
+	got := userCmdline("", "ttyS0", "g", 2500000, nic)
 	for _, want := range []string{"tsc_early_khz=2500000", vminit.ParamNet + "=" + nic.String()} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q lacks %q", got, want)
 		}
 	}
 	// What the guest's init reads back is what vfleet meant.
-	p := vminit.ParseCmdline(userCmdline("root=/dev/vda1 rdinit=/sbin/mine", "web-3", 0, nil))
+	p := vminit.ParseCmdline(userCmdline("root=/dev/vda1 rdinit=/sbin/mine", "ttyS0", "web-3", 0, nil))
 	if p["rdinit"] != vminit.BesideInitPath || p[vminit.ParamNextInit] != "/sbin/mine" || p[vminit.ParamHostname] != "web-3" || p["root"] != "/dev/vda1" {
 		t.Errorf("parsed back: %v", p)
 	}

@@ -34,7 +34,7 @@ func (g *Guest) userBoot(ctx context.Context, qemuImg string, tscKHz int64) (use
 	if err := image.WriteBesideInitramfs(initramfs, g.env.AgentBinary, spec.Boot.Initrd, vminit.BesideInitPath); err != nil {
 		return userDiskBoot{}, err
 	}
-	return userDiskBoot{disk: disk, initrd: spec.Boot.Initrd, initramfs: initramfs, cmdline: userCmdline(spec.Boot.Cmdline, spec.Name, tscKHz, g.nic)}, nil
+	return userDiskBoot{disk: disk, initrd: spec.Boot.Initrd, initramfs: initramfs, cmdline: userCmdline(spec.Boot.Cmdline, g.archSpec.console, spec.Name, tscKHz, g.nic)}, nil
 }
 
 // details is what the guest's record says of its boot.

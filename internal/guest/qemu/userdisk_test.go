@@ -26,13 +26,9 @@ func userDiskGuest(t *testing.T, name, cmdline string, tap *guest.TapConfig, roo
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	disk := testutil.ForeignVM(t)
 	img := testutil.Image(t)
-	k, _ := guest.Lookup(KindName)
-	g, err := k.New(guest.Spec{Name: name, Kind: KindName, Accel: AccelTCG, Image: disk.QCOW2, Tap: tap,
+	g := newVM(t, guest.Spec{Name: name, Kind: KindName, Accel: AccelTCG, Image: disk.QCOW2, Tap: tap,
 		Boot: guest.KernelBoot{Kernel: disk.Kernel, Initrd: disk.Initrd, Cmdline: cmdline}},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return g, disk
 }
 

@@ -49,12 +49,8 @@ func TestMicroVMWorkloadOnPinnedVCPUs(t *testing.T) {
 		}
 		led.Close()
 	}()
-	k, _ := guest.Lookup(KindName)
-	g, err := k.New(guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Disk: DiskCopy, PinVCPUs: "0-1"},
+	g := newVM(t, guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Disk: DiskCopy, PinVCPUs: "0-1"},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -69,22 +65,7 @@ func TestMicroVMWorkloadOnPinnedVCPUs(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(r.Stdout)) != "2" {
 		t.Errorf("nproc in the guest: %v %q", err, r.Stdout)
 	}
-	w, err := workload.Lookup("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, err := w.Command(w.Defaults(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err = g.Exec(ctx, agent.Request{Argv: cmd.Argv, TimeoutMS: cmd.Timeout.Milliseconds()})
-	if err != nil || !r.Succeeded() {
-		t.Fatalf("cpu workload: %v %+v\n%s", err, r, r.Stderr)
-	}
-	samples, err := w.Parse(r.Stdout, r.Stderr)
-	if err != nil || len(samples) == 0 || samples[0].Value <= 0 {
-		t.Fatalf("cpu workload output: %v %v\n%s", err, samples, r.Stdout)
-	}
+	runCPUWorkload(t, g, 1)
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +122,39 @@ func TestAccelKVM(t *testing.T) {
 	if p := led.Pending(); len(p) > 0 {
 		t.Errorf("ledger still holds %v", p)
 	}
+}
+
+// newVM makes a VM guest of spec, failing the test on an error.
+func newVM(t *testing.T, spec guest.Spec, env guest.Env) guest.Guest {
+	t.Helper()
+	k, _ := guest.Lookup(KindName)
+	g, err := k.New(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// runCPUWorkload runs the cpu workload's real command for a second in g
+// and returns its samples; slowdown stretches its time limit, for an
+// emulated architecture.
+func runCPUWorkload(t *testing.T, g guest.Guest, slowdown int64) []workload.Sample {
+	t.Helper()
+	w, err := workload.Lookup("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := w.Command(w.Defaults(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := g.Exec(context.Background(), agent.Request{Argv: cmd.Argv, TimeoutMS: cmd.Timeout.Milliseconds() * slowdown})
+	if err != nil || !r.Succeeded() {
+		t.Fatalf("cpu workload: %v %+v\n%s", err, r, r.Stderr)
+	}
+	samples, err := w.Parse(r.Stdout, r.Stderr)
+	if err != nil || len(samples) == 0 || samples[0].Value <= 0 {
+		t.Fatalf("cpu workload output: %v %v\n%s", err, samples, r.Stdout)
+	}
+	return samples
 }

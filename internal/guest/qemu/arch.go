@@ -1,0 +1,74 @@
+package qemu
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
+)
+
+// MachineVirt is arm64's machine: virtio over PCIe, a PL011 serial port
+// and a device tree the kernel boots with.
+const MachineVirt = "virt"
+
+// archSpec is what QEMU needs to know of a guest architecture.
+type archSpec struct {
+	qemu string // QEMU's program for it, found through internal/tools
+	// machines are the scenario's runtimes for it, the default first.
+	machines []string
+	// console is the kernel's name of the serial port -serial drives.
+	console string
+	// tcgCPU is the CPU model emulated under TCG. arm64's "max" has
+	// pointer authentication, whose emulation makes it many times
+	// slower under TCG than a plain ARMv8.0 core.
+	tcgCPU string
+}
+
+var archSpecs = map[string]archSpec{
+	"amd64": {qemu: "qemu-system-x86_64", machines: []string{MachineQ35, MachineMicroVM}, console: "ttyS0", tcgCPU: "max"},
+	"arm64": {qemu: "qemu-system-aarch64", machines: []string{MachineVirt}, console: "ttyAMA0", tcgCPU: "cortex-a72"},
+}
+
+// archOf is a spec's guest architecture: its arch, or the host's.
+func archOf(arch string) (string, archSpec, error) {
+	if arch == "" {
+		arch = image.HostArch
+	}
+	a, ok := archSpecs[arch]
+	if !ok {
+		return "", archSpec{}, fmt.Errorf("unknown arch %q (known: %s)", arch, strings.Join(guest.Arches, ", "))
+	}
+	return arch, a, nil
+}
+
+// machineOf is the machine a runtime names for an architecture.
+func machineOf(runtime string, a archSpec) (string, error) {
+	switch {
+	case runtime == "":
+		return a.machines[0], nil
+	case slices.Contains(a.machines, runtime):
+		return runtime, nil
+	case slices.Contains(allMachines(), runtime):
+		return "", fmt.Errorf("VM runtime %q is not a machine of this arch (it has: %s)", runtime, strings.Join(a.machines, ", "))
+	}
+	return "", unknownRuntime(runtime)
+}
+
+// allMachines are the machines of every architecture, in the order of
+// guest.Arches.
+func allMachines() []string {
+	var all []string
+	for _, arch := range guest.Arches {
+		all = append(all, archSpecs[arch].machines...)
+	}
+	return all
+}
+
+func unknownRuntime(runtime string) error {
+	return fmt.Errorf("unknown VM runtime %q (known: %s)", runtime, strings.Join(allMachines(), ", "))
+}
+
+// emulated says that a guest of arch can only be emulated on this host.
+func emulated(arch string) bool { return arch != image.HostArch }
