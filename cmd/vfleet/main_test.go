@@ -65,6 +65,7 @@ func (c *cli) run(args ...string) (stdout, stderr string, code int) {
 // reportSample is a sample as the JSON report gives it.
 type reportSample struct {
 	Group, Metric string
+	WorkloadID    string `json:"workload_id"`
 	Value         float64
 }
 
@@ -112,7 +113,7 @@ func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 		code int
 	}{
 		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"lxc\"", 2},
-		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: consolidation-matrix, default", 2},
+		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: arch-emulation, consolidation-matrix, default", 2},
 		{[]string{"report", "latest"}, "no results database at", 1},
 		{[]string{"report", "1", "--format", "pdf"}, "allowed: table, html, json, csv", 2},
 		{[]string{"run", "--bogus"}, "unknown flag: --bogus", 2},

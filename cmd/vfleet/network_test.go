@@ -126,3 +126,67 @@ func TestNetworkRunInterruptedLeavesNothing(t *testing.T) {
 		t.Errorf("processes left running after the interrupt: %v", left)
 	}
 }
+
+// A user's networked program runs as net-command: its own server on the
+// peer, commands on the peer before and after each measurement, and its
+// client in the guest, both ways round; a failing pre command fails its
+// step, naming it.
+func TestNetCommandEndToEnd(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	iperf := `
+      server: [iperf3, -s, -p, "{port}"]
+      pre: [touch, "measuring-{port}"]
+      post: [rm, "measuring-{port}"]
+      metrics:
+        - {name: received_bps, unit: bit/s, better: higher, json: $.end.sum_received.bits_per_second}`
+	stdout, stderr, code := c.run("run", c.scenario(`name: net-command
+repetitions: 2
+warmup: 0
+duration: 1s
+network: {path: bridge}
+guests:
+  - {name: host, kind: host}
+  - {name: c, kind: container}
+workloads:
+  - id: up
+    workload: net-command
+    params:
+      argv: [iperf3, -c, "{peer}", -p, "{port}", -t, "{duration}", -J]`+iperf+`
+  - id: down
+    workload: net-command
+    params:
+      client: peer
+      argv: [iperf3, -c, "{peer}", -p, "{port}", -t, "{duration}", -J, -R]`+iperf+`
+  - id: refused
+    workload: net-command
+    params:
+      argv: [iperf3, -c, "{peer}", -p, "{port}", -t, "{duration}", -J]
+      pre: ["false"]
+      metrics:
+        - {name: received_bps, unit: bit/s, better: higher, json: $.end.sum_received.bits_per_second}
+`), "--html", "-")
+	if code != exitStepsFailed {
+		t.Fatalf("exit %d, want %d (the refused entry fails):\n%s\n%s", code, exitStepsFailed, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "pre command false on the peer") {
+		t.Errorf("the failing pre command is not named:\n%s", stderr)
+	}
+	got := map[string]int{}
+	for _, s := range c.latestSamples() {
+		if s.Value > 0 {
+			got[s.Group+" "+s.WorkloadID+" "+s.Metric]++
+		}
+	}
+	for _, key := range []string{"host up received_bps", "c up received_bps", "host down received_bps", "c down received_bps"} {
+		if got[key] != 2 {
+			t.Errorf("%s: %d samples, want 2 (%v)", key, got[key], got)
+		}
+	}
+	if got["c refused received_bps"] != 0 {
+		t.Errorf("a step whose pre command failed was measured")
+	}
+}

@@ -268,6 +268,30 @@ func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, 
 	if e.client != g {
 		startAt = 0
 	}
+	if err := n.runOnServer(ctx, e, "pre", ne.ServerPre); err != nil {
+		return agent.Reply{}, cpuUse{}, err
+	}
+	reply, use, err := n.measure(ctx, g, e, ne, startAt)
+	return reply, use, errors.Join(err, n.runOnServer(context.WithoutCancel(ctx), e, "post", ne.ServerPost))
+}
+
+// runOnServer runs a step's commands on its server side, one after the
+// other; the first that fails ends them.
+func (n *netRun) runOnServer(ctx context.Context, e ends, what string, execs []workload.Exec) error {
+	for _, x := range execs {
+		reply, err := e.server.Exec(ctx, agent.Request{Argv: x.Argv, TimeoutMS: x.Timeout.Milliseconds(), Dir: e.server.Info().ScratchDir})
+		if err == nil && !reply.Succeeded() {
+			err = execError(reply)
+		}
+		if err != nil {
+			return fmt.Errorf("%s command %v on the %s: %w", what, x.Argv[0], e.role, err)
+		}
+	}
+	return nil
+}
+
+// measure runs the measured client with its background load.
+func (n *netRun) measure(ctx context.Context, g guest.Guest, e ends, ne workload.NetExec, startAt int64) (agent.Reply, cpuUse, error) {
 	// The background load ends by itself shortly after the measured
 	// client; it is stopped with it if the step fails.
 	bctx, stopBackground := context.WithCancel(ctx)

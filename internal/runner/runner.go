@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -766,8 +767,12 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 		if r.net == nil {
 			return agent.Reply{}, nil, workload.ErrNeedsNetwork
 		}
-		if err := r.tools.require(ctx, g, group, r.imageName(g), w.Tool()); err != nil {
-			return agent.Reply{}, nil, err
+		// A user's net-command names no tool of its own: its programs are
+		// whatever the user wrote, and a missing one fails the step.
+		if tool := w.Tool(); tool != "" {
+			if err := r.tools.require(ctx, g, group, r.imageName(g), tool); err != nil {
+				return agent.Reply{}, nil, err
+			}
 		}
 		reply, u, err := r.net.exec(ctx, g, nw, st, startAt)
 		return reply, &u, err
@@ -812,6 +817,8 @@ func execError(r agent.Reply) error {
 		return fmt.Errorf("timed out after %s", r.Wall().Round(time.Millisecond))
 	case r.Signal != "":
 		return fmt.Errorf("killed by signal %s", r.Signal)
+	case len(bytes.TrimSpace(r.Stderr)) == 0:
+		return fmt.Errorf("exit status %d, nothing on stderr", r.ExitCode)
 	default:
 		return fmt.Errorf("exit status %d: %s", r.ExitCode, firstLine(r.Stderr))
 	}

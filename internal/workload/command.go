@@ -79,17 +79,11 @@ func (command) decode(p Params) (commandSpec, error) {
 	if p["argv"] == "" {
 		return c, paramError("argv", nil, "missing: the program and its arguments, as a list like [sysbench, cpu, run]")
 	}
-	if err := json.Unmarshal([]byte(p["argv"]), &c.argv); err != nil || len(c.argv) == 0 {
-		return c, paramError("argv", nil, "want a non-empty list of strings, the program first, like [sysbench, cpu, run] (no shell: write [sh, -c, '...'] for one)")
+	argv, err := decodeArgv(p, "argv")
+	if err != nil {
+		return c, err
 	}
-	for i, a := range c.argv {
-		if a == "" && i == 0 {
-			return c, paramError("argv", []any{0}, "the program is empty")
-		}
-		if strings.ContainsRune(a, 0) {
-			return c, paramError("argv", []any{i}, "contains a NUL byte")
-		}
-	}
+	c.argv = argv
 	if p["metrics"] == "" {
 		return c, paramError("metrics", nil, "missing: the metrics to take from the output, each {name, unit, better, regex or json}")
 	}
@@ -126,6 +120,27 @@ func (command) decode(p Params) (commandSpec, error) {
 	}
 	c.workdir = p["workdir"]
 	return c, nil
+}
+
+// decodeArgv reads a list parameter that is a program and its arguments;
+// an absent one is nil.
+func decodeArgv(p Params, key string) ([]string, error) {
+	if p[key] == "" {
+		return nil, nil
+	}
+	var argv []string
+	if err := json.Unmarshal([]byte(p[key]), &argv); err != nil || len(argv) == 0 {
+		return nil, paramError(key, nil, "want a non-empty list of strings, the program first, like [sysbench, cpu, run] (no shell: write [sh, -c, '...'] for one)")
+	}
+	for i, a := range argv {
+		if a == "" && i == 0 {
+			return nil, paramError(key, []any{0}, "the program is empty")
+		}
+		if strings.ContainsRune(a, 0) {
+			return nil, paramError(key, []any{i}, "contains a NUL byte")
+		}
+	}
+	return argv, nil
 }
 
 func decodeMetric(raw json.RawMessage, i int) (MetricSpec, *regexp.Regexp, jp.Expr, error) {
@@ -180,18 +195,20 @@ func (w command) Command(p Params, d time.Duration) (Exec, error) {
 	if err != nil {
 		return Exec{}, err
 	}
-	argv := make([]string, len(c.argv))
-	for i, a := range c.argv {
-		argv[i] = strings.ReplaceAll(a, DurationPlaceholder, strconv.Itoa(seconds(d)))
-	}
-	ex := Exec{Argv: argv, Timeout: c.timeout, WorkDir: c.workdir}
+	return c.exec(d, strings.NewReplacer(DurationPlaceholder, strconv.Itoa(seconds(d)))), nil
+}
+
+// exec is the command's execution for a step of duration d, with the
+// placeholders in its argv replaced.
+func (c commandSpec) exec(d time.Duration, placeholders *strings.Replacer) Exec {
+	ex := Exec{Argv: replaceEach(c.argv, placeholders), Timeout: c.timeout, WorkDir: c.workdir}
 	if ex.Timeout == 0 {
 		ex.Timeout = timeoutFor(d)
 	}
 	if c.stop == StopDuration {
 		ex.StopAfter = d
 	}
-	return ex, nil
+	return ex
 }
 
 // Parse cannot know the metrics without the parameters.

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"errors"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -116,5 +117,52 @@ func TestCommandParseIsStrict(t *testing.T) {
 	_, err = w.ParseParams(jsonMetric("$.a"), []byte("result: {\"a\": 1}"), nil)
 	if !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), "not one JSON document") {
 		t.Errorf("not JSON: %v", err)
+	}
+}
+
+// A net-command's server runs on the other side on the guest's own port;
+// its client, pre and post get the peer's address, the port and the
+// duration; its parameters are checked like command's.
+func TestNetCommand(t *testing.T) {
+	w := mustLookup(t, "net-command")
+	nw, ok := w.(Networked)
+	if !ok {
+		t.Fatal("net-command is not a network workload")
+	}
+	p := merge(w.Defaults(), iperf3JSONParams)
+	p["pre"], p["post"] = `["sh","-c","echo {port} > /tmp/pre"]`, `["cat","/tmp/pre"]`
+	if err := w.Validate(p); err != nil {
+		t.Fatal(err)
+	}
+	servers := nw.Servers(p, 5200)
+	if len(servers) != 1 || servers[0].Port != 5204 || servers[0].Proto != "tcp" || strings.Join(servers[0].Argv, " ") != "iperf3 -s -p 5204" {
+		t.Errorf("servers = %+v", servers)
+	}
+	if again := nw.Servers(p, 5208); again[0].Name != servers[0].Name {
+		t.Errorf("one server command, two names: %q %q", servers[0].Name, again[0].Name)
+	}
+	ne, err := nw.NetCommand(p, 3*time.Second, Peer{Addr: netip.MustParseAddr("198.18.0.1"), Port: 5200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ne.Argv, " "); got != "iperf3 -c 198.18.0.1 -p 5204 -t 3 -J" {
+		t.Errorf("client argv = %q", got)
+	}
+	if len(ne.ServerPre) != 1 || ne.ServerPre[0].Argv[2] != "echo 5204 > /tmp/pre" || len(ne.ServerPost) != 1 || ne.ServerPost[0].Argv[0] != "cat" {
+		t.Errorf("pre %+v, post %+v", ne.ServerPre, ne.ServerPost)
+	}
+	if _, err := w.Command(p, time.Second); !errors.Is(err, ErrNeedsNetwork) {
+		t.Errorf("Command without a network: %v", err)
+	}
+	delete(p, "server")
+	if s := nw.Servers(merge(p, Params{"server": ""}), 5200); len(s) != 0 {
+		t.Errorf("servers without a server command: %+v", s)
+	}
+	for key, bad := range map[string]string{"server": `[""]`, "pre": `"sh"`, "proto": "sctp", ParamClient: "both"} {
+		q := merge(w.Defaults(), iperf3JSONParams)
+		q[key] = bad
+		if err := w.Validate(q); !errors.Is(err, ErrBadParam) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s = %s: %v", key, bad, err)
+		}
 	}
 }

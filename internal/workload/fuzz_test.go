@@ -21,10 +21,11 @@ func FuzzParseNetThroughput(f *testing.F) { fuzzParse(f, "net-throughput") }
 func FuzzParseNetLatency(f *testing.F)    { fuzzParse(f, "net-latency") }
 func FuzzParseTimerLatency(f *testing.F)  { fuzzParse(f, "timer-latency") }
 func FuzzParseCommand(f *testing.F)       { fuzzParse(f, "command") }
+func FuzzParseNetCommand(f *testing.F)    { fuzzParse(f, "net-command") }
 
 // fuzzParams are the parameters a workload whose parsing depends on them
 // is fuzzed with; the others use their defaults.
-var fuzzParams = map[string]Params{"command": unixbenchParams}
+var fuzzParams = map[string]Params{"command": unixbenchParams, "net-command": iperf3JSONParams}
 
 // maxFuzzSeed bounds a recording used whole as a seed. The full logs and
 // histograms run to megabytes, which would slow every execution derived

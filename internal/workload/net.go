@@ -43,6 +43,10 @@ type Server struct {
 type NetExec struct {
 	Exec
 	Background []Exec
+	// ServerPre and ServerPost run on the server's side, one after the
+	// other, before the background load starts and after the measured
+	// client ends (a user's commands around a measurement).
+	ServerPre, ServerPost []Exec
 }
 
 // Networked is implemented by workloads whose client needs a server on the
@@ -99,4 +103,5 @@ const (
 	portSockperfUDP      = 1
 	portSockperfTCP      = 2
 	portIperf3Background = 3 // net-latency's background load, kept off the measured server
+	portCommand          = 4 // the server of a user's net-command
 )

@@ -59,7 +59,15 @@ var parseCases = []struct {
 	{"timer-latency", "cyclictest-busy-other", map[string]float64{"timer.overflows": 10, "timer.latency_us.max": 52500}, nil},
 	{"command", "unixbench-dhry2reg", map[string]float64{"index": 4750.9, "dhrystone_lps": 55443177.5}, unixbenchParams},
 	{"command", "fio-randread", map[string]float64{"iops": 16061.469265}, fioJSONParams},
+	{"net-command", "iperf3-json-tcp", map[string]float64{"received_bps": 18102799944.434841, "retransmits": 16}, iperf3JSONParams},
 }
+
+// iperf3JSONParams run iperf3 as a user's net-command: their server on
+// the peer, their client in the guest, metrics by JSONPath.
+var iperf3JSONParams = Params{"argv": `["iperf3","-c","{peer}","-p","{port}","-t","{duration}","-J"]`, "stop": StopExit, "workdir": "", "timeout": "",
+	"server": `["iperf3","-s","-p","{port}"]`, "proto": "tcp", "pre": "", "post": "", ParamClient: ClientGuest,
+	"metrics": `[{"name":"received_bps","unit":"bit/s","better":"higher","json":"$.end.sum_received.bits_per_second"},` +
+		`{"name":"retransmits","unit":"count","better":"lower","json":"$.end.sum_sent.retransmits"}]`}
 
 func TestParseRecordedOutputs(t *testing.T) {
 	for _, tc := range parseCases {
@@ -221,7 +229,7 @@ func TestValidateRejectsBadParams(t *testing.T) {
 	}
 	for _, name := range Names() {
 		w := mustLookup(t, name)
-		if name == "command" {
+		if name == "command" || name == "net-command" {
 			continue // it has no program until the user names one
 		}
 		if err := w.Validate(w.Defaults()); err != nil {
