@@ -13,11 +13,15 @@ set -euo pipefail
 # guests on an x86-64 host (and x86-64 guests on an arm64 one): QEMU
 # emulates the guest, qemu-user runs its packages' scripts while its image
 # is built.
-packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs openvswitch-switch sqlite3 ca-certificates)
+# ovmf and qemu-efi-aarch64 are the UEFI firmware of users' disks that
+# boot through their own boot loader, genisoimage makes their cloud-init
+# seed.
+packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage openvswitch-switch sqlite3 ca-certificates)
 # --test adds what only the tests use: a browser that renders the HTML report,
-# and a Prometheus server that scrapes the metrics endpoint.
+# a Prometheus server that scrapes the metrics endpoint, and what makes a
+# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image.
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium prometheus)
+  packages+=(chromium prometheus fdisk dosfstools mtools)
 fi
 
 if [ "$(id -u)" -ne 0 ]; then

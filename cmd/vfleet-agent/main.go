@@ -35,7 +35,18 @@ func run() error {
 		return vminit.Beside(os.Args[1:])
 	}
 	if len(os.Args) == 2 && os.Args[1] == vminit.BesideAgentArg {
-		return serveBeside()
+		return serveBeside(func() (vminit.BesideConfig, error) { return vminit.EnterGuestRoot(os.NewFile(3, "proc"), scratchDir) })
+	}
+	// A user's firmware-booted VM image, started by cloud-init from the
+	// seed that also holds its parameters.
+	if len(os.Args) == 3 && os.Args[1] == vminit.SeedParamsArg {
+		return serveBeside(func() (vminit.BesideConfig, error) {
+			b, err := os.ReadFile(os.Args[2])
+			if err != nil {
+				return vminit.BesideConfig{}, err
+			}
+			return vminit.SetUpBeside(vminit.ParseCmdline(string(b)), scratchDir)
+		})
 	}
 	listen := flag.String("listen", "", "serve on this unix socket path")
 	stdio := flag.Bool("stdio", false, "serve one session on standard input and output")
@@ -108,9 +119,10 @@ func runInit(workdir string) error {
 	return vminit.RunPID1(vminit.PID1Options{Agent: []string{self, "--workdir", workdir, "--device"}, Workdir: workdir})
 }
 
-// serveBeside is the agent in a user's VM image, beside the image's init.
-func serveBeside() error {
-	cfg, err := vminit.EnterGuestRoot(os.NewFile(3, "proc"), scratchDir)
+// serveBeside is the agent in a user's VM image, beside the image's init,
+// once setUp has made the guest ready for it.
+func serveBeside(setUp func() (vminit.BesideConfig, error)) error {
+	cfg, err := setUp()
 	if err != nil {
 		return err
 	}

@@ -72,11 +72,12 @@ workloads:
 		t.Errorf("image inspect (exit %d):\n%s", code, stdout)
 	}
 	for group, want := range map[string]string{
-		"{kind: container, image: " + t.TempDir() + "}":                     "s.yaml:4:30: guests[1].image: not a usable OCI image",
-		"{kind: vm, image: " + t.TempDir() + ", kernel: " + d.Kernel + "}":  "s.yaml:4:23: guests[1].image: not a usable VM disk image: QEMU cannot read",
-		"{kind: vm, image: " + d.QCOW2 + "}":                                "s.yaml:4:5: guests[1]: guest vm: a user's disk boots with the user's kernel: give kernel",
-		"{kind: container, kernel: " + d.Kernel + "}":                       "kernel",
-		"{kind: vm, image: " + d.QCOW2 + ", kernel: " + d.Kernel + "-gone}": "guests[1].kernel: " + d.Kernel + "-gone does not exist",
+		"{kind: container, image: " + t.TempDir() + "}":                        "s.yaml:4:30: guests[1].image: not a usable OCI image",
+		"{kind: vm, image: " + t.TempDir() + ", kernel: " + d.Kernel + "}":     "s.yaml:4:23: guests[1].image: not a usable VM disk image: QEMU cannot read",
+		"{kind: vm, image: " + d.QCOW2 + "}":                                   "s.yaml:4:5: guests[1]: guest vm: a user's disk boots either with the user's kernel (kernel:",
+		"{kind: vm, runtime: microvm, image: " + d.QCOW2 + ", firmware: uefi}": "firmware: uefi needs runtime q35",
+		"{kind: container, kernel: " + d.Kernel + "}":                          "kernel",
+		"{kind: vm, image: " + d.QCOW2 + ", kernel: " + d.Kernel + "-gone}":    "guests[1].kernel: " + d.Kernel + "-gone does not exist",
 	} {
 		_, stderr, code = c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - "+group+"\nworkloads:\n  - workload: cpu\n"))
 		if code != 2 || !strings.Contains(stderr, want) {

@@ -297,7 +297,7 @@ func checkGuest(g scenario.GuestGroup) error {
 		return err
 	}
 	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-		Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image, Boot: g.Boot}, guest.Env{})
+		Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image, Boot: g.Boot, Firmware: g.Firmware}, guest.Env{})
 	return err
 }
 

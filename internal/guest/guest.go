@@ -98,7 +98,13 @@ type Spec struct {
 	// Boot is how a VM boots the user's disk named by Image; zero for
 	// vfleet's own image.
 	Boot KernelBoot
+	// Firmware, FirmwareUEFI, boots the user's disk through UEFI firmware
+	// and the disk's own boot loader instead of Boot's kernel.
+	Firmware string
 }
+
+// FirmwareUEFI is Spec.Firmware for a disk that boots through UEFI.
+const FirmwareUEFI = "uefi"
 
 // KernelBoot boots a user's VM disk directly with a kernel the user
 // names, as QEMU's -kernel, -initrd and -append do.
@@ -163,6 +169,9 @@ func (s Spec) VMFieldsSet() []string {
 	}
 	if s.PinVCPUs != "" {
 		set = append(set, "pin_vcpus")
+	}
+	if s.Firmware != "" {
+		set = append(set, "firmware")
 	}
 	if s.Boot.Kernel != "" {
 		set = append(set, "kernel")

@@ -300,7 +300,7 @@ func installAgent(img *Image, binary string, progress func(string)) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	if err := copyFile(binary, dst+".new", 0o755); err != nil {
+	if err := CopyFile(binary, dst+".new", 0o755); err != nil {
 		return fmt.Errorf("image: install agent: %w", err)
 	}
 	if err := os.Rename(dst+".new", dst); err != nil {
@@ -324,7 +324,8 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func copyFile(src, dst string, mode os.FileMode) error {
+// CopyFile copies src to dst, created with mode.
+func CopyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ func (s *Spec) Expand() *Plan {
 			pg := PlannedGuest{Group: g.Name, Network: g.Network, Spec: guest.Spec{
 				Name: guestName(g, i), Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
 				Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
-				Image: g.Image, Boot: g.Boot,
+				Image: g.Image, Boot: g.Boot, Firmware: g.Firmware,
 			}}
 			plan.Guests = append(plan.Guests, pg)
 			switch {

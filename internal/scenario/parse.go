@@ -523,7 +523,8 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"initrd": func(v *yaml.Node, path string) {
 				p.file(v, path, s, &g.Boot.Initrd, "the kernel's initrd, or remove initrd to boot without one")
 			},
-			"cmdline": p.str(&g.Boot.Cmdline),
+			"cmdline":  p.str(&g.Boot.Cmdline),
+			"firmware": p.oneOf(&g.Firmware, guest.FirmwareUEFI),
 			"cpu_limit": func(v *yaml.Node, path string) {
 				s, ok := p.scalar(v, path)
 				if !ok {

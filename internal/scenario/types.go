@@ -89,6 +89,7 @@ type GuestGroup struct {
 	PinVCPUs    string
 	RTPriority  int
 	Boot        guest.KernelBoot
+	Firmware    string
 }
 
 // WorkloadEntry is one `workloads:` entry.

@@ -2,11 +2,14 @@ package testutil
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +171,81 @@ func run(t testing.TB, argv ...string) {
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v: %s", argv, err, out)
 	}
+}
+
+// ForeignUEFIDisk is the foreign image as a cloud image comes: a GPT
+// disk whose EFI system partition holds a boot loader (systemd-boot), the
+// kernel and its initrd, and whose root has cloud-init, systemd, udev and
+// no agent.
+type ForeignUEFIDisk struct {
+	QCOW2 string
+}
+
+func foreignUEFIRecipe() image.Recipe {
+	r := foreignVMRecipe()
+	r.Packages = append(r.Packages, "cloud-init", "systemd-boot-efi")
+	return r
+}
+
+// Sizes of the UEFI disk's partitions, in MiB; the first starts at 1 MiB.
+const (
+	uefiESPMiB  = 200
+	uefiRootMiB = 2560
+)
+
+// ForeignUEFI returns the foreign UEFI disk, built on first use and kept
+// in the test state root.
+func ForeignUEFI(t testing.TB) ForeignUEFIDisk {
+	t.Helper()
+	RequiresTool(t, "qemu-img", "qemu-utils")
+	RequiresTool(t, "sfdisk", "fdisk")
+	RequiresTool(t, "mkfs.vfat", "dosfstools")
+	RequiresTool(t, "mcopy", "mtools")
+	r := foreignUEFIRecipe()
+	dir := filepath.Join(StateRoot(), "foreign-uefi", r.Hash()[:16])
+	d := ForeignUEFIDisk{QCOW2: filepath.Join(dir, "disk.qcow2")}
+	buildOnce(t, r, dir, func(img *image.Image) {
+		loader := filepath.Join(img.RootFS, "usr/lib/systemd/boot/efi/systemd-bootx64.efi")
+		esp, root, raw := filepath.Join(dir, "esp.img"), filepath.Join(dir, "root.img"), filepath.Join(dir, "disk.raw")
+		run(t, "mkfs.vfat", "-C", "-n", "ESP", esp, strconv.Itoa(uefiESPMiB*1024))
+		files := map[string]string{
+			"loader/loader.conf":         "default debian.conf\ntimeout 0\n",
+			"loader/entries/debian.conf": "title Debian\nlinux /vmlinuz\ninitrd /initrd.img\noptions root=/dev/vda2 rw console=ttyS0\n",
+		}
+		for _, sub := range []string{"::/EFI", "::/EFI/BOOT", "::/loader", "::/loader/entries"} {
+			run(t, "mmd", "-i", esp, sub)
+		}
+		run(t, "mcopy", "-i", esp, loader, "::/EFI/BOOT/BOOTX64.EFI")
+		run(t, "mcopy", "-i", esp, img.KernelPath, "::/vmlinuz")
+		run(t, "mcopy", "-i", esp, img.InitrdPath, "::/initrd.img")
+		for name, text := range files {
+			p := filepath.Join(dir, filepath.Base(name))
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			run(t, "mcopy", "-i", esp, p, "::/"+name)
+		}
+		run(t, "mkfs.ext4", "-q", "-F", "-L", "foreign-root", "-d", img.RootFS, root, strconv.Itoa(uefiRootMiB)+"M")
+		f, err := os.Create(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(int64(1+uefiESPMiB+uefiRootMiB+1) << 20); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		table := fmt.Sprintf("label: gpt\nstart=1MiB, size=%dMiB, type=uefi\nstart=%dMiB, size=%dMiB, type=linux\n", uefiESPMiB, 1+uefiESPMiB, uefiRootMiB)
+		cmd := exec.Command("sfdisk", "-q", raw)
+		cmd.Stdin = strings.NewReader(table)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("sfdisk: %v: %s", err, out)
+		}
+		run(t, "dd", "if="+esp, "of="+raw, "bs=1M", "seek=1", "conv=notrunc,sparse", "status=none")
+		run(t, "dd", "if="+root, "of="+raw, "bs=1M", "seek="+strconv.Itoa(1+uefiESPMiB), "conv=notrunc,sparse", "status=none")
+		run(t, "qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw, d.QCOW2)
+		for _, p := range []string{esp, root, raw} {
+			os.Remove(p)
+		}
+	})
+	return d
 }

@@ -58,6 +58,7 @@ var known = func() map[string]Spec {
 		{Name: "qemu-system-x86_64", Package: "qemu-system-x86", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
 		{Name: "qemu-system-aarch64", Package: "qemu-system-arm", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
 		{Name: "qemu-img", Package: "qemu-utils", versionRE: regexp.MustCompile(`(?m)^qemu-img version (\S+)`)},
+		{Name: "genisoimage", Package: "genisoimage", versionRE: regexp.MustCompile(`(?m)^genisoimage (\S+)`)},
 		{Name: "clang", Package: "clang", versionRE: regexp.MustCompile(`(?m)^(?:\S+ )?clang version (\S+)`)},
 		{Name: "firecracker", Install: upstream("Firecracker", "the Firecracker releases"), versionRE: regexp.MustCompile(`(?m)^Firecracker v(\S+)`)},
 		{Name: "cloud-hypervisor", Install: upstream("Cloud Hypervisor", "the Cloud Hypervisor releases"), versionRE: regexp.MustCompile(`(?m)^cloud-hypervisor v(\S+)`)},

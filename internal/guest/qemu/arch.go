@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -24,11 +25,36 @@ type archSpec struct {
 	// pointer authentication, whose emulation makes it many times
 	// slower under TCG than a plain ARMv8.0 core.
 	tcgCPU string
+	// uefi is the UEFI firmware a user's disk boots through.
+	uefi uefiFirmware
+}
+
+// uefiFirmware is an architecture's UEFI firmware as Debian ships it: the
+// code, read-only, and the variable store each guest gets a copy of.
+type uefiFirmware struct {
+	code, vars, pkg string
+	// machines are those it runs on.
+	machines []string
 }
 
 var archSpecs = map[string]archSpec{
-	"amd64": {qemu: "qemu-system-x86_64", machines: []string{MachineQ35, MachineMicroVM}, console: "ttyS0", tcgCPU: "max"},
-	"arm64": {qemu: "qemu-system-aarch64", machines: []string{MachineVirt}, console: "ttyAMA0", tcgCPU: "cortex-a72"},
+	"amd64": {qemu: "qemu-system-x86_64", machines: []string{MachineQ35, MachineMicroVM}, console: "ttyS0", tcgCPU: "max",
+		uefi: uefiFirmware{code: "/usr/share/OVMF/OVMF_CODE_4M.fd", vars: "/usr/share/OVMF/OVMF_VARS_4M.fd", pkg: "ovmf", machines: []string{MachineQ35}}},
+	"arm64": {qemu: "qemu-system-aarch64", machines: []string{MachineVirt}, console: "ttyAMA0", tcgCPU: "cortex-a72",
+		uefi: uefiFirmware{code: "/usr/share/AAVMF/AAVMF_CODE.fd", vars: "/usr/share/AAVMF/AAVMF_VARS.fd", pkg: "qemu-efi-aarch64", machines: []string{MachineVirt}}},
+}
+
+// check says whether the firmware is installed and runs on machine.
+func (f uefiFirmware) check(machine string) error {
+	if !slices.Contains(f.machines, machine) {
+		return fmt.Errorf("firmware: uefi needs runtime %s (%s has no UEFI firmware)", strings.Join(f.machines, " or "), machine)
+	}
+	for _, p := range []string{f.code, f.vars} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("firmware: uefi: %s not found: install the Debian package %s", p, f.pkg)
+		}
+	}
+	return nil
 }
 
 // archOf is a spec's guest architecture: its arch, or the host's.

@@ -31,12 +31,8 @@ func TestArm64GuestUnderEmulation(t *testing.T) {
 	g := newVM(t, guest.Spec{Name: "arm", Kind: KindName, Arch: "arm64"},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	info := startVM(t, g)
 	defer g.Stop(ctx)
-	info := g.Info()
-	t.Logf("boot to agent ready: %s (QEMU start to ready %s)", info.BootTime, info.Details["qemu_start_to_ready"])
 	if info.Runtime != MachineVirt || info.Details["arch"] != "arm64" || info.Details["accel"] != AccelTCG || !strings.HasPrefix(info.Details["accel_choice"], "emulation") {
 		t.Errorf("info = %+v", info)
 	}

@@ -47,10 +47,22 @@ type launchConfig struct {
 	// MemoryMerge offers guest RAM to the host's KSM (QEMU marks it
 	// mergeable); off, KSM leaves it alone even when the host runs it.
 	MemoryMerge bool
+	// Firmware, when set, boots the disk's own boot loader through UEFI
+	// instead of Kernel: Kernel, Initramfs and Cmdline are then unused.
+	Firmware *firmwareFiles
+	// Seed is a read-only disk for the guest's cloud-init, empty for none.
+	Seed string
 	// TranslationMiB bounds TCG's translation cache, 0 for QEMU's default
 	// (up to 1 GiB, filled as the guest runs new code). Each QEMU process
 	// has its own, so a fleet keeps it small.
 	TranslationMiB int
+}
+
+// firmwareFiles are a guest's UEFI firmware: the code, shared and
+// read-only, and its own copy of the variable store, which the firmware
+// writes (boot entries).
+type firmwareFiles struct {
+	Code, Vars string
 }
 
 // ramFile is guest memory in a file. A template maps it shared, so that
@@ -144,27 +156,41 @@ func qemuArgv(c launchConfig) []string {
 		"-smp", fmt.Sprint(c.VCPUs),
 		"-m", fmt.Sprintf("%dM", c.MemoryMiB),
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-		"-kernel", c.Kernel,
+	}
+	if c.Firmware != nil {
+		a = append(a, "-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+c.Firmware.Code,
+			"-drive", "if=pflash,format=raw,unit=1,file="+c.Firmware.Vars)
+	} else {
+		a = append(a, "-kernel", c.Kernel)
 	}
 	if c.RAM != nil {
 		a = append(a, "-object", fmt.Sprintf("memory-backend-file,id=ram,size=%dM,mem-path=%s,share=%s,merge=%s",
 			c.MemoryMiB, c.RAM.Path, onOff(c.RAM.Shared), onOff(c.MemoryMerge)))
 	}
-	if c.Initramfs != "" {
-		a = append(a, "-initrd", c.Initramfs)
+	rootDisk := "virtio-blk-" + bus + ",drive=root"
+	if c.Firmware != nil {
+		// The firmware boots the root disk first, not the seed.
+		rootDisk += ",bootindex=0"
+	} else {
+		if c.Initramfs != "" {
+			a = append(a, "-initrd", c.Initramfs)
+		}
+		a = append(a, "-append", c.Cmdline)
 	}
 	a = append(a,
-		"-append", c.Cmdline,
 		"-chardev", "file,id=console,path="+c.ConsoleLog,
 		"-serial", "chardev:console",
 		"-drive", "file="+c.Disk+",format="+cmp.Or(c.DiskFormat, formatQCOW2)+",if=none,id=root,discard=unmap",
-		"-device", "virtio-blk-"+bus+",drive=root",
+		"-device", rootDisk,
 		"-device", "virtio-serial-"+bus+",id=serial0",
 		"-chardev", "socket,id=agent,path="+c.AgentSocket+",server=on,wait=off",
 		"-device", "virtserialport,bus=serial0.0,chardev=agent,name="+agentPort,
 		"-chardev", "socket,id=qmp,path="+c.QMPSocket+",server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	)
+	if c.Seed != "" {
+		a = append(a, "-drive", "file="+c.Seed+",format=raw,if=none,id=seed,readonly=on", "-device", "virtio-blk-"+bus+",drive=seed")
+	}
 	if c.NIC != nil {
 		// The device was opened with IFF_VNET_HDR, so frames cross it with
 		// their virtio-net header and checksum and segmentation offloads
@@ -264,15 +290,22 @@ func userCmdline(user, console, hostname string, tscKHz int64, nic *vminit.NetCo
 	if !has["panic"] {
 		params = append(params, "panic=-1")
 	}
-	params = append(params, "rdinit="+vminit.BesideInitPath,
-		vminit.ParamHostname+"="+hostname, "systemd.hostname="+hostname, vminit.ParamPort+"="+agentPort)
+	params = append(params, "rdinit="+vminit.BesideInitPath, "systemd.hostname="+hostname)
 	if tscKHz > 0 {
 		params = append(params, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
 	}
-	if nic != nil {
-		params = append(params, vminit.ParamNet+"="+nic.String())
-	}
+	params = append(params, besideParams(hostname, nic)...)
 	return strings.Join(append(params, initArgs...), " ")
+}
+
+// besideParams are what vfleet's agent, started beside a user's image's
+// own init, reads to set the guest up (vminit.SetUpBeside).
+func besideParams(hostname string, nic *vminit.NetConfig) []string {
+	p := []string{vminit.ParamHostname + "=" + hostname, vminit.ParamPort + "=" + agentPort}
+	if nic != nil {
+		p = append(p, vminit.ParamNet+"="+nic.String())
+	}
+	return p
 }
 
 // quoteParam puts back the quotes SplitCmdline took off a value with

@@ -74,3 +74,13 @@ func GoCrash(console []byte) string {
 	}
 	return ""
 }
+
+// seedHint explains a disk booted through UEFI whose agent never came:
+// the agent comes from a cloud-init seed, which an image without
+// cloud-init ignores. "" when the console shows cloud-init ran.
+func seedHint(console []byte) string {
+	if bytes.Contains(console, []byte("cloud-init")) {
+		return ""
+	}
+	return "the console shows no cloud-init: a disk booted through UEFI (firmware: uefi) gets vfleet's agent from a cloud-init NoCloud seed, so its image needs cloud-init; or boot the disk with its own kernel (kernel:, initrd:, cmdline:), which needs nothing in the image"
+}

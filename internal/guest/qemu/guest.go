@@ -141,6 +141,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 			return fail(err)
 		}
 		cfg.Kernel, cfg.Initramfs, cfg.Cmdline = spec.Boot.Kernel, user.initramfs, user.cmdline
+		cfg.Firmware, cfg.Seed = user.firmware, user.seed
 		base, baseFormat = spec.Image, user.disk.Format
 		maps.Copy(details, user.details())
 	}
@@ -229,6 +230,12 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	client, err := waitAgent(ctx, m, cfg, readyTimeout(accel, spec.Image != ""))
 	if err != nil {
+		if cfg.Firmware != nil {
+			console, _ := os.ReadFile(cfg.ConsoleLog)
+			if h := seedHint(console); h != "" {
+				err = fmt.Errorf("%w\n%s", err, h)
+			}
+		}
 		return fail(err)
 	}
 	keep := false

@@ -88,6 +88,11 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
+	if spec.Firmware == guest.FirmwareUEFI {
+		if err := archSpec.uefi.check(machine); err != nil {
+			return bad("%v", err)
+		}
+	}
 	if emulated(arch) && spec.Launch == LaunchClone {
 		return bad("launch: clone is for guests of the host's arch (%s); an emulated %s guest boots (launch: boot)", image.HostArch, arch)
 	}
@@ -172,14 +177,18 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 func checkUserBoot(spec guest.Spec) error {
 	b := spec.Boot
 	switch {
-	case spec.Image == "" && !b.IsZero():
-		return errors.New("kernel, initrd and cmdline boot a user's disk: give image (a qcow2 or raw disk) too, or remove them to boot vfleet's own image")
+	case spec.Image == "" && (!b.IsZero() || spec.Firmware != ""):
+		return errors.New("kernel, initrd, cmdline and firmware boot a user's disk: give image (a qcow2 or raw disk) too, or remove them to boot vfleet's own image")
 	case spec.Image == "":
 		return nil
-	case b.Kernel == "":
-		return errors.New("a user's disk boots with the user's kernel: give kernel (and initrd and cmdline as the disk needs them); booting through UEFI firmware is not supported yet")
 	case spec.Launch == LaunchClone:
 		return errors.New("launch: clone is for vfleet's own image: a user's disk boots each guest (launch: boot)")
+	case spec.Firmware == guest.FirmwareUEFI && !b.IsZero():
+		return errors.New("firmware: uefi boots the disk's own boot loader, which picks the kernel: remove kernel, initrd and cmdline, or remove firmware to boot that kernel directly")
+	case spec.Firmware == guest.FirmwareUEFI:
+		return nil
+	case b.Kernel == "":
+		return errors.New("a user's disk boots either with the user's kernel (kernel:, and initrd and cmdline as the disk needs them) or through its own boot loader (firmware: uefi)")
 	}
 	return checkUserCmdline(b.Cmdline)
 }

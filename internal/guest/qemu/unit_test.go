@@ -419,12 +419,12 @@ func TestRemoveTemplates(t *testing.T) {
 
 func TestUserCmdline(t *testing.T) {
 	nic := &vminit.NetConfig{Addr: netip.MustParsePrefix("198.18.0.2/30"), MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
-	ours := "rdinit=/vfleet/init vfleet.hostname=g systemd.hostname=g vfleet.port=vfleet.agent"
+	ours := "rdinit=/vfleet/init systemd.hostname=g vfleet.hostname=g vfleet.port=vfleet.agent"
 	for _, c := range []struct{ user, want string }{
 		{"", "root=/dev/vda rw console=ttyS0 panic=-1 " + ours},
 		{"  ", "root=/dev/vda rw console=ttyS0 panic=-1 " + ours},
 		// The user's console and panic win; their rdinit runs after the agent.
-		{"root=LABEL=r console=ttyAMA0 panic=5 rdinit=/sbin/mine", "root=LABEL=r console=ttyAMA0 panic=5 vfleet.rdinit=/sbin/mine rdinit=/vfleet/init vfleet.hostname=g systemd.hostname=g vfleet.port=vfleet.agent"},
+		{"root=LABEL=r console=ttyAMA0 panic=5 rdinit=/sbin/mine", "root=LABEL=r console=ttyAMA0 panic=5 vfleet.rdinit=/sbin/mine rdinit=/vfleet/init systemd.hostname=g vfleet.hostname=g vfleet.port=vfleet.agent"},
 		// Quoted values keep their quotes; init's own words stay last.
 		{`root=/dev/vda1 dyndbg="file a.c +p" -- single`, `root=/dev/vda1 dyndbg="file a.c +p" console=ttyS0 panic=-1 ` + ours + " -- single"},
 	} {
@@ -456,8 +456,11 @@ func TestCheckUserBoot(t *testing.T) {
 		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Kernel: "/k", Initrd: "/i", Cmdline: "root=/dev/vda1 ro"}}, ""},
 		{guest.Spec{Boot: kernel}, "give image"},
 		{guest.Spec{Boot: guest.KernelBoot{Cmdline: "quiet"}}, "give image"},
-		{guest.Spec{Image: "/d.qcow2"}, "give kernel"},
-		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Initrd: "/i"}}, "give kernel"},
+		{guest.Spec{Image: "/d.qcow2"}, "either with the user's kernel (kernel:"},
+		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Initrd: "/i"}}, "either with the user's kernel (kernel:"},
+		{guest.Spec{Image: "/d.qcow2", Firmware: guest.FirmwareUEFI}, ""},
+		{guest.Spec{Firmware: guest.FirmwareUEFI}, "give image"},
+		{guest.Spec{Image: "/d.qcow2", Firmware: guest.FirmwareUEFI, Boot: kernel}, "remove kernel, initrd and cmdline"},
 		{guest.Spec{Image: "/d.qcow2", Boot: kernel, Launch: LaunchClone}, "launch: clone is for vfleet's own image"},
 		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Kernel: "/k", Cmdline: "root=/dev/vda vfleet.port=x"}}, `"vfleet.port=x": names starting "vfleet." are vfleet's own`},
 		{guest.Spec{Image: "/d.qcow2", Boot: guest.KernelBoot{Kernel: "/k", Cmdline: `root=/dev/vda x="y`}}, "unclosed double quote"},
@@ -484,5 +487,57 @@ func TestGoCrash(t *testing.T) {
 	}
 	if got := GoCrash(panicked); got != "" {
 		t.Errorf("a kernel's panic taken for the agent's crash: %q", got)
+	}
+}
+
+func TestSeedHint(t *testing.T) {
+	panicked, err := os.ReadFile("testdata/console-panic.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := seedHint(panicked); !strings.Contains(h, "needs cloud-init") {
+		t.Errorf("a console without cloud-init: hint %q", h)
+	}
+	ran := []byte("[   41.5] cloud-init[403]: Cloud-init v. 22.4.2 finished. Datasource DataSourceNoCloud [seed=/dev/vdb]\n")
+	if h := seedHint(ran); h != "" {
+		t.Errorf("cloud-init ran, yet hint %q", h)
+	}
+}
+
+func TestSeedUserData(t *testing.T) {
+	files := seedFiles("web-1", "vfleet.hostname=web-1 vfleet.port=vfleet.agent")
+	ud := files["user-data"]
+	if !strings.HasPrefix(ud, "#cloud-config\nbootcmd:\n") || !strings.Contains(ud, "mount -o ro -L cidata /run/vfleet-seed") ||
+		!strings.Contains(ud, "/run/vfleet-seed/vfleet-agent "+vminit.SeedParamsArg+" /run/vfleet-seed/vfleet-params") {
+		t.Errorf("user-data:\n%s", ud)
+	}
+	if files["meta-data"] != "instance-id: vfleet-web-1\nlocal-hostname: web-1\n" {
+		t.Errorf("meta-data: %q", files["meta-data"])
+	}
+	if p := vminit.ParseCmdline(files["vfleet-params"]); p[vminit.ParamHostname] != "web-1" || p[vminit.ParamPort] != agentPort {
+		t.Errorf("params read back: %v", p)
+	}
+}
+
+// A UEFI boot has the firmware's two flash drives instead of a kernel,
+// boots its root disk first, and carries the seed as a second disk.
+func TestQEMUArgvUEFI(t *testing.T) {
+	for _, c := range []struct{ arch, machine, code string }{
+		{"amd64", MachineQ35, archSpecs["amd64"].uefi.code}, {"arm64", MachineVirt, archSpecs["arm64"].uefi.code},
+	} {
+		a := strings.Join(qemuArgv(launchConfig{Name: "g", Arch: c.arch, Machine: c.machine, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 512,
+			Firmware: &firmwareFiles{Code: c.code, Vars: "/s/g/efivars.fd"}, Seed: "/s/g/seed.iso", Disk: "/s/g/disk.qcow2",
+			AgentSocket: "/s/g/agent.sock", QMPSocket: "/s/g/qmp.sock", ConsoleLog: "/s/g/console.log"}), " ")
+		for _, want := range []string{"-drive if=pflash,format=raw,unit=0,readonly=on,file=" + c.code, "-drive if=pflash,format=raw,unit=1,file=/s/g/efivars.fd",
+			"virtio-blk-pci,drive=root,bootindex=0", "-drive file=/s/g/seed.iso,format=raw,if=none,id=seed,readonly=on -device virtio-blk-pci,drive=seed"} {
+			if !strings.Contains(a, want) {
+				t.Errorf("%s argv lacks %q:\n%s", c.arch, want, a)
+			}
+		}
+		for _, never := range []string{"-kernel", "-initrd", "-append"} {
+			if strings.Contains(a, never) {
+				t.Errorf("%s argv has %s:\n%s", c.arch, never, a)
+			}
+		}
 	}
 }

@@ -64,12 +64,8 @@ func TestUserDiskBootsItsOwnInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	info := startVM(t, g)
 	defer g.Stop(ctx)
-	info := g.Info()
-	t.Logf("boot to agent ready: %s; details %v", info.BootTime, info.Details)
 	if info.Details["image"] != disk.QCOW2 || info.Details["image_format"] != "qcow2" || info.Details["kernel"] != disk.Kernel {
 		t.Errorf("details = %v", info.Details)
 	}
@@ -160,6 +156,37 @@ func TestUserDiskOnTheNetwork(t *testing.T) {
 	r, err := g.Exec(ctx, agent.Request{Argv: []string{"bash", "-c", script}, TimeoutMS: 60000})
 	if err != nil || !r.Succeeded() || strings.TrimSpace(string(r.Stdout)) != strconv.Itoa(exchangeBytes) {
 		t.Fatalf("TCP exchange with the peer %s: %v %+v\n%s%s", link.Peer, err, r, r.Stdout, r.Stderr)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUserDiskThroughUEFI boots a GPT disk through OVMF and the disk's
+// own boot loader: the agent arrives from a cloud-init seed and serves
+// beside systemd, with the guest's own name.
+func TestUserDiskThroughUEFI(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	testutil.RequiresTool(t, "genisoimage", "genisoimage")
+	disk := testutil.ForeignUEFI(t)
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testLedger(t)
+	g := newVM(t, guest.Spec{Name: "uefi-vm", Kind: KindName, Accel: AccelTCG, Image: disk.QCOW2, Firmware: guest.FirmwareUEFI},
+		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
+	ctx := context.Background()
+	info := startVM(t, g)
+	defer g.Stop(ctx)
+	if !strings.HasPrefix(info.Details["firmware"], "uefi") || info.Details["agent_via"] != "cloud-init NoCloud seed" {
+		t.Errorf("details = %v", info.Details)
+	}
+	for argv, want := range map[string]string{"cat /proc/1/comm": "systemd", "hostname": "uefi-vm", "test -d /sys/firmware/efi": ""} {
+		r, err := g.Exec(ctx, agent.Request{Argv: strings.Fields(argv), TimeoutMS: 30_000})
+		if err != nil || r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout)) != want {
+			t.Errorf("%s in the guest: %v, exit %d, %q, want %q", argv, err, r.ExitCode, r.Stdout, want)
+		}
 	}
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)

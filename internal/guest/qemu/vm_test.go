@@ -52,12 +52,8 @@ func TestMicroVMWorkloadOnPinnedVCPUs(t *testing.T) {
 	g := newVM(t, guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Disk: DiskCopy, PinVCPUs: "0-1"},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	info := startVM(t, g)
 	defer g.Stop(ctx)
-	info := g.Info()
-	t.Logf("boot %s, details %v", info.BootTime, info.Details)
 	if info.Runtime != MachineMicroVM || info.Details["accel"] != AccelTCG || len(strings.Split(info.Details["vcpu_threads"], ",")) != 2 || info.Details["vcpu_pins"] != "0,1" {
 		t.Errorf("info = %+v", info)
 	}
@@ -157,4 +153,16 @@ func runCPUWorkload(t *testing.T, g guest.Guest, slowdown int64) []workload.Samp
 		t.Fatalf("cpu workload output: %v %v\n%s", err, samples, r.Stdout)
 	}
 	return samples
+}
+
+// startVM starts g, failing the test if it does not start, and logs what
+// it says of itself; the caller stops it.
+func startVM(t *testing.T, g guest.Guest) guest.Info {
+	t.Helper()
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	info := g.Info()
+	t.Logf("boot to agent ready: %s (QEMU start to ready %s); details %v", info.BootTime, info.Details["qemu_start_to_ready"], info.Details)
+	return info
 }

@@ -39,6 +39,11 @@ const (
 // user's initramfs; the kernel runs it first (rdinit=).
 const BesideInitPath = "/vfleet/init"
 
+// SeedParamsArg starts the agent in a firmware-booted user's image:
+// cloud-init runs it with the path of vfleet's parameters, in kernel
+// command line syntax, copied from the seed.
+const SeedParamsArg = "--seed-params"
+
 // BesideAgentArg is the argument the serving copy of the agent is started
 // with; it inherits the initramfs's /proc as descriptor 3.
 const BesideAgentArg = "--beside-agent"
@@ -157,8 +162,8 @@ type BesideConfig struct {
 
 // EnterGuestRoot is the serving copy's start: it waits for PID 1 to
 // switch to the real root, follows it, and sets up what the agent needs
-// there: identity, loopback, the NIC when the host gave one. proc is the
-// initramfs's /proc, which outlives its mount.
+// there (SetUpBeside). proc is the initramfs's /proc, which outlives its
+// mount.
 func EnterGuestRoot(proc *os.File, workdir string) (BesideConfig, error) {
 	defer proc.Close()
 	var initial unix.Stat_t
@@ -196,10 +201,18 @@ func EnterGuestRoot(proc *os.File, workdir string) (BesideConfig, error) {
 	if err := waitFor("/proc/self/stat", rootSwitchWait); err != nil {
 		return BesideConfig{}, err
 	}
+	return SetUpBeside(readCmdline(), workdir)
+}
+
+// SetUpBeside sets up what the agent needs in a guest whose own init
+// boots it, from vfleet's parameters (the kernel command line's, or a
+// seed's): identity, its working directory, loopback, the NIC when the
+// host gave one. The image's init may make the root writable only later:
+// files are written once it is.
+func SetUpBeside(params map[string]string, workdir string) (BesideConfig, error) {
 	if err := os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"); err != nil {
 		return BesideConfig{}, err
 	}
-	params := readCmdline()
 	if h := params[ParamHostname]; h != "" {
 		if err := unix.Sethostname([]byte(h)); err != nil {
 			return BesideConfig{}, fmt.Errorf("set hostname: %w", err)
@@ -228,7 +241,7 @@ func EnterGuestRoot(proc *os.File, workdir string) (BesideConfig, error) {
 	}
 	port := params[ParamPort]
 	if port == "" {
-		return BesideConfig{}, fmt.Errorf("no %s= on the kernel command line", ParamPort)
+		return BesideConfig{}, fmt.Errorf("no %s= among vfleet's parameters", ParamPort)
 	}
 	return BesideConfig{Port: "/dev/virtio-ports/" + port}, nil
 }
