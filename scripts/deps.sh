@@ -62,7 +62,7 @@ case "$(dpkg --print-architecture)" in
   *) other="" ;;
 esac
 if [ -n "$other" ] && ! arch-test "$other" >/dev/null 2>&1; then
-  mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
   update-binfmts --enable "$emulator" >/dev/null 2>&1 || true
   arch-test "$other" >/dev/null 2>&1 || echo "deps: this host cannot run $other programs ($emulator not registered with binfmt_misc): building $other guest images will fail" >&2
 fi
