@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -31,16 +32,30 @@ var (
 // bootArgv is QEMU's command line for a boot probe: no disk, no network,
 // the serial console on stdout. KVM gets the host CPU model, as VM guests
 // will; TCG emulates the richest model it has.
-func bootArgv(accel, kernel string) []string {
-	cpu := "max"
+func bootArgv(qemu, accel, kernel string) []string {
+	cpu, console := "max", "ttyS0"
+	var machine []string
+	if strings.HasSuffix(qemu, "aarch64") {
+		// arm64 has no default machine; TCG's max would be slow.
+		cpu, console, machine = "cortex-a72", "ttyAMA0", []string{"-machine", "virt"}
+	}
 	if accel == "kvm" {
 		cpu = "host"
 	}
-	return []string{
+	return append(machine,
 		"-accel", accel, "-cpu", cpu, "-m", "256M", "-smp", "1",
 		"-nodefaults", "-no-reboot", "-display", "none", "-serial", "stdio",
-		"-kernel", kernel, "-append", "console=ttyS0 panic=-1 loglevel=4",
+		"-kernel", kernel, "-append", "console="+console+" panic=-1 loglevel=4",
+	)
+}
+
+// hostQEMU is the QEMU that runs guests of this host's architecture,
+// which is the one KVM can run.
+func hostQEMU() string {
+	if runtime.GOARCH == "arm64" {
+		return "qemu-system-aarch64"
 	}
+	return "qemu-system-x86_64"
 }
 
 // bootKernel boots kernel under qemu with the accelerator and returns how
@@ -62,7 +77,7 @@ func bootKernel(ctx context.Context, qemu, accel, kernel string, timeout time.Du
 		return 0, fmt.Errorf("boot under %s: %w", accel, err)
 	}
 	defer errR.Close()
-	cmd := exec.Command(qemu, bootArgv(accel, kernel)...)
+	cmd := exec.Command(qemu, bootArgv(qemu, accel, kernel)...)
 	cmd.Stdout, cmd.Stderr = consoleW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	began := time.Now()
@@ -164,7 +179,7 @@ func checkAccel(ctx context.Context, p accelProbe) Result {
 		}
 		f.Close()
 	}
-	qemu, _, missing := findTool(ctx, "qemu-system-x86_64")
+	qemu, _, missing := findTool(ctx, hostQEMU())
 	if missing != nil {
 		return Result{Status: Skip, Detail: "not probed: " + missing.Detail, Fix: missing.Fix}
 	}

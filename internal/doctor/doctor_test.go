@@ -255,12 +255,17 @@ func TestImageTools(t *testing.T) {
 func TestBootArgv(t *testing.T) {
 	want := []string{"-accel", "kvm", "-cpu", "host", "-m", "256M", "-smp", "1", "-nodefaults", "-no-reboot",
 		"-display", "none", "-serial", "stdio", "-kernel", "/boot/vmlinuz", "-append", "console=ttyS0 panic=-1 loglevel=4"}
-	if got := bootArgv("kvm", "/boot/vmlinuz"); !reflect.DeepEqual(got, want) {
+	if got := bootArgv("/usr/bin/qemu-system-x86_64", "kvm", "/boot/vmlinuz"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("kvm argv:\n got %q\nwant %q", got, want)
 	}
 	want[1], want[3] = "tcg", "max"
-	if got := bootArgv("tcg", "/boot/vmlinuz"); !reflect.DeepEqual(got, want) {
+	if got := bootArgv("/usr/bin/qemu-system-x86_64", "tcg", "/boot/vmlinuz"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("tcg argv:\n got %q\nwant %q", got, want)
+	}
+	// An arm64 host's KVM is probed on virt, with its own console.
+	arm := strings.Join(bootArgv("/usr/bin/qemu-system-aarch64", "kvm", "/boot/vmlinuz"), " ")
+	if !strings.HasPrefix(arm, "-machine virt -accel kvm -cpu host") || !strings.Contains(arm, "console=ttyAMA0") {
+		t.Fatalf("arm64 kvm argv: %s", arm)
 	}
 }
 
