@@ -279,7 +279,7 @@ func userCmdline(user, console, hostname string, tscKHz int64, nic *vminit.NetCo
 		}
 		key, value, _ := strings.Cut(w, "=")
 		has[key] = true
-		if key == "rdinit" {
+		if key == vminit.ParamRDInit {
 			w = vminit.ParamNextInit + "=" + value
 		}
 		params = append(params, quoteParam(w))
@@ -290,7 +290,7 @@ func userCmdline(user, console, hostname string, tscKHz int64, nic *vminit.NetCo
 	if !has["panic"] {
 		params = append(params, "panic=-1")
 	}
-	params = append(params, "rdinit="+vminit.BesideInitPath, "systemd.hostname="+hostname)
+	params = append(params, vminit.ParamRDInit+"="+vminit.BesideInitPath, "systemd.hostname="+hostname)
 	if tscKHz > 0 {
 		params = append(params, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
 	}
