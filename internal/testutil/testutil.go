@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/ledger"
 )
 
 // RequiresRoot skips an integration test that needs root, saying why; with
@@ -99,4 +100,23 @@ func ImageFor(t testing.TB, arch string) *image.Image {
 		t.Fatalf("guest image: %v", err)
 	}
 	return img
+}
+
+// Ledger is a run's ledger in a temporary directory, root, which must be
+// empty when the test ends: whatever a test's guests recorded, they
+// removed.
+func Ledger(t testing.TB) (root string, led *ledger.Ledger) {
+	t.Helper()
+	root = t.TempDir()
+	led, err := ledger.Create(root, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p := led.Pending(); len(p) > 0 {
+			t.Errorf("ledger still holds %d entries: %v", len(p), p)
+		}
+		led.Close()
+	})
+	return root, led
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -32,17 +31,7 @@ type Options struct {
 // env returns a fresh run environment whose ledger must end empty.
 func env(t *testing.T, o Options) guest.Env {
 	t.Helper()
-	root := t.TempDir()
-	led, err := ledger.Create(root, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p := led.Pending(); len(p) > 0 {
-			t.Errorf("ledger still holds %d entries: %v", len(p), p)
-		}
-		led.Close()
-	})
+	root, led := testutil.Ledger(t)
 	return guest.Env{RunID: "t" + strings.ToLower(t.Name()[len(t.Name())-3:]), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
 }
 

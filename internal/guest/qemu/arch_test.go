@@ -27,7 +27,7 @@ func TestArm64GuestUnderEmulation(t *testing.T) {
 	img := testutil.ImageFor(t, "arm64")
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	root, led := testLedger(t)
+	root, led := testutil.Ledger(t)
 	g := newVM(t, guest.Spec{Name: "arm", Kind: KindName, Arch: "arm64"},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()

@@ -32,24 +32,6 @@ func userDiskGuest(t *testing.T, name, cmdline string, tap *guest.TapConfig, roo
 	return g, disk
 }
 
-// testLedger is a ledger in a temporary directory that must be empty
-// when the test ends.
-func testLedger(t *testing.T) (string, *ledger.Ledger) {
-	t.Helper()
-	root := t.TempDir()
-	led, err := ledger.Create(root, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p := led.Pending(); len(p) > 0 {
-			t.Errorf("ledger still holds %v", p)
-		}
-		led.Close()
-	})
-	return root, led
-}
-
 // TestUserDiskBootsItsOwnInit boots a disk that is not vfleet's (systemd,
 // no agent) with the kernel and initrd it carries: the agent comes up
 // beside the image's own init, the guest has its own identity and the
@@ -57,7 +39,7 @@ func testLedger(t *testing.T) (string, *ledger.Ledger) {
 func TestUserDiskBootsItsOwnInit(t *testing.T) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	root, led := testLedger(t)
+	root, led := testutil.Ledger(t)
 	g, disk := userDiskGuest(t, "foreign-vm", "", nil, root, led)
 	was, err := os.Stat(disk.QCOW2)
 	if err != nil {
@@ -110,7 +92,7 @@ func TestUserDiskBootsItsOwnInit(t *testing.T) {
 func TestUserDiskThatNeverBringsTheAgentUp(t *testing.T) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	root, led := testLedger(t)
+	root, led := testutil.Ledger(t)
 	g, _ := userDiskGuest(t, "no-root", "root=/dev/vdz rootdelay=2 rw", nil, root, led)
 	err := g.Start(context.Background())
 	if err == nil {
@@ -130,7 +112,7 @@ func TestUserDiskOnTheNetwork(t *testing.T) {
 	testutil.RequiresRoot(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	root, led := testLedger(t)
+	root, led := testutil.Ledger(t)
 	ctx := context.Background()
 	n, err := netpath.Create(ctx, netpath.Options{RunKey: fmt.Sprintf("u%d", time.Now().UnixNano()%1e6), Ledger: led, Paths: []netpath.Path{netpath.Bridge}, StateDir: root})
 	if err != nil {
@@ -173,7 +155,7 @@ func TestUserDiskThroughUEFI(t *testing.T) {
 	img := testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	root, led := testLedger(t)
+	root, led := testutil.Ledger(t)
 	g := newVM(t, guest.Spec{Name: "uefi-vm", Kind: KindName, Accel: AccelTCG, Image: disk.QCOW2, Firmware: guest.FirmwareUEFI},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
