@@ -296,8 +296,7 @@ func checkGuest(g scenario.GuestGroup) error {
 	if err != nil {
 		return err
 	}
-	_, err = k.New(guest.Spec{Name: g.Name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-		Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority, Image: g.Image, Boot: g.Boot, Firmware: g.Firmware}, guest.Env{})
+	_, err = k.New(g.GuestSpec(g.Name), guest.Env{})
 	return err
 }
 

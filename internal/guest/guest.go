@@ -67,6 +67,9 @@ type Spec struct {
 	// (an absolute path); empty for vfleet's own. The run resolves it into
 	// Env.RootFS; a kind that cannot run it refuses it in New.
 	Image string
+	// Security is the profile the guest runs under (SecurityDefault, …);
+	// empty for its kind's default. See SecurityOf.
+	Security string
 
 	// VM-only fields (kind "vm"); every other kind refuses them, see
 	// VMFieldsSet. For a VM, Runtime names the machine ("q35", "microvm")
@@ -261,6 +264,10 @@ type Traits struct {
 	// AgentInGuest: the agent runs in the guest's own memory, not as a host
 	// process whose memory counts as vfleet's.
 	AgentInGuest bool
+	// Security are the profiles (Spec.Security) the kind takes, its
+	// default first; none means the kind confines nothing
+	// (SecurityUnconfined only).
+	Security []string
 }
 
 // NetAttachment is how a guest joins a run's network.

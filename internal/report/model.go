@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -44,18 +45,26 @@ type Column struct {
 	// Arch and Accel are a VM's architecture and accelerator, so that an
 	// emulated guest is never read as a KVM one.
 	Arch     string `json:"arch,omitempty"`
-	Accel    string `json:"accel,omitempty"`
+	Accel string `json:"accel,omitempty"`
+	// Security is the profile the group's guests ran under, so that the
+	// cost of a configuration is read with how confined it was.
+	Security string `json:"security,omitempty"`
 	Baseline bool   `json:"baseline"`
 }
 
 // Label is how the column is titled: the group, with its kind and runtime
-// when the name does not already say it.
+// when the name does not already say it, and its security profile where
+// its kind has a choice of them.
 func (c Column) Label() string {
 	label := c.Group
 	if c.Kind != "" && c.Kind != c.Group {
 		label += " [" + c.Kind + "]"
 	}
-	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Arch, c.Accel}, " ")); about != "" {
+	security := c.Security
+	if len(guest.TraitsOf(c.Kind).Security) < 2 {
+		security = ""
+	}
+	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Arch, c.Accel, security}, " ")); about != "" {
 		label += " (" + strings.Join(strings.Fields(about), " ") + ")"
 	}
 	return label
@@ -127,7 +136,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 		for _, g := range sortedStrings(run.Guests) {
 			if rec := run.Guests[g]; rec.Group == group {
 				col.Kind, col.Runtime = rec.Kind, rec.Runtime
-				col.Arch, col.Accel = rec.Details["arch"], rec.Details["accel"]
+				col.Arch, col.Accel, col.Security = rec.Details["arch"], rec.Details["accel"], rec.Details["security"]
 				break
 			}
 		}

@@ -8,6 +8,16 @@ import (
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
+// GuestSpec is the spec of the group's guest of this name, before the
+// run gives it its network and placement.
+func (g GuestGroup) GuestSpec(name string) guest.Spec {
+	return guest.Spec{
+		Name: name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
+		Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
+		Image: g.Image, Boot: g.Boot, Firmware: g.Firmware, Security: g.Security,
+	}
+}
+
 // Expand turns the spec into the guests to start and the steps to run.
 //
 // A group with count 1 keeps its name; a group with count N yields
@@ -22,11 +32,7 @@ func (s *Spec) Expand() *Plan {
 	var fixed []string
 	for _, g := range s.Guests {
 		for i := 0; i < g.Count; i++ {
-			pg := PlannedGuest{Group: g.Name, Network: g.Network, Spec: guest.Spec{
-				Name: guestName(g, i), Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-				Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
-				Image: g.Image, Boot: g.Boot, Firmware: g.Firmware,
-			}}
+			pg := PlannedGuest{Group: g.Name, Network: g.Network, Spec: g.GuestSpec(guestName(g, i))}
 			plan.Guests = append(plan.Guests, pg)
 			switch {
 			case s.noiseGroup(g.Name):

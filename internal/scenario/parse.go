@@ -525,6 +525,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			},
 			"cmdline":  p.str(&g.Boot.Cmdline),
 			"firmware": p.oneOf(&g.Firmware, guest.FirmwareUEFI),
+			"security": p.oneOf(&g.Security, guest.SecurityProfiles...),
 			"cpu_limit": func(v *yaml.Node, path string) {
 				s, ok := p.scalar(v, path)
 				if !ok {

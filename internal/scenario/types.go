@@ -79,6 +79,9 @@ type GuestGroup struct {
 	// Image is a user's image for the group's guests (guest.Spec.Image):
 	// an absolute path, resolved against the scenario file's directory.
 	Image string
+	// Security is the group's profile (guest.Spec.Security); empty for
+	// its kind's default.
+	Security string
 	// VM-only fields; see guest.Spec.
 	Arch        string
 	VCPUs       int

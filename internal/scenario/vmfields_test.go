@@ -42,3 +42,19 @@ workloads:
 		}
 	}
 }
+
+func TestSecurityParsesAndReachesTheGuest(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "container"}, Traits: testTraits}
+	src := "name: t\nguests:\n  - kind: host\n  - kind: container\n    security: userns\nworkloads:\n  - workload: scenario-test\n"
+	spec, err := Parse("t.yaml", []byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := spec.Expand().Guests[1].Spec; g.Security != "userns" {
+		t.Fatalf("expanded security = %q", g.Security)
+	}
+	_, err = Parse("t.yaml", []byte(strings.Replace(src, "userns", "paranoid", 1)), o)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:5:15: guests[1].security") || !strings.Contains(err.Error(), "default, unconfined, privileged, userns, sandbox") {
+		t.Fatalf("unknown profile: %v", err)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/identity"
@@ -25,6 +27,10 @@ func init() { guest.Register(kind{}) }
 type kind struct{}
 
 func (kind) Name() string { return KindName }
+
+// Traits: a container joins a namespace and is placed by cpusets, like
+// the zero traits say; it takes the security profiles of containers.
+func (kind) Traits() guest.Traits { return guest.Traits{Security: containerSecurity} }
 
 // MinMemory is the least memory limit a container starts with: runc's
 // init, a Go program, and vfleet's agent are charged to it.
@@ -44,12 +50,19 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.RTPriority < 0 || spec.RTPriority > 99 {
 		return nil, fmt.Errorf("guest %s: rt_priority %d is not allowed: want 1 to 99", spec.Name, spec.RTPriority)
 	}
+	security, err := guest.SecurityOf(spec)
+	if err != nil {
+		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
+	}
+	if security == guest.SecurityUserNS && spec.RTPriority > 0 {
+		return nil, fmt.Errorf("guest %s: rt_priority needs the host's CAP_SYS_NICE, which a container in a user namespace (security: userns) cannot hold; use security default", spec.Name)
+	}
 	if spec.MemoryBytes != 0 && spec.MemoryBytes < MinMemory {
 		return nil, fmt.Errorf("guest %s: memory %d bytes is too little for a container: give at least %dMiB (the runtime's init and vfleet's agent run inside the limit)",
 			spec.Name, spec.MemoryBytes, MinMemory>>20)
 	}
 	return &Guest{
-		Base: guest.NewBase(spec), env: env, runtime: rt,
+		Base: guest.NewBase(spec), env: env, runtime: rt, security: security,
 		id:  "vfleet-" + env.RunID + "-" + spec.Name,
 		dir: filepath.Join(env.StateDir, spec.Name),
 	}, nil
@@ -58,10 +71,11 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 // Guest is one container.
 type Guest struct {
 	*guest.Base
-	env     guest.Env
-	runtime string
-	id      string
-	dir     string
+	env      guest.Env
+	runtime  string
+	security string
+	id       string
+	dir      string
 }
 
 func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
@@ -99,15 +113,29 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 
+	if g.security == guest.SecurityUserNS {
+		if err := openToUserNS(layer.Merged, filepath.Dir(filepath.Dir(g.env.StateDir)), g.binds(sockDir)); err != nil {
+			return fail(err)
+		}
+	}
+	appArmor, appArmorRecord, err := hostAppArmor(g.security)
+	if err != nil {
+		return fail(err)
+	}
+
 	cgroupsPath := fmt.Sprintf("%s/%s/%s", cgroupParent, g.env.RunID, g.Spec().Name)
-	config := Bundle(BundleOptions{
+	config, err := Bundle(BundleOptions{
 		Hostname: g.Spec().Name, RootPath: layer.Merged,
 		Args:        []string{g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir},
 		Env:         g.env.ProcessEnv(),
 		CgroupsPath: cgroupsPath, CPUs: g.Spec().CPUs, MemoryBytes: g.Spec().MemoryBytes, CPULimit: g.Spec().CPULimit,
 		NetNS: g.Spec().NetNS, RTPriority: g.Spec().RTPriority, RTRuntimeUS: g.rtRuntime(),
-		Binds: g.binds(sockDir),
+		Binds:    g.binds(sockDir),
+		Security: g.security, AppArmorProfile: appArmor,
 	})
+	if err != nil {
+		return fail(err)
+	}
 	b, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {
 		return fail(err)
@@ -147,7 +175,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	return client, guest.Info{
 		Kind: KindName, Runtime: g.runtime, PIDs: []int{pid},
 		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir, AgentAddr: agentAddr,
-		Details: g.details(bin),
+		Details: g.details(bin, config, appArmorRecord),
 	}, nil
 }
 
@@ -191,8 +219,9 @@ func (g *Guest) rtRuntime() int64 {
 	return containerRTRuntimeUS
 }
 
-func (g *Guest) details(bin string) map[string]string {
-	d := map[string]string{"container_id": g.id, "runtime_path": bin}
+func (g *Guest) details(bin string, config *specs.Spec, appArmor string) map[string]string {
+	d := map[string]string{"container_id": g.id, "runtime_path": bin, "security": g.security, "apparmor": appArmor,
+		"seccomp": seccompRecord(config.Linux.Seccomp), "no_new_privileges": strconv.FormatBool(config.Process.NoNewPrivileges)}
 	if prio := g.Spec().RTPriority; prio > 0 {
 		d["rt_priority"] = strconv.Itoa(prio)
 		if rt := g.rtRuntime(); rt > 0 {

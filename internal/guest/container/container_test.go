@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/testutil"
@@ -49,8 +51,17 @@ func TestExplainCrunOnHybridCgroups(t *testing.T) {
 	}
 }
 
+func mustBundle(t *testing.T, o BundleOptions) *specs.Spec {
+	t.Helper()
+	s, err := Bundle(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestBundleCarriesLimitsAndIsolation(t *testing.T) {
-	s := Bundle(BundleOptions{Hostname: "g", RootPath: "/r", Args: []string{"/a"}, CgroupsPath: "/vfleet/r/g", CPUs: "1", MemoryBytes: 256 << 20,
+	s := mustBundle(t, BundleOptions{Hostname: "g", RootPath: "/r", Args: []string{"/a"}, CgroupsPath: "/vfleet/r/g", CPUs: "1", MemoryBytes: 256 << 20,
 		Binds: []Bind{{Source: "/host/sock", Destination: "/run/vfleet"}}})
 	if s.Linux.Resources.CPU.Cpus != "1" || *s.Linux.Resources.Memory.Limit != 256<<20 || s.Linux.CgroupsPath != "/vfleet/r/g" {
 		t.Fatalf("limits: %+v", s.Linux.Resources)
@@ -66,11 +77,11 @@ func TestBundleCarriesLimitsAndIsolation(t *testing.T) {
 	if last.Source != "/host/sock" || last.Destination != "/run/vfleet" || last.Type != "bind" {
 		t.Fatalf("socket bind = %+v", last)
 	}
-	capped := Bundle(BundleOptions{CPULimit: 0.9})
+	capped := mustBundle(t, BundleOptions{CPULimit: 0.9})
 	if cpu := capped.Linux.Resources.CPU; cpu == nil || *cpu.Quota != 90000 || *cpu.Period != 100000 {
 		t.Fatalf("cpu limit 0.9: %+v", cpu)
 	}
-	none := Bundle(BundleOptions{})
+	none := mustBundle(t, BundleOptions{})
 	if none.Linux.Resources.CPU != nil || none.Linux.Resources.Memory != nil {
 		t.Fatal("no limits asked, some set")
 	}

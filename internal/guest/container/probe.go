@@ -64,7 +64,10 @@ func probeRun(ctx context.Context, bin string) ([]byte, error) {
 		return nil, err
 	}
 	cgroupsPath := cgroupParent + "/" + id
-	config := Bundle(BundleOptions{Hostname: "probe", RootPath: rootfs, Args: []string{"/usr/bin/true"}, CgroupsPath: cgroupsPath, Binds: binds})
+	config, err := Bundle(BundleOptions{Hostname: "probe", RootPath: rootfs, Args: []string{"/usr/bin/true"}, CgroupsPath: cgroupsPath, Binds: binds})
+	if err != nil {
+		return nil, err
+	}
 	b, _ := json.Marshal(config)
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
 		return nil, err

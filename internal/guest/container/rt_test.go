@@ -15,11 +15,11 @@ import (
 )
 
 func TestBundleGrantsRealTimeOnlyWhenAsked(t *testing.T) {
-	plain := Bundle(BundleOptions{})
+	plain := mustBundle(t, BundleOptions{})
 	if slices.Contains(plain.Process.Capabilities.Effective, "CAP_SYS_NICE") {
 		t.Errorf("a plain container must not get real-time rights: %+v", plain.Process)
 	}
-	rt := Bundle(BundleOptions{RTPriority: 95, RTRuntimeUS: containerRTRuntimeUS})
+	rt := mustBundle(t, BundleOptions{RTPriority: 95, RTRuntimeUS: containerRTRuntimeUS})
 	caps := rt.Process.Capabilities
 	for _, c := range []string{"CAP_SYS_NICE", "CAP_IPC_LOCK"} {
 		if !slices.Contains(caps.Effective, c) || !slices.Contains(caps.Bounding, c) || !slices.Contains(caps.Permitted, c) {
@@ -30,7 +30,7 @@ func TestBundleGrantsRealTimeOnlyWhenAsked(t *testing.T) {
 	if cpu == nil || *cpu.RealtimeRuntime != containerRTRuntimeUS || *cpu.RealtimePeriod != rtPeriodUS {
 		t.Errorf("cpu resources = %+v, want the container's real-time budget", cpu)
 	}
-	if v2 := Bundle(BundleOptions{RTPriority: 95}); v2.Linux.Resources.CPU != nil {
+	if v2 := mustBundle(t, BundleOptions{RTPriority: 95}); v2.Linux.Resources.CPU != nil {
 		t.Errorf("without group scheduling no budget is set: %+v", v2.Linux.Resources.CPU)
 	}
 	if defaultCaps[len(defaultCaps)-1] != "CAP_SYS_CHROOT" {

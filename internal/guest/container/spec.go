@@ -38,6 +38,12 @@ type BundleOptions struct {
 	RTRuntimeUS int64
 	// Binds are extra bind mounts: host path -> container path.
 	Binds []Bind
+	// Security is the profile the container runs under (guest.Security*);
+	// empty is unconfined.
+	Security string
+	// AppArmorProfile is the loaded AppArmor profile a confined container
+	// runs under; empty where the host has no AppArmor.
+	AppArmorProfile string
 }
 
 // Bind is one bind mount into the container.
@@ -54,9 +60,11 @@ var defaultCaps = []string{
 	"CAP_SETUID", "CAP_SYS_CHROOT",
 }
 
-// Bundle builds the OCI configuration of a container. It is a pure function
-// of its options, so the configuration can be checked without root.
-func Bundle(o BundleOptions) *specs.Spec {
+// Bundle builds the OCI configuration of a container. Except for the
+// privileged profile, which takes the host's capabilities and devices, it
+// is a pure function of its options, so the configuration can be checked
+// without root.
+func Bundle(o BundleOptions) (*specs.Spec, error) {
 	s := &specs.Spec{
 		Version:  ociVersion,
 		Hostname: o.Hostname,
@@ -127,5 +135,5 @@ func Bundle(o BundleOptions) *specs.Spec {
 		period, runtime := uint64(rtPeriodUS), o.RTRuntimeUS
 		s.Linux.Resources.CPU.RealtimePeriod, s.Linux.Resources.CPU.RealtimeRuntime = &period, &runtime
 	}
-	return s
+	return s, applySecurity(s, o)
 }

@@ -63,6 +63,9 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if vm := spec.VMFieldsSet(); len(vm) > 0 {
 		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
 	}
+	if _, err := guest.SecurityOf(spec); err != nil {
+		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
+	}
 	return &Guest{Base: guest.NewBase(spec), env: env, dir: filepath.Join(env.StateDir, spec.Name)}, nil
 }
 
@@ -169,7 +172,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		return nil, guest.Info{}, err
 	}
-	details := map[string]string{"isolation": "none (chroot into the image for identical binaries)"}
+	details := map[string]string{"isolation": "none (chroot into the image for identical binaries)", "security": guest.SecurityUnconfined}
 	if g.Spec().NetNS != "" {
 		details["netns"] = g.Spec().NetNS
 	}

@@ -56,6 +56,8 @@ type launchConfig struct {
 	// (up to 1 GiB, filled as the guest runs new code). Each QEMU process
 	// has its own, so a fleet keeps it small.
 	TranslationMiB int
+	// Sandbox turns on QEMU's own seccomp filter (sandboxFilter).
+	Sandbox bool
 }
 
 // firmwareFiles are a guest's UEFI firmware: the code, shared and
@@ -213,6 +215,9 @@ func qemuArgv(c launchConfig) []string {
 			nic += ",romfile="
 		}
 		a = append(a, "-device", nic)
+	}
+	if c.Sandbox {
+		a = append(a, "-sandbox", sandboxFilter)
 	}
 	if c.Incoming {
 		// Deferred, so that the monitor can set the migration's

@@ -61,6 +61,8 @@ type Guest struct {
 	nic      *vminit.NetConfig // nil without a network
 	// memoryMerge offers the guest's RAM to KSM; the run switches KSM on.
 	memoryMerge bool
+	// sandbox confines QEMU (security: sandbox).
+	sandbox bool
 }
 
 func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
@@ -105,7 +107,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
-	details := map[string]string{"arch": g.arch}
+	details := map[string]string{"arch": g.arch, "security": guest.SecurityUnconfined}
 
 	var tscKHz int64
 	if accel == AccelTCG && !emulated(g.arch) {
@@ -199,7 +201,14 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": kind.String(), "net.addr": t.Addr.String(),
 			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff)})
 	}
-	m, err := startQEMU(qemuTool.Path, cfg, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
+	var cred *syscall.Credential
+	if g.sandbox {
+		if cred, err = g.confine(&cfg, accel, img, base); err != nil {
+			return fail(err)
+		}
+		maps.Copy(details, map[string]string{"security": guest.SecuritySandbox, "qemu_sandbox": sandboxFilter, "qemu_user": strconv.Itoa(int(cred.Uid))})
+	}
+	m, err := startQEMU(qemuTool.Path, cfg, cred, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
 	if err != nil {
 		return fail(err)
 	}
@@ -294,6 +303,26 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}, nil
 }
 
+// confine readies a sandboxed QEMU's start: QEMU's seccomp filter, and
+// an unprivileged user that owns the guest's directory and can read every
+// other file QEMU opens.
+func (g *Guest) confine(cfg *launchConfig, accel string, img *image.Image, baseDisk string) (*syscall.Credential, error) {
+	cred, err := sandboxCredential(accel)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Sandbox = true
+	reads := []string{cfg.Kernel, cfg.Initramfs, cfg.Seed}
+	if g.disk == "" || g.disk == DiskOverlay {
+		reads = append(reads, baseDisk)
+	}
+	if cfg.Firmware != nil {
+		reads = append(reads, cfg.Firmware.Code)
+	}
+	roots := []string{filepath.Dir(filepath.Dir(g.env.StateDir)), filepath.Dir(filepath.Dir(img.Dir))}
+	return cred, openToSandbox(g.dir, roots, reads)
+}
+
 // readyTimeout bounds the wait for a booting guest's agent.
 func readyTimeout(accel string, userDisk bool) time.Duration {
 	switch {
@@ -309,7 +338,8 @@ func readyTimeout(accel string, userDisk bool) time.Duration {
 
 // startQEMU starts QEMU with its output in logPath, records it and
 // pushes its stop. extra are files QEMU inherits as descriptors 3, 4, ….
-func startQEMU(qemu string, cfg launchConfig, extra []*os.File, logPath string, env guest.Env, undo *guest.Teardown) (*vm, error) {
+// A sandboxed QEMU runs as cred; nil runs it as vfleet's own user.
+func startQEMU(qemu string, cfg launchConfig, cred *syscall.Credential, extra []*os.File, logPath string, env guest.Env, undo *guest.Teardown) (*vm, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -319,6 +349,7 @@ func startQEMU(qemu string, cfg launchConfig, extra []*os.File, logPath string, 
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = env.ProcAttr()
+	cmd.SysProcAttr.Credential = cred
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}

@@ -52,7 +52,7 @@ func (kind) Name() string { return KindName }
 // client, its vCPU threads are what gets pinned, and its agent lives in
 // the guest's RAM.
 func (kind) Traits() guest.Traits {
-	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}
+	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: vmSecurity}
 }
 
 // Probe checks that the tools every VM guest needs are installed; the
@@ -104,6 +104,15 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	}
 	if err := checkUserBoot(spec); err != nil {
 		return bad("%v", err)
+	}
+	security, err := guest.SecurityOf(spec)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if security == guest.SecuritySandbox {
+		if err := checkSandbox(spec); err != nil {
+			return bad("%v", err)
+		}
 	}
 	if spec.NetNS != "" {
 		return bad("a VM cannot join a network namespace: its network comes as a tap device (Spec.Tap)")
@@ -170,6 +179,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		Base: guest.NewBase(spec), env: env, dir: dir,
 		arch: arch, archSpec: archSpec, qemu: qemuTool, machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
 		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
+		sandbox: security == guest.SecuritySandbox,
 	}, nil
 }
 

@@ -196,7 +196,7 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 	if shape.NIC {
 		cfg.NIC = &nicConfig{MAC: templateMAC, OffloadsOff: shape.OffloadsOff, Unplugged: true}
 	}
-	m, err := startQEMU(b.qemu, cfg, nil, filepath.Join(work, "qemu.log"), b.env, &undo)
+	m, err := startQEMU(b.qemu, cfg, nil, nil, filepath.Join(work, "qemu.log"), b.env, &undo)
 	if err != nil {
 		return t, err
 	}

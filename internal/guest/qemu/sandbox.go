@@ -1,0 +1,91 @@
+package qemu
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/vfleet/vfleet/internal/guest"
+)
+
+// sandboxFilter is QEMU's own seccomp filter at its strictest, as libvirt
+// applies it: no obsolete system calls, no set*id, no new processes, no
+// changes to CPU affinity or scheduling. vfleet pins and prioritises vCPU
+// threads from outside, so resourcecontrol=deny costs it nothing.
+const sandboxFilter = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+
+// kvmDevice is the device a KVM guest's QEMU opens.
+const kvmDevice = "/dev/kvm"
+
+// vmSecurity are the profiles a VM takes, the default first.
+var vmSecurity = []string{guest.SecurityUnconfined, guest.SecuritySandbox}
+
+// checkSandbox refuses what a sandboxed QEMU cannot do.
+func checkSandbox(spec guest.Spec) error {
+	if spec.Launch == LaunchClone {
+		return errors.New("security sandbox: a clone's QEMU reads its template's saved state and memory, which stay the host root's; use launch: boot")
+	}
+	return nil
+}
+
+// sandboxCredential is who a sandboxed QEMU runs as: an unprivileged user
+// of its own, and the group of /dev/kvm when KVM is used, so that the
+// device opens as it does for libvirt's qemu user.
+func sandboxCredential(accel string) (*syscall.Credential, error) {
+	cred := &syscall.Credential{Uid: guest.SandboxHostID, Gid: guest.SandboxHostID}
+	if accel != AccelKVM {
+		return cred, nil
+	}
+	st, err := os.Stat(kvmDevice)
+	if err != nil {
+		return nil, err
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if st.Mode().Perm()&0o060 != 0o060 {
+		return nil, fmt.Errorf("security sandbox: %s is %v, so a QEMU that is not root cannot use it; give its group read and write (as the kvm group has on most distributions) or use accel tcg", kvmDevice, st.Mode().Perm())
+	}
+	cred.Groups = []uint32{sys.Gid}
+	return cred, nil
+}
+
+// openToSandbox gives the guest's directory to the sandboxed QEMU's user
+// and checks that it can read every other file it opens. Directories of
+// vfleet's own (under one of roots) that others cannot search are made
+// searchable, never listable; anything else it cannot read is refused,
+// naming the file.
+func openToSandbox(guestDir string, roots, reads []string) error {
+	err := filepath.WalkDir(guestDir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, guest.SandboxHostID, guest.SandboxHostID)
+	})
+	if err != nil {
+		return fmt.Errorf("security sandbox: give %s to QEMU's user: %w", guestDir, err)
+	}
+	for _, f := range append([]string{guestDir}, reads...) {
+		if f == "" {
+			continue
+		}
+		if err := guest.Searchable(filepath.Dir(f), roots, guest.SandboxHostID); err != nil {
+			return err
+		}
+	}
+	for _, f := range reads {
+		if f == "" {
+			continue
+		}
+		st, err := os.Stat(f)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o004 == 0 {
+			return fmt.Errorf("security sandbox: QEMU runs as user %d and cannot read %s (mode %v): make it readable by others or use security unconfined",
+				guest.SandboxHostID, f, st.Mode().Perm())
+		}
+	}
+	return nil
+}
