@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/audit/probe"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/version"
 )
@@ -47,6 +48,11 @@ func run() error {
 			}
 			return vminit.SetUpBeside(vminit.ParseCmdline(string(b)), scratchDir)
 		})
+	}
+	// Read-only isolation probes, run by vfleet through the agent so that
+	// they hold what its workloads hold.
+	if len(os.Args) >= 2 && os.Args[1] == probe.ProbeArg {
+		return probe.RunProbe(os.Args[2:], os.Stdout)
 	}
 	listen := flag.String("listen", "", "serve on this unix socket path")
 	stdio := flag.Bool("stdio", false, "serve one session on standard input and output")

@@ -87,7 +87,7 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "/dev/zero"}, "is a device", exitUsage},
 		{[]string{"run", scenario("{kind: container, memory: \"1\"}", "{}")}, "too little for a container: give at least 16MiB", exitUsage},
 		{[]string{"run", scenario(ok, "{bs: \"99999999999999999999999\"}")}, "bs = \"99999999999999999999999\": want at most 256M", exitUsage},
-		{[]string{"run", scenario(ok, "{}"), "--html", "/nonexistent/r.html"}, "no directory /nonexistent to write the report in", exitUsage},
+		{[]string{"run", scenario(ok, "{}"), "--html", "/nonexistent/r.html"}, "--html /nonexistent/r.html: no directory /nonexistent to write it in", exitUsage},
 		{[]string{"run", scenario(ok, "{}"), "--html", t.TempDir()}, "is a directory", exitUsage},
 		{[]string{"--db", os.DevNull, "runs"}, "not a regular file (it is a character device)", exitFailed},
 	} {

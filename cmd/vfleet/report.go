@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -113,6 +114,9 @@ func render(ctx context.Context, st *store.Store, id int64, f report.Format, w i
 		return err
 	}
 	c := report.Build(run, samples, failures)
+	if c.Audit, err = loadAudit(ctx, st, run); err != nil {
+		return err
+	}
 	switch f {
 	case report.FormatHTML:
 		return report.WriteHTML(w, c, samples)
@@ -123,6 +127,16 @@ func render(ctx context.Context, st *store.Store, id int64, f report.Format, w i
 	default:
 		return report.WriteTable(w, c, tableOptions(w))
 	}
+}
+
+// loadAudit reads a run's isolation audit; nil for a run without one.
+func loadAudit(ctx context.Context, st *store.Store, run store.Run) (*audit.Report, error) {
+	recs, err := st.Audits(ctx, run.ID)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	rep, err := audit.Summarize(recs, run.Guests)
+	return &rep, err
 }
 
 // printRun prints a finished run's table and writes its HTML report.

@@ -63,6 +63,7 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario).`,
 
 	root.AddCommand(
 		newRunCommand(g),
+		newAuditCommand(g),
 		newRunsCommand(g),
 		newReportCommand(g),
 		newCompareCommand(g),

@@ -50,7 +50,7 @@ difference between them; the A/B comparison is printed at the end.`,
 			case len(args) == 0:
 				args = []string{defaultScenario}
 			}
-			return runScenarios(g, args, htmlPath, &obs)
+			return runScenarios(g, args, htmlPath, &obs, nil)
 		},
 	}
 	cmd.Flags().StringVar(&htmlPath, "html", "", "where to write the HTML report (default ./vfleet-run-ID.html; \"-\" for none)")
@@ -59,7 +59,9 @@ difference between them; the A/B comparison is printed at the end.`,
 	return cmd
 }
 
-func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags) error {
+// runScenarios runs the scenarios and prints their reports; with an
+// audit, it only starts the guests, audits them and prints that.
+func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags, auditOnly *auditOptions) error {
 	began := time.Now()
 	var specs []*scenario.Spec
 	for _, ref := range refs {
@@ -115,6 +117,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		Arches:      images.arches,
 		Host:        host,
 		Progress:    progress,
+		AuditOnly:   auditOnly != nil,
 	}
 	observer, stopObserving, err := obs.start(ctx, progress.Logf)
 	if err != nil {
@@ -144,6 +147,12 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	rctx := context.WithoutCancel(ctx)
 	for i, id := range ids {
 		if id == 0 {
+			continue
+		}
+		if auditOnly != nil {
+			if err := auditOnly.print(rctx, st, id); err != nil {
+				return err
+			}
 			continue
 		}
 		path := htmlPath
@@ -185,24 +194,28 @@ func runOutcome(ctx context.Context, st *store.Store, ids []int64, runErr error)
 }
 
 // checkHTMLPath fails when the report of `vfleet run` could not be written
-// where asked: a directory, or a directory that is missing or read-only.
-func checkHTMLPath(path string) error {
+// where asked.
+func checkHTMLPath(path string) error { return checkOutputPath("--html", path) }
+
+// checkOutputPath fails when a file a flag names could not be written: a
+// directory, or a directory that is missing or read-only.
+func checkOutputPath(flag, path string) error {
 	if path == "-" {
 		return nil
 	}
 	dir := "."
 	if path != "" {
 		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			return fmt.Errorf("--html %s is a directory: give a file name, or - for no HTML report", path)
+			return fmt.Errorf("%s %s is a directory: give a file name", flag, path)
 		}
 		dir = filepath.Dir(path)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
-		return fmt.Errorf("--html %s: no directory %s to write the report in", path, dir)
+		return fmt.Errorf("%s %s: no directory %s to write it in", flag, path, dir)
 	}
 	if err := unix.Access(dir, unix.W_OK); err != nil {
-		return fmt.Errorf("--html %s: cannot write in %s: %w", cmp.Or(path, "(default)"), dir, err)
+		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, cmp.Or(path, "(default)"), dir, err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
@@ -97,6 +98,8 @@ type jsonReport struct {
 	Interference *Interference `json:"interference"`
 	Samples      []jsonSample  `json:"samples"`
 	Failures     []jsonFailure `json:"failures"`
+	// Audit is null for a run without an isolation audit.
+	Audit *audit.Report `json:"audit"`
 }
 
 type jsonRun struct {
@@ -195,6 +198,7 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 		// Empty lists rather than null, so a reader can range over them.
 		Cost: append([]CostRow{}, c.Cost...), Scaling: append([]ScalingCurve{}, c.Scaling...),
 		Samples: make([]jsonSample, len(samples)), Failures: make([]jsonFailure, len(c.Failures)),
+		Audit: c.Audit,
 	}
 	if m := c.Interference; m != nil {
 		clean := *m

@@ -160,6 +160,8 @@ type htmlData struct {
 	Scaling     []scalingChart
 	// Interference is nil unless the run measured alone and together.
 	Interference *htmlInterference
+	// Audit is nil for a run without an isolation audit.
+	Audit *auditTable
 }
 
 type htmlCost struct {
@@ -214,6 +216,7 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		CSVHref:    template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
 		JSONHref:   template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),
 		Cost:       htmlCostRows(c.Cost), CostNote: costNote, Scaling: buildScalingCharts(c.Scaling),
+		Audit: buildAuditTable(c.Audit, c.Columns),
 	}
 	if !c.Run.Finished.IsZero() {
 		d.Duration = c.Run.Finished.Sub(c.Run.Started).Round(time.Second).String()

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
@@ -35,6 +36,8 @@ type Comparison struct {
 	// Interference is the consolidation matrix; nil unless the run
 	// measured workloads both alone and together.
 	Interference *Interference
+	// Audit is how isolated each group was; nil for a run without one.
+	Audit *audit.Report
 }
 
 // Column is one guest group.
@@ -44,7 +47,7 @@ type Column struct {
 	Runtime string `json:"runtime,omitempty"`
 	// Arch and Accel are a VM's architecture and accelerator, so that an
 	// emulated guest is never read as a KVM one.
-	Arch     string `json:"arch,omitempty"`
+	Arch  string `json:"arch,omitempty"`
 	Accel string `json:"accel,omitempty"`
 	// Security is the profile the group's guests ran under, so that the
 	// cost of a configuration is read with how confined it was.

@@ -29,7 +29,22 @@ better, so above 1.00 is always better), with a 95% interval from the spread of 
 <table>
 {{range .Index}}<tr><th>{{.Label}}</th><td class="num {{.Class}}">{{.Value}}</td></tr>
 {{end}}</table>
-
+{{with .Audit}}
+<h2>Isolation audit</h2>
+<p class="muted">What each group's first guest could do, from read-only probes run by its agent, against what a
+container runtime deploys by default: red weaker, green stronger. Hover a cell for the probe and its raw evidence.</p>
+<table>
+<tr><th>property</th>{{range .Groups}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr><th>{{.Name}}</th>{{range .Cells}}<td class="{{.Class}}" title="{{.Evidence}}">{{.Text}}</td>{{end}}</tr>
+{{end}}<tr><th>vs runtime default</th>{{range .Scores}}<td>{{.}}</td>{{end}}</tr>
+</table>
+{{if .Reach}}<h3>Reachability</h3>
+<p class="muted">A TCP handshake from the group's guests to each target; a refusal counts as reached.</p>
+<table>
+<tr><th>from → to</th>{{range .Targets}}<th>{{.}}</th>{{end}}</tr>
+{{range .Reach}}<tr><th>{{.Name}}</th>{{range .Cells}}<td title="{{.Evidence}}">{{.Text}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+{{end}}
 <h2>Normalised to the baseline</h2>
 <p class="muted">Bars: each group's mean relative to the baseline's; whiskers: 95% confidence interval; dashed line: 1.00.
 ↑ higher is better, ↓ lower is better. Green/red: better/worse beyond the interval.</p>

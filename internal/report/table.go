@@ -46,6 +46,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 			fmt.Fprintln(w, "note: "+note)
 		}
 	}
+	writeAudit(w, c.Audit, c.Columns)
 	writeInterference(w, c.Interference)
 	writeLatency(w, c.Latency)
 	writeCost(w, c.Cost)

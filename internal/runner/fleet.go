@@ -61,6 +61,9 @@ func (r *run) startPhase(ctx context.Context, phase int) error {
 		r.opts.Progress.Logf("%s%d of %d guests ready in %s (%.1f per second)", r.label, len(r.launched), len(missing),
 			elapsed.Round(time.Millisecond), float64(len(r.launched))/elapsed.Seconds())
 	}
+	if err == nil {
+		err = r.audit(ctx, missing)
+	}
 	if err != nil || r.plan.Spec.Fleet == nil {
 		return err
 	}

@@ -65,6 +65,9 @@ type Options struct {
 	// IdleWindow is how long a fleet idles after its launch while vfleet's
 	// own CPU use is measured; 0 for the default.
 	IdleWindow time.Duration
+	// AuditOnly starts the first phase's guests, audits their isolation
+	// and stops them, measuring nothing (`vfleet audit`).
+	AuditOnly bool
 }
 
 // Observer is told what a run does, for metrics and traces. Its methods are
@@ -314,6 +317,9 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 			stopAll(ctx, active, nil, cerr)
 			return ids, errors.Join(append(errs, cerr)...)
 		}
+		if opts.AuditOnly {
+			break
+		}
 		if serr := runSteps(ctx, inPhase, phase, opts.Progress); serr != nil {
 			stopAll(ctx, active, nil, serr)
 			return ids, errors.Join(append(errs, serr)...)
@@ -418,6 +424,7 @@ type run struct {
 	dirEntry ledger.Entry
 	env      guest.Env
 	guests   map[string]guest.Guest // started guests by name
+	audited  bool                   // the host's own audit evidence is stored
 	net      *netRun                // nil when the scenario has no network
 	ksm      *ledger.Entry          // the run's hold on KSM, nil without one
 	records  map[string]store.GuestRecord

@@ -90,6 +90,10 @@ func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 	if len(failures) != 3 || failures[0].Guest != "other-1" || !strings.Contains(failures[0].Stderr, "out of luck") {
 		t.Fatalf("failures = %+v", failures)
 	}
+	audits, _ := opts.Store.Audits(ctx, id)
+	if len(audits) != 4 || audits[0].Guest != "" || audits[1].Guest != "base" || audits[1].Group != "base" || len(audits[1].Evidence) == 0 {
+		t.Fatalf("audits = %+v, want the host's and each guest's", audits)
+	}
 	stopped := fake.Stopped()
 	for name, n := range fake.Started() {
 		if stopped[name] != n {

@@ -2,10 +2,11 @@
 // embedded SQLite database (modernc.org/sqlite: pure Go, so vfleet stays a
 // static binary without cgo).
 //
-// Schema (version 2):
+// Schema (version 4):
 //
 //	runs(id, scenario_name, scenario_source, scenario_text, scenario_hash,
-//	     baseline, started_ns, finished_ns, status, host_json, guests_json)
+//	     baseline, started_ns, finished_ns, status, host_json, guests_json,
+//	     status_reason, run_key, owner_pid, owner_start)
 //	samples(id, run_id, guest, grp, kind, runtime, workload_id, workload,
 //	        params_json, repetition, metric, unit, value, better, at_ns,
 //	        wall_ns, cpu_ns)                      indexed by (run_id, id)
@@ -14,6 +15,8 @@
 //	histograms(sample_id, run_id, guest, grp, workload_id, params_json,
 //	           repetition, metric, unit, hist_json)
 //	                                              indexed by (run_id, sample_id)
+//	audits(id, run_id, guest, grp, kind, evidence_json, at_ns)
+//	                                              indexed by (run_id, id)
 //	schema_migrations(version, applied_ns)
 //
 // Times are stored as integer Unix nanoseconds, 0 meaning unset, and read

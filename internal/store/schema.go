@@ -81,6 +81,21 @@ var migrations = []string{
 	ALTER TABLE runs ADD COLUMN run_key TEXT NOT NULL DEFAULT '';
 	ALTER TABLE runs ADD COLUMN owner_pid INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE runs ADD COLUMN owner_start INTEGER NOT NULL DEFAULT 0;`,
+
+	// Version 4: the isolation audit, one row per guest probed, plus the
+	// host's own view (guest '') every guest is compared with. The raw
+	// evidence is kept, not the verdicts, so a later vfleet judges old runs
+	// by its own rules.
+	`CREATE TABLE audits (
+		id            INTEGER PRIMARY KEY AUTOINCREMENT,
+		run_id        INTEGER NOT NULL REFERENCES runs(id),
+		guest         TEXT NOT NULL,
+		grp           TEXT NOT NULL,
+		kind          TEXT NOT NULL,
+		evidence_json TEXT NOT NULL,
+		at_ns         INTEGER NOT NULL
+	);
+	CREATE INDEX audits_by_run ON audits(run_id, id);`,
 }
 
 // checkSchema, for a read-only store, fails unless the database has

@@ -16,6 +16,7 @@ import (
 func FuzzParseCPU(f *testing.F)           { fuzzParse(f, "cpu") }
 func FuzzParseMemory(f *testing.F)        { fuzzParse(f, "memory") }
 func FuzzParseCtxswitch(f *testing.F)     { fuzzParse(f, "ctxswitch") }
+func FuzzParseSyscall(f *testing.F)       { fuzzParse(f, "syscall") }
 func FuzzParseFio(f *testing.F)           { fuzzParse(f, "fio") }
 func FuzzParseNetThroughput(f *testing.F) { fuzzParse(f, "net-throughput") }
 func FuzzParseNetLatency(f *testing.F)    { fuzzParse(f, "net-latency") }

@@ -51,6 +51,14 @@ func init() {
 			{phrase: "nanosecs per context switch", sample: Sample{Metric: "switch_latency", Unit: "ns", Better: LowerIsBetter}},
 		},
 	})
+	// syscall: stress-ng's sysinfo stressor calls sysinfo, statfs, fstatfs,
+	// times and uname in a loop. They only read, and nearly all of its time
+	// is spent in the kernel, so it is where the cost a seccomp filter adds
+	// to every system call, and a VM's exits, show first.
+	Register(stressng{
+		name: "syscall", stressor: "sysinfo",
+		rateMetric: "syscall_ops_per_sec", rateUnit: "ops/s",
+	})
 }
 
 func (w stressng) Name() string { return w.name }

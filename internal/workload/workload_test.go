@@ -50,6 +50,7 @@ var parseCases = []struct {
 	{"cpu", "sysbench-cpu", map[string]float64{"events_per_sec": 4283.31}, nil},
 	{"memory", "stress-ng-stream", map[string]float64{"stream_ops_per_sec": 12.38, "read_bw": 10184.58, "write_bw": 6789.72, "mflops": 889.94}, nil},
 	{"ctxswitch", "stress-ng-switch", nil, nil},
+	{"syscall", "stress-ng-sysinfo", map[string]float64{"syscall_ops_per_sec": 103771.66}, nil},
 	{"fio", "fio-randread", nil, nil},
 	{"fio", "fio-write", nil, nil},
 	{"net-throughput", "iperf3-tcp-up", map[string]float64{"net.throughput_bps": 7087678706.83996, "net.retransmits": 9487}, nil},

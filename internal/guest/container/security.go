@@ -8,6 +8,7 @@ import (
 
 	"github.com/containerd/containerd/v2/contrib/apparmor"
 	"github.com/containerd/containerd/v2/contrib/seccomp"
+	"github.com/containerd/containerd/v2/core/containers"
 	hostapparmor "github.com/containerd/containerd/v2/pkg/apparmor"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -48,8 +49,26 @@ func applySecurity(s *specs.Spec, o BundleOptions) error {
 	if o.Security == guest.SecurityUserNS {
 		ids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: guest.UserNSHostID, Size: guest.UserNSSize}}
 		opts = append(opts, oci.WithUserNamespace(ids, ids))
+		if o.NetNS != "" {
+			opts = append(opts, bindSysfs)
+		}
 	}
 	return oci.ApplyOpts(ctx, nil, nil, s, opts...)
+}
+
+// bindSysfs replaces the container's sysfs with a read-only bind of the
+// host's: a user namespace may mount sysfs only over a network namespace
+// it owns, and a container on a run's network joins one that vfleet made
+// (as container engines do for a user-namespaced container in another's
+// network namespace). Its /sys/class/net then lists the host's devices.
+func bindSysfs(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
+	for i, m := range s.Mounts {
+		if m.Type == "sysfs" {
+			s.Mounts[i] = specs.Mount{Destination: m.Destination, Type: "bind", Source: "/sys",
+				Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}}
+		}
+	}
+	return nil
 }
 
 // hostAppArmor loads containerd's default AppArmor profile where the host

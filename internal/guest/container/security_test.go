@@ -51,6 +51,18 @@ func TestSecurityProfilesConfineAsEnginesDo(t *testing.T) {
 		t.Errorf("userns: uid map %v, gid map %v, namespaces %v, seccomp %v", userns.Linux.UIDMappings, userns.Linux.GIDMappings, userns.Linux.Namespaces, userns.Linux.Seccomp != nil)
 	}
 
+	for _, m := range userns.Mounts {
+		if m.Destination == "/sys" && m.Type != "sysfs" {
+			t.Errorf("userns without a joined network namespace: /sys is %+v, want its own sysfs", m)
+		}
+	}
+	joined := mustBundle(t, BundleOptions{Security: guest.SecurityUserNS, NetNS: "/run/netns/x"})
+	for _, m := range joined.Mounts {
+		if m.Destination == "/sys" && (m.Type != "bind" || !slices.Contains(m.Options, "ro")) {
+			t.Errorf("userns in a joined network namespace: /sys is %+v, want a read-only bind", m)
+		}
+	}
+
 	if _, err := Bundle(BundleOptions{Security: guest.SecuritySandbox}); err == nil {
 		t.Error("a VM's profile was taken for a container")
 	}

@@ -1,6 +1,7 @@
 package guesttest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/audit/probe"
 	"github.com/vfleet/vfleet/internal/guest"
 )
 
@@ -177,6 +179,15 @@ func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, e
 			return agent.Reply{V: 1, ExitCode: 1}, nil
 		}
 		return agent.Reply{V: 1, Stdout: []byte("/usr/bin/" + req.Arg)}, nil
+	}
+	if len(req.Argv) > 1 && req.Argv[1] == probe.ProbeArg {
+		// The isolation audit, which is no workload's execution: the test
+		// process's own evidence.
+		var out bytes.Buffer
+		if err := probe.RunProbe(req.Argv[2:], &out); err != nil {
+			return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte(err.Error())}, nil
+		}
+		return agent.Reply{V: 1, Stdout: out.Bytes()}, nil
 	}
 	if hook != nil {
 		hook(g.spec.Name)

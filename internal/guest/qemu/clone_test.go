@@ -13,7 +13,6 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -26,17 +25,7 @@ func TestClonesAreTheirOwnGuests(t *testing.T) {
 	img := testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	root := t.TempDir()
-	led, err := ledger.Create(root, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if p := led.Pending(); len(p) > 0 {
-			t.Errorf("ledger still holds %v", p)
-		}
-		led.Close()
-	}()
+	root, led := testutil.Ledger(t)
 	k, _ := guest.Lookup(KindName)
 	ctx := context.Background()
 	var clones []guest.Guest

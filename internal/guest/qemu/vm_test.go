@@ -3,6 +3,8 @@ package qemu
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,17 +40,7 @@ func TestMicroVMWorkloadOnPinnedVCPUs(t *testing.T) {
 	img := testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	root := t.TempDir()
-	led, err := ledger.Create(root, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if p := led.Pending(); len(p) > 0 {
-			t.Errorf("ledger still holds %v", p)
-		}
-		led.Close()
-	}()
+	root, led := testutil.Ledger(t)
 	g := newVM(t, guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Disk: DiskCopy, PinVCPUs: "0-1"},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
@@ -165,4 +157,36 @@ func startVM(t *testing.T, g guest.Guest) guest.Info {
 	info := g.Info()
 	t.Logf("boot to agent ready: %s (QEMU start to ready %s); details %v", info.BootTime, info.Details["qemu_start_to_ready"], info.Details)
 	return info
+}
+
+// TestSandboxedQEMU boots a microVM with security sandbox: its QEMU must
+// run as the unprivileged user under a seccomp filter, and the guest must
+// work as any other.
+func TestSandboxedQEMU(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testutil.Ledger(t)
+	g := newVM(t, guest.Spec{Name: "sb", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, Security: guest.SecuritySandbox},
+		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+	ctx := context.Background()
+	info := startVM(t, g)
+	defer g.Stop(ctx)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", info.PIDs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUID := fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", guest.SandboxHostID, guest.SandboxHostID, guest.SandboxHostID, guest.SandboxHostID)
+	if !strings.Contains(string(status), wantUID) || !strings.Contains(string(status), "Seccomp:\t2") {
+		t.Errorf("sandboxed QEMU's status lacks %q or seccomp mode 2:\n%s", wantUID, status)
+	}
+	if info.Details["security"] != guest.SecuritySandbox {
+		t.Errorf("details = %v", info.Details)
+	}
+	runCPUWorkload(t, g, 1)
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

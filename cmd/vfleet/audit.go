@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vfleet/vfleet/internal/report"
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+func newAuditCommand(g *globalOptions) *cobra.Command {
+	var opts auditOptions
+	var obs observeFlags
+	cmd := &cobra.Command{
+		Use:   "audit [SCENARIO]",
+		Short: "Start a scenario's guests, audit how isolated each is, and stop them (default: " + defaultScenario + ")",
+		Long: `Start the guests of a scenario (its first fleet size), run read-only isolation probes in
+each through its agent, and stop them; nothing is measured. The probes say what each guest
+holds (capabilities, seccomp, no_new_privs, LSM, user namespace), what it shares with the
+host (kernel, namespaces, processes), which devices it can open, which kernel settings it
+could write, and whom it reaches on the run's network. Each group is scored against what a
+container runtime deploys by default. Every run does the same audit; its report shows it.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("audit takes one scenario, got %d", len(args))}
+			}
+			if len(args) == 0 {
+				args = []string{defaultScenario}
+			}
+			if err := checkJSONPath(opts.jsonPath); err != nil {
+				return usageError{err}
+			}
+			return runScenarios(g, args, "-", &obs, &opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.jsonPath, "json", "", "also write the audit, with every probe's raw evidence, as JSON to this file")
+	obs.register(cmd.Flags())
+	return cmd
+}
+
+// auditOptions are what `vfleet audit` prints and writes.
+type auditOptions struct {
+	jsonPath string
+}
+
+// print shows a run's audit and writes its JSON when asked.
+func (o *auditOptions) print(ctx context.Context, st *store.Store, id int64) error {
+	run, err := st.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	failures, err := st.Failures(ctx, id)
+	if err != nil {
+		return err
+	}
+	c := report.Build(run, nil, failures)
+	if c.Audit, err = loadAudit(ctx, st, run); err != nil {
+		return err
+	}
+	if c.Audit == nil {
+		return fmt.Errorf("run %d: no guest could be audited", id)
+	}
+	fmt.Printf("run %d · %s · audit\n", run.ID, run.ScenarioName)
+	if err := report.WriteAudit(os.Stdout, c); err != nil {
+		return err
+	}
+	if o.jsonPath == "" {
+		return nil
+	}
+	f, err := os.Create(o.jsonPath)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		Run   int64 `json:"run"`
+		Audit any   `json:"audit"`
+	}{run.ID, c.Audit}); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// checkJSONPath fails early when the audit's JSON could not be written.
+func checkJSONPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	return checkOutputPath("--json", path)
+}

@@ -1,0 +1,174 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/vfleet/vfleet/internal/audit"
+)
+
+// auditCell is one group's value of one audited property.
+type auditCell struct {
+	Text     string
+	Evidence string // the probe and its raw evidence
+	Verdict  audit.Verdict
+}
+
+// Class colours the cell in HTML: "worse" weaker than the runtime default,
+// "better" stronger.
+func (c auditCell) Class() string {
+	switch c.Verdict {
+	case audit.Weaker:
+		return "worse"
+	case audit.Stronger:
+		return "better"
+	}
+	return ""
+}
+
+// auditTable is the audit laid out as reports show it: a row per property,
+// a column per group, then the scores against the runtime default, and the
+// reachability matrix (a row per group, a column per target).
+type auditTable struct {
+	Groups  []string
+	Rows    []auditRow
+	Scores  []string
+	Targets []string
+	Reach   []auditRow
+}
+
+type auditRow struct {
+	Name  string
+	Cells []auditCell
+}
+
+// verdictMarks are how the terminal marks a finding that differs from the
+// runtime default.
+var verdictMarks = map[audit.Verdict]string{audit.Weaker: " (−)", audit.Stronger: " (+)"}
+
+func buildAuditTable(rep *audit.Report, columns []Column) *auditTable {
+	if rep == nil || len(rep.Groups) == 0 {
+		return nil
+	}
+	labels := map[string]string{}
+	for _, c := range columns {
+		labels[c.Group] = c.Label()
+	}
+	t := &auditTable{Targets: rep.Targets}
+	for _, p := range audit.Properties {
+		t.Rows = append(t.Rows, auditRow{Name: p})
+	}
+	for _, g := range inColumnOrder(rep.Groups, columns) {
+		label := labels[g.Group]
+		if label == "" {
+			label = Column{Group: g.Group, Kind: g.Kind, Security: g.Security}.Label()
+		}
+		t.Groups = append(t.Groups, label)
+		byProperty := map[string]audit.Finding{}
+		for _, f := range g.Findings {
+			byProperty[f.Property] = f
+		}
+		for i, p := range audit.Properties {
+			f := byProperty[p]
+			t.Rows[i].Cells = append(t.Rows[i].Cells, auditCell{Text: f.Value, Evidence: f.Probe + ": " + f.Evidence, Verdict: f.Verdict})
+		}
+		score := fmt.Sprintf("%d weaker, %d stronger", g.Weaker, g.Stronger)
+		if len(g.Differing) > 0 {
+			score += fmt.Sprintf("; %d guest(s) differ from %s", len(g.Differing), g.Guest)
+		}
+		t.Scores = append(t.Scores, score)
+		if len(rep.Targets) > 0 {
+			row := auditRow{Name: label}
+			for _, target := range rep.Targets {
+				r, tried := g.Reach[target]
+				cell := auditCell{Text: "—"}
+				switch {
+				case !tried:
+				case r.Reached == r.Tried:
+					cell = auditCell{Text: reachText(r), Evidence: "TCP handshake answered"}
+				default:
+					cell = auditCell{Text: reachText(r), Evidence: r.Why}
+				}
+				row.Cells = append(row.Cells, cell)
+			}
+			t.Reach = append(t.Reach, row)
+		}
+	}
+	return t
+}
+
+// inColumnOrder orders the audited groups as the report's columns are,
+// the baseline first; groups with no column follow.
+func inColumnOrder(groups []audit.Group, columns []Column) []audit.Group {
+	rank := map[string]int{}
+	for i, c := range columns {
+		rank[c.Group] = i
+	}
+	out := slices.Clone(groups)
+	slices.SortStableFunc(out, func(a, b audit.Group) int {
+		ra, okA := rank[a.Group]
+		rb, okB := rank[b.Group]
+		switch {
+		case okA && okB:
+			return ra - rb
+		case okA:
+			return -1
+		case okB:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func reachText(r audit.Reach) string {
+	switch {
+	case r.Tried == 1 && r.Reached == 1:
+		return "yes"
+	case r.Tried == 1:
+		return "no"
+	}
+	return fmt.Sprintf("%d of %d", r.Reached, r.Tried)
+}
+
+// writeAudit prints the audit after the overhead figures: how much
+// isolation each group had, beside what it cost.
+func writeAudit(w io.Writer, rep *audit.Report, columns []Column) {
+	t := buildAuditTable(rep, columns)
+	if t == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nisolation audit: read-only probes in each group's first guest, against what a container runtime deploys by default; (−) weaker, (+) stronger")
+	rows := [][]string{append([]string{"property"}, t.Groups...)}
+	for _, r := range t.Rows {
+		line := []string{r.Name}
+		for _, c := range r.Cells {
+			line = append(line, c.Text+verdictMarks[c.Verdict])
+		}
+		rows = append(rows, line)
+	}
+	rows = append(rows, append([]string{"vs runtime default"}, t.Scores...))
+	writeAligned(w, rows, func(int, int) int { return 0 }, false)
+	if len(t.Reach) > 0 {
+		fmt.Fprintln(w, "reachability (a TCP handshake from the group's guests; a refusal counts as reached)")
+		rows := [][]string{append([]string{"from → to"}, t.Targets...)}
+		for _, r := range t.Reach {
+			line := []string{r.Name}
+			for _, c := range r.Cells {
+				line = append(line, c.Text)
+			}
+			rows = append(rows, line)
+		}
+		writeAligned(w, rows, func(int, int) int { return 0 }, false)
+	}
+}
+
+// WriteAudit prints the audit of a comparison alone, with its failures
+// (`vfleet audit`).
+func WriteAudit(out io.Writer, c Comparison) error {
+	w := &stickyWriter{w: out}
+	writeAudit(w, c.Audit, c.Columns)
+	writeFailures(w, c.Failures)
+	return w.err
+}
