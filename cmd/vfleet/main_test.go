@@ -139,12 +139,13 @@ func TestRunEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"baseline host = 1.00", "container (runc)", "cpu events_per_sec ↑", "fio-randread read_iops ↑", "1.00 ("} {
+	for _, want := range []string{"baseline host = 1.00", "container (runc default)", "cpu events_per_sec ↑", "fio-randread read_iops ↑", "1.00 (",
+		"isolation audit", "seccomp                          none (−)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
-	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte("<svg")) {
+	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("<h2>Isolation audit</h2>")) {
 		t.Errorf("HTML report: %v", err)
 	}
 	stdout, _, code = c.run("image", "inspect")

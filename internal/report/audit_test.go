@@ -1,0 +1,73 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/audit"
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+// recordedAudit is a run's audit from evidence recorded in real guests.
+func recordedAudit(t *testing.T) *audit.Report {
+	t.Helper()
+	var recs []store.AuditRecord
+	for _, r := range []struct{ guest, group, file string }{
+		{"", "", "host-reference"}, {"host", "host", "host-baseline"}, {"c", "c", "container-default"}, {"u", "u", "container-unconfined"},
+	} {
+		b, err := os.ReadFile(filepath.Join("..", "audit", "testdata", r.file+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, store.AuditRecord{Guest: r.guest, Group: r.group, Kind: "container", Evidence: b})
+	}
+	rep, err := audit.Summarize(recs, map[string]store.GuestRecord{"c": {Details: map[string]string{"security": "default"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rep
+}
+
+func TestAuditInTableAndHTML(t *testing.T) {
+	run := store.Run{ID: 3, ScenarioName: "s", Baseline: "host", Status: store.StatusComplete}
+	c := Build(run, nil, nil)
+	c.Columns = []Column{{Group: "host", Kind: "host", Baseline: true}, {Group: "u", Kind: "container"}, {Group: "c", Kind: "container"}}
+	c.Index = make([]stats.Estimate, len(c.Columns))
+	c.Audit = recordedAudit(t)
+	var table bytes.Buffer
+	if err := WriteAudit(&table, c); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(table.String(), "\n")
+	var header, seccomp, score string
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "property"):
+			header = l
+		case strings.HasPrefix(l, "seccomp"):
+			seccomp = l
+		case strings.HasPrefix(l, "vs runtime default"):
+			score = l
+		}
+	}
+	// Columns in the report's order, the baseline first.
+	if strings.Index(header, "host") > strings.Index(header, "u [container]") || strings.Index(header, "u [container]") > strings.Index(header, "c [container]") {
+		t.Errorf("header order: %q", header)
+	}
+	if !strings.Contains(seccomp, "none (−)") || !strings.Contains(seccomp, "filter (1)") || !strings.Contains(score, "0 weaker, 0 stronger") {
+		t.Errorf("audit table:\n%s", table.String())
+	}
+	var page bytes.Buffer
+	if err := WriteHTML(&page, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<h2>Isolation audit</h2>", `<td class="worse" title="/proc/self/status Seccomp: Seccomp: 0; Seccomp_filters: 0">none</td>`, "root namespace"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
