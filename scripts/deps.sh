@@ -16,7 +16,14 @@ set -euo pipefail
 # ovmf and qemu-efi-aarch64 are the UEFI firmware of users' disks that
 # boot through their own boot loader, genisoimage makes their cloud-init
 # seed.
-packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage openvswitch-switch sqlite3 ca-certificates)
+# gcc and libc6-dev build vfleet's own programs (STREAM, the pinned
+# context switch) into the host architecture's image, the other
+# architecture's cross compiler and C library into its image.
+packages=(runc crun mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage openvswitch-switch sqlite3 ca-certificates gcc libc6-dev)
+case "$(dpkg --print-architecture)" in
+  amd64) packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
+  arm64) packages+=(gcc-x86-64-linux-gnu libc6-dev-amd64-cross) ;;
+esac
 # --test adds what only the tests use: a browser that renders the HTML report,
 # a Prometheus server that scrapes the metrics endpoint, and what makes a
 # partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image.

@@ -17,6 +17,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest/container"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/image/native"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
@@ -370,6 +371,11 @@ func fingerprint(ctx context.Context, img *image.Image, specs ...*scenario.Spec)
 		}
 	}
 	fp.ToolVersions["image"] = img.Manifest.Hash
+	if img.Manifest.Recipe.Programs != "" {
+		for _, p := range native.Programs {
+			fp.ToolVersions[p.Name] = "vfleet's own, source " + native.SourceHash(p)[:12]
+		}
+	}
 	// The runtimes' versions matter as much as the tools': runc releases
 	// change how cgroups are set up.
 	for _, g := range guestGroups(specs) {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/image/native"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -86,5 +88,20 @@ func TestMissingBuilderNamesThePackage(t *testing.T) {
 	_, err := image.Ensure(context.Background(), image.EnsureOptions{Root: t.TempDir(), Recipe: image.DefaultRecipe()})
 	if !errors.Is(err, image.ErrMissingTool) || !strings.Contains(err.Error(), "Debian package mmdebstrap") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The image carries vfleet's own programs built from the source in this
+// tree: an image built from another source would have another recipe.
+func TestImageProgramsMatchTheirSource(t *testing.T) {
+	img := testutil.Image(t)
+	if img.Manifest.Recipe.Programs != native.Hash() {
+		t.Fatalf("image recipe programs %q, want %q", img.Manifest.Recipe.Programs, native.Hash())
+	}
+	for _, p := range native.Programs {
+		out, err := exec.Command(filepath.Join(img.RootFS, native.BinDir, p.Name), "--version").Output()
+		if err != nil || !strings.Contains(string(out), native.SourceHash(p)) {
+			t.Errorf("%s --version in the image = %q, %v; want source %s", p.Name, out, err, native.SourceHash(p))
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/flock"
+	"github.com/vfleet/vfleet/internal/image/native"
 )
 
 // AgentPath is where the agent lives inside every image.
@@ -152,6 +153,12 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 	if err := CheckCanRun(ctx, o.Recipe.Arch); err != nil {
 		return err
 	}
+	if o.Recipe.Programs != "" {
+		// Before minutes of mmdebstrap: a missing compiler is known now.
+		if _, err := native.Compiler(o.Recipe.ArchOf()); err != nil {
+			return fmt.Errorf("%w: vfleet's own programs: %v", ErrMissingTool, err)
+		}
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(final), buildPrefix)
 	if err != nil {
 		return fmt.Errorf("image: %w", err)
@@ -202,6 +209,12 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 			return fmt.Errorf("image build interrupted: %w", ctx.Err())
 		}
 		return fmt.Errorf("image: mmdebstrap failed: %w:\n%s", err, strings.Join(last, "\n"))
+	}
+	if o.Recipe.Programs != "" {
+		o.Progress("building vfleet's own programs for " + o.Recipe.ArchOf())
+		if err := native.Build(ctx, o.Recipe.ArchOf(), rootfs); err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
 	}
 	m, err := describe(o.Recipe, rootfs)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+
+	"github.com/vfleet/vfleet/internal/image/native"
 )
 
 // recipeFormat changes whenever the way a recipe becomes an image changes,
@@ -26,6 +28,9 @@ type Recipe struct {
 	// PathExcludes are dpkg path-exclude globs: documentation and
 	// translations no workload reads, dropped to keep the image small.
 	PathExcludes []string `json:"path_excludes"`
+	// Programs is the hash of vfleet's own programs (package native),
+	// compiled into the image for its architecture; empty for none.
+	Programs string `json:"programs,omitempty"`
 }
 
 // DefaultRecipe is the image every built-in scenario uses, for this
@@ -47,6 +52,7 @@ func RecipeFor(arch string) Recipe {
 			"linux-image-cloud-" + arch,
 		},
 		PathExcludes: []string{"/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"},
+		Programs:     native.Hash(),
 	}
 	if arch != HostArch {
 		r.Arch = arch

@@ -102,3 +102,30 @@ func TestFleetSweepDrawsPerGuestAndTotalCurves(t *testing.T) {
 		t.Errorf("curves of %v, want %v", metrics, want)
 	}
 }
+
+// A workload that names several headlines (STREAM's four kernels) has a
+// matrix row for each; others keep one, their first metric.
+func TestInterferenceMatrixShowsEveryHeadline(t *testing.T) {
+	var samples []store.Sample
+	for rep := range 2 {
+		for _, mode := range []string{"alone", "together"} {
+			for _, g := range []string{"host", "c"} {
+				for _, m := range []string{"copy_mbps", "scale_mbps", "add_mbps", "triad_mbps"} {
+					s := fleetSample(g, m, 1000+float64(rep), rep, workload.Params{"mode": mode})
+					s.WorkloadID, s.Workload, s.Unit = "stream", "stream", "MB/s"
+					samples = append(samples, s)
+				}
+				samples = append(samples, fleetSample(g, "events_per_sec", 10, rep, workload.Params{"mode": mode}),
+					fleetSample(g, "latency", 10, rep, workload.Params{"mode": mode}))
+			}
+		}
+	}
+	m := Build(store.Run{ID: 1, Baseline: "host"}, samples, nil).Interference
+	var rows []string
+	for _, r := range m.Rows {
+		rows = append(rows, r.WorkloadID+" "+r.Metric)
+	}
+	if want := []string{"stream copy_mbps", "stream scale_mbps", "stream add_mbps", "stream triad_mbps", "cpu events_per_sec"}; !reflect.DeepEqual(rows, want) {
+		t.Errorf("matrix rows = %v, want %v", rows, want)
+	}
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/stats"
@@ -60,14 +61,15 @@ func splitMode(c string) (mode, rest string) {
 }
 
 // buildInterference makes the matrix from the comparison's rows; nil when
-// the run has no entry measured both alone and together.
-func buildInterference(c Comparison) *Interference {
-	type entryKey struct{ workload, rest string }
+// the run has no entry measured both alone and together. An entry shows
+// its first metric, or every metric its workload names as headlines.
+func buildInterference(c Comparison, headlines map[string][]string) *Interference {
+	type entryKey struct{ workload, rest, metric string }
 	type cellKey struct {
 		entryKey
 		mode string
 	}
-	headline := map[entryKey]string{} // the first metric of the entry
+	first := map[entryKey]string{} // the first metric of the entry, keyed without a metric
 	var order []entryKey
 	rowAt := map[cellKey]Row{}
 	modes := map[entryKey]map[string]bool{}
@@ -79,16 +81,24 @@ func buildInterference(c Comparison) *Interference {
 		if mode == "" {
 			continue
 		}
-		k := entryKey{r.WorkloadID, rest}
-		if _, ok := headline[k]; !ok {
-			headline[k] = r.Metric
+		entry := entryKey{workload: r.WorkloadID, rest: rest}
+		if _, ok := first[entry]; !ok {
+			first[entry] = r.Metric
+		}
+		shown := r.Metric == first[entry]
+		if h := headlines[r.WorkloadID]; len(h) > 0 {
+			shown = slices.Contains(h, r.Metric)
+		}
+		if !shown {
+			continue
+		}
+		k := entryKey{r.WorkloadID, rest, r.Metric}
+		if modes[k] == nil {
 			order = append(order, k)
 			modes[k] = map[string]bool{}
 		}
-		if r.Metric == headline[k] {
-			rowAt[cellKey{k, mode}] = r
-			modes[k][mode] = true
-		}
+		rowAt[cellKey{k, mode}] = r
+		modes[k][mode] = true
 	}
 	m := &Interference{}
 	base := -1

@@ -210,8 +210,27 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 	c.Latency = buildLatency(samples, c.Columns)
 	c.Cost = buildCost(samples, c.Columns, c.Rows)
 	c.Scaling = buildScaling(c, samples)
-	c.Interference = buildInterference(c)
+	c.Interference = buildInterference(c, headlines(samples))
 	return c
+}
+
+// headlines are, per workload entry, the metrics its workload names as its
+// headlines (workload.Headliner); entries of other workloads have none
+// here and are summarised by their first metric.
+func headlines(samples []store.Sample) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range samples {
+		if _, seen := out[s.WorkloadID]; seen {
+			continue
+		}
+		out[s.WorkloadID] = nil
+		if w, err := workload.Lookup(s.Workload); err == nil {
+			if h, ok := w.(workload.Headliner); ok {
+				out[s.WorkloadID] = h.Headlines()
+			}
+		}
+	}
+	return out
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -45,6 +46,20 @@ func ovsBanner(program string) *regexp.Regexp {
 	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(program) + ` \(Open vSwitch\) (\S+)`)
 }
 
+// gccBanner matches the first line gcc prints, under the name it was run by.
+func gccBanner(program string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(program) + ` \(.*\) (\S+)$`)
+}
+
+// gccPackage is the Debian package of the C compiler for arch, with the
+// static C library it links against.
+func gccPackage(arch, triplet string) string {
+	if arch == runtime.GOARCH {
+		return "gcc and libc6-dev"
+	}
+	return "gcc-" + triplet + " and libc6-dev-" + arch + "-cross"
+}
+
 // known is the table of tools. Each version pattern captures the version
 // from the banner the tool prints (see testdata/).
 var known = func() map[string]Spec {
@@ -60,6 +75,11 @@ var known = func() map[string]Spec {
 		{Name: "qemu-img", Package: "qemu-utils", versionRE: regexp.MustCompile(`(?m)^qemu-img version (\S+)`)},
 		{Name: "genisoimage", Package: "genisoimage", versionRE: regexp.MustCompile(`(?m)^genisoimage (\S+)`)},
 		{Name: "clang", Package: "clang", versionRE: regexp.MustCompile(`(?m)^(?:\S+ )?clang version (\S+)`)},
+		// The C compilers that build vfleet's own programs into an image:
+		// Debian's gcc is the host's own architecture's, a gcc-TRIPLET
+		// package the other's; either needs its C library's static files.
+		{Name: "x86_64-linux-gnu-gcc", Package: gccPackage("amd64", "x86-64-linux-gnu"), versionRE: gccBanner("x86_64-linux-gnu-gcc")},
+		{Name: "aarch64-linux-gnu-gcc", Package: gccPackage("arm64", "aarch64-linux-gnu"), versionRE: gccBanner("aarch64-linux-gnu-gcc")},
 		{Name: "firecracker", Install: upstream("Firecracker", "the Firecracker releases"), versionRE: regexp.MustCompile(`(?m)^Firecracker v(\S+)`)},
 		{Name: "cloud-hypervisor", Install: upstream("Cloud Hypervisor", "the Cloud Hypervisor releases"), versionRE: regexp.MustCompile(`(?m)^cloud-hypervisor v(\S+)`)},
 		// Debian ships the database programs in openvswitch-common, which
@@ -71,6 +91,9 @@ var known = func() map[string]Spec {
 	} {
 		if s.Package != "" {
 			s.Install = "install the Debian package " + s.Package
+			if strings.Contains(s.Package, " and ") {
+				s.Install = "install the Debian packages " + s.Package
+			}
 		}
 		// Every tool in the table prints its banner for --version.
 		s.VersionArgs = []string{"--version"}

@@ -13,6 +13,7 @@ func TestParseVersionOfEveryKnownTool(t *testing.T) {
 	want := map[string]string{
 		"runc": "1.1.5+ds1", "crun": "1.8.1", "runsc": "release-20240807.0", "kata-runtime": "3.7.0",
 		"mmdebstrap": "1.3.5", "qemu-system-x86_64": "7.2.22", "qemu-system-aarch64": "7.2.22", "qemu-img": "7.2.22", "genisoimage": "1.1.11", "clang": "14.0.6",
+		"x86_64-linux-gnu-gcc": "12.2.0", "aarch64-linux-gnu-gcc": "12.2.0",
 		"firecracker": "1.8.0", "cloud-hypervisor": "40.0.0",
 		"ovs-vswitchd": "3.1.0", "ovs-vsctl": "3.1.0", "ovsdb-server": "3.1.0", "ovsdb-tool": "3.1.0",
 	}

@@ -17,6 +17,8 @@ func FuzzParseCPU(f *testing.F)           { fuzzParse(f, "cpu") }
 func FuzzParseMemory(f *testing.F)        { fuzzParse(f, "memory") }
 func FuzzParseCtxswitch(f *testing.F)     { fuzzParse(f, "ctxswitch") }
 func FuzzParseSyscall(f *testing.F)       { fuzzParse(f, "syscall") }
+func FuzzParseStream(f *testing.F)        { fuzzParse(f, "stream") }
+func FuzzParsePingpong(f *testing.F)      { fuzzParse(f, "ctxswitch-pinned") }
 func FuzzParseFio(f *testing.F)           { fuzzParse(f, "fio") }
 func FuzzParseNetThroughput(f *testing.F) { fuzzParse(f, "net-throughput") }
 func FuzzParseNetLatency(f *testing.F)    { fuzzParse(f, "net-latency") }

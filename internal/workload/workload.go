@@ -85,6 +85,13 @@ type RealTimer interface {
 	RTPriority(p Params) int
 }
 
+// Headliner is a workload whose story takes more than its first metric:
+// summaries that show one figure per workload (the interference matrix)
+// show each of these instead.
+type Headliner interface {
+	Headlines() []string
+}
+
 // ErrUnknown is returned by Lookup for a name that is not registered.
 var ErrUnknown = errors.New("unknown workload")
 

@@ -51,6 +51,10 @@ var parseCases = []struct {
 	{"memory", "stress-ng-stream", map[string]float64{"stream_ops_per_sec": 12.38, "read_bw": 10184.58, "write_bw": 6789.72, "mflops": 889.94}, nil},
 	{"ctxswitch", "stress-ng-switch", nil, nil},
 	{"syscall", "stress-ng-sysinfo", map[string]float64{"syscall_ops_per_sec": 103771.66}, nil},
+	{"stream", "vfleet-stream", map[string]float64{"copy_mbps": 34549.2, "scale_mbps": 29679.6, "add_mbps": 30879.7, "triad_mbps": 35770.5}, nil},
+	{"stream", "vfleet-stream-small", nil, nil},
+	{"ctxswitch-pinned", "vfleet-pingpong-same", map[string]float64{"switch_latency": 2639.7, "round_trips_per_sec": 189414.8}, nil},
+	{"ctxswitch-pinned", "vfleet-pingpong-split", map[string]float64{"switch_latency": 24239.0}, nil},
 	{"fio", "fio-randread", nil, nil},
 	{"fio", "fio-write", nil, nil},
 	{"net-throughput", "iperf3-tcp-up", map[string]float64{"net.throughput_bps": 7087678706.83996, "net.retransmits": 9487}, nil},
@@ -139,6 +143,9 @@ func TestParseFailuresAreErrParse(t *testing.T) {
 		{"memory", "stress-ng-stream-short"},
 		// The right tool's output for the wrong stressor is not a result.
 		{"ctxswitch", "stress-ng-stream"},
+		// A split pair in a guest of one CPU says why it cannot run.
+		{"ctxswitch-pinned", "vfleet-pingpong-onecpu"},
+		{"stream", "vfleet-pingpong-same"},
 	} {
 		stdout, stderr := recorded(t, tc.recording)
 		_, err := mustLookup(t, tc.workload).Parse(stdout, stderr)
@@ -179,6 +186,9 @@ func TestCommands(t *testing.T) {
 		{"cpu", Params{"threads": "2"}, 500 * time.Millisecond, []string{"sysbench", "cpu", "--threads=2", "--cpu-max-prime=10000", "--time=1", "run"}},
 		{"memory", nil, 8 * time.Second, []string{"stress-ng", "--stream", "1", "--timeout", "8s", "--metrics"}},
 		{"ctxswitch", Params{"instances": "2"}, 2 * time.Second, []string{"stress-ng", "--switch", "2", "--timeout", "2s", "--metrics"}},
+		{"stream", Params{}, 3 * time.Second, []string{"vfleet-stream", "--seconds", "3"}},
+		{"stream", Params{"threads": "2", "array_mib": "64"}, 1500 * time.Millisecond, []string{"vfleet-stream", "--seconds", "1.5", "--threads", "2", "--array-mib", "64"}},
+		{"ctxswitch-pinned", Params{"placement": "split"}, 2 * time.Second, []string{"vfleet-pingpong", "--placement", "split", "--seconds", "2"}},
 		{"fio", Params{"rw": "write", "bs": "1M"}, 3 * time.Second, []string{"fio", "--name=vfleet-write", "--filename=vfleet-fio.dat",
 			"--rw=write", "--bs=1M", "--size=128M", "--direct=1", "--ioengine=psync", "--iodepth=1",
 			"--time_based", "--runtime=3", "--unlink=1", "--output-format=json"}},
@@ -221,6 +231,9 @@ func TestValidateRejectsBadParams(t *testing.T) {
 		{"fio", Params{"bs": "4 KiB"}, "bs"},
 		{"fio", Params{"direct": "yes"}, "direct"},
 		{"memory", Params{"instances": "-1"}, "instances"},
+		{"stream", Params{"threads": "0"}, "or all: one per CPU"},
+		{"stream", Params{"array_mib": "8"}, "from 16 to 65536 (or auto"},
+		{"ctxswitch-pinned", Params{"placement": "both"}, "allowed: same, split"},
 	} {
 		w := mustLookup(t, tc.workload)
 		err := w.Validate(merge(w.Defaults(), tc.params))

@@ -1,0 +1,165 @@
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Workloads driving vfleet's own programs (package image/native), which
+// every vfleet image carries, built from source for its architecture.
+
+// stream is memory bandwidth as STREAM reports it: the best rate of each of
+// its four kernels over the passes that fit the duration, with arrays at
+// least four times the last-level cache. stress-ng's stream stressor
+// (workload memory) reports one combined rate and, under 4.5 s of loop,
+// none; this reports all four at any duration.
+type stream struct{}
+
+// pingpong is a context switch between two processes with both ends placed:
+// on one CPU or on two. Unpinned (workload ctxswitch), the pair lands on
+// one or two CPUs by chance and the rate swings by a factor between runs.
+type pingpong struct{}
+
+func init() {
+	Register(stream{})
+	Register(pingpong{})
+}
+
+// streamKernels are STREAM's kernels as the program names them, and the
+// metric each becomes.
+var streamKernels = []struct{ name, metric string }{
+	{"Copy", "copy_mbps"}, {"Scale", "scale_mbps"}, {"Add", "add_mbps"}, {"Triad", "triad_mbps"},
+}
+
+func (stream) Name() string { return "stream" }
+func (stream) Tool() string { return "vfleet-stream" }
+
+// Defaults: threads "all" is one thread per CPU the guest gives the program;
+// array_mib "auto" is four times the last-level cache, within half the
+// memory available.
+// Headlines: the consolidation study's table is STREAM's four kernels.
+func (stream) Headlines() []string {
+	out := make([]string, len(streamKernels))
+	for i, k := range streamKernels {
+		out[i] = k.metric
+	}
+	return out
+}
+
+func (stream) Defaults() Params { return Params{"threads": "all", "array_mib": "auto"} }
+
+func (w stream) Validate(p Params) error {
+	if err := checkKeys(w, p); err != nil {
+		return err
+	}
+	if p["threads"] != "all" {
+		if _, err := intParam(p, "threads", 1, 1024); err != nil {
+			return fmt.Errorf("%w (or all: one per CPU)", err)
+		}
+	}
+	if p["array_mib"] != "auto" {
+		if _, err := intParam(p, "array_mib", 16, 1<<16); err != nil {
+			return fmt.Errorf("%w (or auto: four times the last-level cache)", err)
+		}
+	}
+	return nil
+}
+
+func (w stream) Command(p Params, d time.Duration) (Exec, error) {
+	if err := w.Validate(p); err != nil {
+		return Exec{}, err
+	}
+	argv := []string{"vfleet-stream", "--seconds", strconv.FormatFloat(d.Seconds(), 'f', -1, 64)}
+	if p["threads"] != "all" {
+		argv = append(argv, "--threads", p["threads"])
+	}
+	if p["array_mib"] != "auto" {
+		argv = append(argv, "--array-mib", p["array_mib"])
+	}
+	return Exec{Argv: argv, Timeout: timeoutFor(d)}, nil
+}
+
+func (stream) Parse(stdout, stderr []byte) ([]Sample, error) {
+	rates := map[string]float64{}
+	validated := false
+	sc := bufio.NewScanner(bytes.NewReader(stdout))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "Validation:" {
+			if f[1] != "ok," {
+				return nil, fmt.Errorf("%w: vfleet-stream: results did not validate: %s", ErrParse, sc.Text())
+			}
+			validated = true
+		}
+		if len(f) != 5 {
+			continue
+		}
+		for _, k := range streamKernels {
+			if f[0] == k.name {
+				v, err := parseFinite(f[1])
+				if err != nil {
+					return nil, fmt.Errorf("%w: vfleet-stream %s: %q: %v", ErrParse, k.name, sc.Text(), err)
+				}
+				rates[k.metric] = v
+			}
+		}
+	}
+	if !validated || len(rates) != len(streamKernels) {
+		return nil, fmt.Errorf("%w: vfleet-stream reported %d of the 4 kernels%s: %s", ErrParse, len(rates),
+			map[bool]string{true: "", false: " and no validation"}[validated], excerpt(append(append([]byte{}, stdout...), stderr...)))
+	}
+	out := make([]Sample, len(streamKernels))
+	for i, k := range streamKernels {
+		out[i] = Sample{Metric: k.metric, Unit: "MB/s", Value: rates[k.metric], Better: HigherIsBetter}
+	}
+	return out, nil
+}
+
+func (pingpong) Name() string { return "ctxswitch-pinned" }
+func (pingpong) Tool() string { return "vfleet-pingpong" }
+
+func (pingpong) Defaults() Params { return Params{"placement": "same"} }
+
+func (w pingpong) Validate(p Params) error {
+	if err := checkKeys(w, p); err != nil {
+		return err
+	}
+	_, err := enumParam(p, "placement", "same", "split")
+	return err
+}
+
+func (w pingpong) Command(p Params, d time.Duration) (Exec, error) {
+	if err := w.Validate(p); err != nil {
+		return Exec{}, err
+	}
+	return Exec{
+		Argv:    []string{"vfleet-pingpong", "--placement", p["placement"], "--seconds", strconv.FormatFloat(d.Seconds(), 'f', -1, 64)},
+		Timeout: timeoutFor(d),
+	}, nil
+}
+
+func (pingpong) Parse(stdout, stderr []byte) ([]Sample, error) {
+	figures := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(stdout))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && (f[0] == "round_trips_per_sec" || f[0] == "ns_per_switch") {
+			v, err := parseFinite(f[1])
+			if err != nil {
+				return nil, fmt.Errorf("%w: vfleet-pingpong: %q: %v", ErrParse, sc.Text(), err)
+			}
+			figures[f[0]] = v
+		}
+	}
+	if len(figures) != 2 {
+		return nil, fmt.Errorf("%w: vfleet-pingpong reported no figures: %s", ErrParse, excerpt(append(append([]byte{}, stdout...), stderr...)))
+	}
+	return []Sample{
+		{Metric: "switch_latency", Unit: "ns", Value: figures["ns_per_switch"], Better: LowerIsBetter},
+		{Metric: "round_trips_per_sec", Unit: "1/s", Value: figures["round_trips_per_sec"], Better: HigherIsBetter},
+	}, nil
+}
