@@ -76,7 +76,7 @@ func TestDefaultScenarioFitsTheTimeBudget(t *testing.T) {
 	for _, w := range spec.Workloads {
 		ids = append(ids, w.ID)
 	}
-	if got := strings.Join(ids, " "); got != "cpu memory ctxswitch fio-randread fio-seqwrite" {
+	if got := strings.Join(ids, " "); got != "cpu stream ctxswitch-same ctxswitch-split fio-randread fio-seqwrite" {
 		t.Errorf("default workloads = %s", got)
 	}
 	var total time.Duration
