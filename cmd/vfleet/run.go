@@ -373,7 +373,7 @@ func fingerprint(ctx context.Context, img *image.Image, specs ...*scenario.Spec)
 	fp.ToolVersions["image"] = img.Manifest.Hash
 	if img.Manifest.Recipe.Programs != "" {
 		for _, p := range native.Programs {
-			fp.ToolVersions[p.Name] = "vfleet's own, source " + native.SourceHash(p)[:12]
+			fp.ToolVersions[filepath.Base(p.Name)] = "vfleet's own, source " + native.SourceHash(p)[:12]
 		}
 	}
 	// The runtimes' versions matter as much as the tools': runc releases

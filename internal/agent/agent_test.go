@@ -17,11 +17,11 @@ import (
 // startServer serves on a unix socket in a temp dir and returns its path.
 func startServer(t *testing.T) string {
 	t.Helper()
-	return startServerWith(t, nil)
+	return startServerWith(t, func(*Server) {})
 }
 
-// startServerWith serves with extra operations.
-func startServerWith(t *testing.T, ops map[string]func(context.Context, string) error) string {
+// startServerWith serves with a server that configure changed.
+func startServerWith(t *testing.T, configure func(*Server)) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
@@ -31,7 +31,7 @@ func startServerWith(t *testing.T, ops map[string]func(context.Context, string) 
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := NewServer("test")
 	srv.KillGrace = 200 * time.Millisecond
-	srv.Ops = ops
+	configure(srv)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
 	t.Cleanup(func() {
@@ -143,14 +143,16 @@ func TestBadRequestsGetErrorRepliesAndConnectionSurvives(t *testing.T) {
 // are named with it.
 func TestServerOps(t *testing.T) {
 	var got []string
-	c := dial(t, startServerWith(t, map[string]func(context.Context, string) error{
-		"become": func(_ context.Context, arg string) error {
-			got = append(got, arg)
-			if arg == "bad" {
-				return errors.New("cannot")
-			}
-			return nil
-		},
+	c := dial(t, startServerWith(t, func(s *Server) {
+		s.Ops = map[string]func(context.Context, string) error{
+			"become": func(_ context.Context, arg string) error {
+				got = append(got, arg)
+				if arg == "bad" {
+					return errors.New("cannot")
+				}
+				return nil
+			},
+		}
 	}))
 	ctx := context.Background()
 	if _, err := c.Do(ctx, Request{Op: "become", Arg: "me"}); err != nil || len(got) != 1 || got[0] != "me" {

@@ -105,6 +105,13 @@ type Reply struct {
 	// clock, so runs in many guests can be placed on one time line.
 	StartedUnixNS int64 `json:"started_unix_ns,omitempty"`
 	EndedUnixNS   int64 `json:"ended_unix_ns,omitempty"`
+	// Gated says the process was started ahead of StartAtUnixNS and held
+	// by the start gate until then; StartedUnixNS is when the gate let it go.
+	Gated bool `json:"gated,omitempty"`
+	// StartWaitNS is how long the process, let go, waited for a CPU before
+	// it first ran: a scheduler's turn where more tools than CPUs start
+	// together, which is sharing, not a late start.
+	StartWaitNS int64 `json:"start_wait_ns,omitempty"`
 	// AgentUnixNS is the agent's clock when it answered a ping: with the
 	// round trip around it, the offset of the guest's clock from the host's.
 	AgentUnixNS int64 `json:"agent_unix_ns,omitempty"`

@@ -29,6 +29,10 @@ type Server struct {
 	// KillGrace is how long a timed-out process group gets between SIGTERM
 	// and SIGKILL.
 	KillGrace time.Duration
+	// StartGate is the library that holds a tool started ahead of its
+	// moment (StartGatePath in vfleet's images); where it is missing, or
+	// empty, tools are started at the moment.
+	StartGate string
 	// Ops are operations beyond the protocol's own, done in the agent's
 	// process and answered when done (a VM clone's taking on its
 	// identity): cheaper than executing a program for them.
@@ -48,6 +52,7 @@ func NewServer(agentVersion string) *Server {
 			KernelUptime: readUptime(),
 		},
 		KillGrace: 2 * time.Second,
+		StartGate: StartGatePath,
 	}
 }
 
@@ -361,31 +366,25 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 	stdout, stderr := limitedBuffer{limit: limit}, limitedBuffer{limit: limit}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 
+	var moment time.Time
 	if req.StartAtUnixNS != 0 {
-		wait := time.Until(time.Unix(0, req.StartAtUnixNS))
-		if wait > MaxStartDelay {
+		moment = time.Unix(0, req.StartAtUnixNS)
+		if wait := time.Until(moment); wait > MaxStartDelay {
 			reply.Error = fmt.Sprintf("exec: start %s ahead, more than the %s allowed (are the clocks apart?)", wait.Round(time.Millisecond), MaxStartDelay)
 			return reply
 		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				reply.Error = stopReason(ctx)
-				return reply
-			}
-		}
 	}
-	start := time.Now()
-	reply.StartedUnixNS = start.UnixNano()
-	if err := cmd.Start(); err != nil {
-		reply.Error = fmt.Sprintf("exec %s: %v", req.Argv[0], err)
+	start, ran, done, gated, err := s.launch(ctx, cmd, moment)
+	if err != nil {
+		reply.Error = err.Error()
+		if ctx.Err() != nil {
+			reply.Error = stopReason(ctx)
+		}
 		return reply
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	reply.Gated = gated
+	reply.StartedUnixNS = start.UnixNano()
+	reply.StartWaitNS = ran.Sub(start).Nanoseconds()
 
 	var timeout <-chan time.Time
 	if req.TimeoutMS > 0 {
@@ -418,6 +417,51 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 	reply.Truncated = stdout.truncated || stderr.truncated
 	fillStatus(&reply, cmd.ProcessState, waitErr)
 	return reply
+}
+
+// launch starts cmd at moment (at once when it is zero or past) and
+// returns when the tool was let go, when it first ran (later only where
+// it waited for a CPU), and the channel its end is reported on. A tool the
+// start gate can hold is started beforehand and let go by the kernel at
+// the moment, so what a start costs (fork, exec, loading, the agent's own
+// wake-up) is paid before it; any other is started at the moment. When
+// launch fails, nothing it started is left running.
+func (s *Server) launch(ctx context.Context, cmd *exec.Cmd, moment time.Time) (start, ran time.Time, done <-chan error, gated bool, err error) {
+	var g *gate
+	if time.Until(moment) > 0 && gateable(cmd, s.StartGate) {
+		if g, err = attachGate(cmd, s.StartGate, moment); err != nil {
+			return start, ran, nil, false, err
+		}
+		defer g.close()
+	} else if err := sleepUntil(ctx, moment); err != nil {
+		return start, ran, nil, false, err
+	}
+	start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return start, start, nil, false, fmt.Errorf("exec %s: %v", cmd.Args[0], err)
+	}
+	ended := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(exited)
+		ended <- err
+	}()
+	if g == nil {
+		return start, start, ended, false, nil
+	}
+	g.started()
+	switch a, err := g.hold(ctx, moment, exited); {
+	case err == nil:
+		return a.released, a.ran, ended, true, nil
+	case errors.Is(err, errToolExited):
+		// It never reached the gate (it could not load); its end is its
+		// result, from when it was started.
+		return start, start, ended, false, nil
+	default:
+		_ = s.killGroup(cmd.Process.Pid, ended)
+		return start, start, nil, false, err
+	}
 }
 
 func stopReason(ctx context.Context) string {

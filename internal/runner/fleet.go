@@ -153,11 +153,14 @@ func (r *run) endPhase(ctx context.Context, phase int) error {
 }
 
 // Timing of a synchronized start: the moment is set far enough ahead for
-// every request to arrive, growing with the fleet since requests go out
-// from one process.
+// every request to arrive and every tool to be loaded and held by its
+// start gate, growing with the fleet since requests go out from one
+// process and the tools load on the same CPUs. A tool ready after the
+// moment starts late, so the lead errs long: 100 fio loads took 0.4-0.8 s
+// on two CPUs.
 const (
 	togetherLead         = 200 * time.Millisecond
-	togetherLeadPerGuest = 2 * time.Millisecond
+	togetherLeadPerGuest = 10 * time.Millisecond
 )
 
 // runTogether starts the step in all its guests at one moment: each
@@ -220,10 +223,12 @@ func (r *run) runTogether(ctx context.Context, st scenario.Step) error {
 		}
 		stored = append(stored, samples...)
 		// Back to the host's clock, where all guests' runs line up.
+		start := time.Unix(0, m.m.reply.StartedUnixNS).Add(-m.offset)
 		windows = append(windows, window{
-			group: r.records[m.g.Spec().Name].Group,
-			start: time.Unix(0, m.m.reply.StartedUnixNS).Add(-m.offset),
-			end:   time.Unix(0, m.m.reply.EndedUnixNS).Add(-m.offset),
+			group:    r.records[m.g.Spec().Name].Group,
+			start:    start,
+			firstRan: start.Add(time.Duration(m.m.reply.StartWaitNS)),
+			end:      time.Unix(0, m.m.reply.EndedUnixNS).Add(-m.offset),
 		})
 	}
 	if len(stored) > 0 {
@@ -251,10 +256,11 @@ func parallel[T any](items []T, fn func(T)) {
 	wg.Wait()
 }
 
-// window is when one guest's run of a step ran, on the host's clock.
+// window is when one guest's run of a step ran, on the host's clock:
+// started (let go), first on a CPU, ended.
 type window struct {
-	group      string
-	start, end time.Time
+	group                string
+	start, firstRan, end time.Time
 }
 
 // Fleet aggregate metrics of a step run together.
@@ -266,6 +272,11 @@ const (
 	metricOverlap = "fleet.overlap_pct"
 	// metricStartSkew is the spread of the group's start moments.
 	metricStartSkew = "fleet.start_skew_us"
+	// metricFirstRunSpread is the spread of the moments the group's tools
+	// first ran after their start: with more tools than CPUs, a scheduler
+	// turn (every runnable tool's first slice), so it tells sharing from a
+	// late start.
+	metricFirstRunSpread = "fleet.first_run_spread_us"
 )
 
 // summable reports whether a metric is a rate whose sum over guests is
@@ -311,6 +322,7 @@ func (r *run) storeFleetTotals(ctx context.Context, st scenario.Step, samples []
 	for _, group := range groups {
 		ws := byGroup[group]
 		overlap, skew := overlapOf(ws)
+		firstRun := spreadOf(ws, func(w window) time.Time { return w.firstRan })
 		var like store.Sample
 		for _, s := range samples {
 			if s.Group == group {
@@ -319,12 +331,30 @@ func (r *run) storeFleetTotals(ctx context.Context, st scenario.Step, samples []
 			}
 		}
 		like.Guest, like.Hist, like.CPUNS, like.WallNS = group, nil, 0, 0
-		o, sk := like, like
+		o, sk, fr := like, like, like
 		o.Metric, o.Unit, o.Value, o.Better = metricOverlap, "%", overlap*100, workload.HigherIsBetter
 		sk.Metric, sk.Unit, sk.Value, sk.Better = metricStartSkew, "us", float64(skew.Microseconds()), workload.LowerIsBetter
-		out = append(out, o, sk)
+		fr.Metric, fr.Unit, fr.Value, fr.Better = metricFirstRunSpread, "us", float64(firstRun.Microseconds()), workload.LowerIsBetter
+		out = append(out, o, sk, fr)
 	}
 	return r.storeSamples(ctx, out)
+}
+
+// spreadOf is the time between the earliest and the latest of a moment
+// of the runs.
+func spreadOf(ws []window, moment func(window) time.Time) time.Duration {
+	if len(ws) == 0 {
+		return 0
+	}
+	first, last := moment(ws[0]), moment(ws[0])
+	for _, w := range ws {
+		if t := moment(w); t.Before(first) {
+			first = t
+		} else if t.After(last) {
+			last = t
+		}
+	}
+	return last.Sub(first)
 }
 
 // overlapOf returns the common window of the runs as a share of their
@@ -333,16 +363,10 @@ func overlapOf(ws []window) (overlap float64, skew time.Duration) {
 	if len(ws) == 0 {
 		return 0, 0
 	}
-	first, last := ws[0].start, ws[0].start
+	skew = spreadOf(ws, func(w window) time.Time { return w.start })
 	commonStart, commonEnd := ws[0].start, ws[0].end
 	var total time.Duration
 	for _, w := range ws {
-		if w.start.Before(first) {
-			first = w.start
-		}
-		if w.start.After(last) {
-			last = w.start
-		}
 		if w.start.After(commonStart) {
 			commonStart = w.start
 		}
@@ -353,7 +377,7 @@ func overlapOf(ws []window) (overlap float64, skew time.Duration) {
 	}
 	mean := total / time.Duration(len(ws))
 	if mean <= 0 || !commonEnd.After(commonStart) {
-		return 0, last.Sub(first)
+		return 0, skew
 	}
-	return float64(commonEnd.Sub(commonStart)) / float64(mean), last.Sub(first)
+	return float64(commonEnd.Sub(commonStart)) / float64(mean), skew
 }

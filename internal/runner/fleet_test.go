@@ -80,6 +80,7 @@ func TestTogetherStartsAtOneMomentWhateverTheGuestClocks(t *testing.T) {
 	plan := fleetPlan(t, `{concurrency: together}`, 3)
 	fake.SetClockSkew("c-0", 5*time.Second)
 	fake.SetClockSkew("c-2", -3*time.Second)
+	fake.SetStartWait("c-1", 40*time.Millisecond)
 	before := time.Now()
 	id, err := Run(context.Background(), plan, opts)
 	if err != nil {
@@ -98,10 +99,20 @@ func TestTogetherStartsAtOneMomentWhateverTheGuestClocks(t *testing.T) {
 		}
 	}
 	samples, _ := opts.Store.Samples(context.Background(), id)
+	var firstRunSpreads int
 	for _, s := range samples {
 		if s.Metric == metricStartSkew && s.Value > 5000 {
-			t.Errorf("stored start skew %v us, want the offsets corrected", s.Value)
+			t.Errorf("stored start skew %v us, want the offsets corrected and the wait for a CPU left out", s.Value)
 		}
+		if s.Metric == metricFirstRunSpread {
+			firstRunSpreads++
+			if s.Value < 35000 || s.Value > 45000 {
+				t.Errorf("stored first-run spread %v us, want c-1's 40 ms wait for a CPU", s.Value)
+			}
+		}
+	}
+	if firstRunSpreads == 0 {
+		t.Error("no first-run spread stored")
 	}
 }
 

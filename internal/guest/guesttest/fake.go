@@ -34,6 +34,7 @@ type Fake struct {
 	// records, on the host's clock, when each guest was asked to start
 	// its latest request.
 	skew    map[string]time.Duration
+	wait    map[string]time.Duration
 	startAt map[string]time.Time
 }
 
@@ -63,7 +64,7 @@ func (f *Fake) Reset(output []byte) {
 	f.output = output
 	f.failExec, f.failBoot, f.lacks = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	f.started, f.stopped = map[string]int{}, map[string]int{}
-	f.skew, f.startAt = map[string]time.Duration{}, map[string]time.Time{}
+	f.skew, f.wait, f.startAt = map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Time{}
 	f.onExec = nil
 }
 
@@ -72,6 +73,14 @@ func (f *Fake) SetClockSkew(guestName string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.skew[guestName] = d
+}
+
+// SetStartWait has the named guest's timed executions wait d for a CPU
+// after they are let go, as a tool among more than the CPUs does.
+func (f *Fake) SetStartWait(guestName string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wait[guestName] = d
 }
 
 // StartedAt says, on the host's clock, when each guest's latest timed
@@ -210,12 +219,12 @@ func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, e
 		started = time.Unix(0, req.StartAtUnixNS)
 		g.f.startAt[g.spec.Name] = started.Add(-skew)
 	}
-	fail, out := g.f.failExec[g.spec.Name], g.f.output
+	fail, out, wait := g.f.failExec[g.spec.Name], g.f.output, g.f.wait[g.spec.Name]
 	g.f.mu.Unlock()
 	if fail {
 		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
 	}
 	const wall = 2 * time.Second
 	return agent.Reply{V: 1, Stdout: out, WallNS: wall.Nanoseconds(), Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8},
-		StartedUnixNS: started.UnixNano(), EndedUnixNS: started.Add(wall).UnixNano()}, nil
+		StartedUnixNS: started.UnixNano(), EndedUnixNS: started.Add(wall).UnixNano(), StartWaitNS: wait.Nanoseconds()}, nil
 }
