@@ -94,6 +94,9 @@ func Checks(o Options) []Check {
 		Check{Name: "KSM", Run: func(context.Context) Result {
 			return checkKSM(ksm.Host{Dir: filepath.Join(o.SysRoot, "kernel/mm/ksm")})
 		}},
+		Check{Name: "latency tracers", Run: func(context.Context) Result {
+			return checkTracers(hostinfo.HostTracers(hostinfo.Options{SysRoot: o.SysRoot}))
+		}},
 		Check{Name: "measuring tools", Run: func(context.Context) Result { return checkImageTools(o.ImagePackages) }},
 	)
 }

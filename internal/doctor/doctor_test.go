@@ -85,7 +85,7 @@ func TestChecksListEverything(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "image builder", "C compiler amd64", "C compiler arm64",
-		"runtime runc", "runtime crun", "QEMU", "QEMU arm64", "foreign images", "qemu-img", "KVM", "TCG", "vhost-net", "KSM", "measuring tools"}
+		"runtime runc", "runtime crun", "QEMU", "QEMU arm64", "foreign images", "qemu-img", "KVM", "TCG", "vhost-net", "KSM", "latency tracers", "measuring tools"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("checks %q, want %q", names, want)
 	}

@@ -17,6 +17,9 @@ import (
 type Options struct {
 	ProcRoot string // default "/proc"
 	SysRoot  string // default "/sys"
+	// BootRoot holds the kernels' config-<release> files, read when the
+	// running kernel keeps no configuration of its own in /proc.
+	BootRoot string // default "/boot"
 }
 
 func (o Options) withDefaults() Options {
@@ -25,6 +28,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SysRoot == "" {
 		o.SysRoot = "/sys"
+	}
+	if o.BootRoot == "" {
+		o.BootRoot = "/boot"
 	}
 	return o
 }
@@ -71,6 +77,7 @@ func Collect(opts Options) (Fingerprint, error) {
 	if fp.CgroupMode, err = CgroupMode(opts.SysRoot); err != nil {
 		return fp, err
 	}
+	fp.RealTime = collectRealTime(opts, fp.Kernel, fp.KernelFull)
 	return fp, nil
 }
 

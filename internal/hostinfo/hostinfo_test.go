@@ -14,6 +14,7 @@ func fixture(name string) Options {
 	return Options{
 		ProcRoot: filepath.Join("testdata", name, "proc"),
 		SysRoot:  filepath.Join("testdata", name, "sys"),
+		BootRoot: filepath.Join("testdata", name, "boot"),
 	}
 }
 
@@ -29,6 +30,13 @@ func TestCollectFixtures(t *testing.T) {
 				CPUModel: "AMD EPYC", Microcode: "0x1000065", OnlineCPUs: 2,
 				SMT: "notsupported", MemTotalKiB: 24684084,
 				CgroupMode: CgroupHybrid, Virtualized: "yes",
+				// tracefs left out, as where it is not mounted: the
+				// kernel's own configuration answers.
+				RealTime: RealTime{
+					RTRuntimeUS: 950000, RTPeriodUS: 1000000,
+					IRQsPerCPU: map[int]int{0: 1, 1: 2},
+					Tracers:    map[string]string{"timerlat": TracerAbsent, "osnoise": TracerAbsent, "hwlat": TracerAbsent},
+				},
 			},
 		},
 		{
@@ -38,6 +46,13 @@ func TestCollectFixtures(t *testing.T) {
 				CPUModel: "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", Microcode: "0x5003604",
 				OnlineCPUs: 4, SMT: "on", Governor: "performance", MemTotalKiB: 65652148,
 				CgroupMode: CgroupV2,
+				// RT throttling off, CPUs 2 and 4 isolated and tickless,
+				// one interrupt still allowed on every CPU, tracefs mounted.
+				RealTime: RealTime{
+					RTRuntimeUS: -1, RTPeriodUS: 1000000, IsolatedCPUs: "2,4", NohzFull: "2,4",
+					IRQsPerCPU: map[int]int{0: 3, 1: 3, 2: 1, 4: 1},
+					Tracers:    map[string]string{"timerlat": TracerAvailable, "osnoise": TracerAvailable, "hwlat": TracerAvailable},
+				},
 			},
 		},
 	} {
@@ -50,8 +65,10 @@ func TestCollectFixtures(t *testing.T) {
 				t.Errorf("uname fields empty: %+v", got)
 			}
 			// The uname fields describe the machine running the test, not
-			// the fixture; compare the rest.
+			// the fixture, and so does the preemption model they imply;
+			// compare the rest.
 			got.Hostname, got.Kernel, got.KernelFull, got.Arch = "", "", "", ""
+			got.RealTime.Preemption = ""
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}

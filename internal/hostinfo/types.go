@@ -18,4 +18,5 @@ type Fingerprint struct {
 	Virtualized  string            `json:"virtualized,omitempty"`
 	VfleetVer    string            `json:"vfleet_version"`
 	ToolVersions map[string]string `json:"tool_versions,omitempty"` // measuring tools in the guest image, runtimes on the host
+	RealTime     RealTime          `json:"real_time,omitzero"`      // omitted when nothing was recorded, as in older runs
 }

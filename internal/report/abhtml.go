@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -238,6 +239,10 @@ func hostDifferences(a, b hostinfo.Fingerprint) []string {
 		{"host", a.Hostname, b.Hostname}, {"kernel", a.Kernel, b.Kernel}, {"CPU", a.CPUModel, b.CPUModel},
 		{"microcode", a.Microcode, b.Microcode}, {"SMT", a.SMT, b.SMT}, {"governor", a.Governor, b.Governor},
 		{"cgroups", a.CgroupMode, b.CgroupMode}, {"virtualised", a.Virtualized, b.Virtualized},
+		{"preemption", a.RealTime.Preemption, b.RealTime.Preemption},
+		{"RT throttling", rtThrottling(a.RealTime), rtThrottling(b.RealTime)},
+		{"isolated CPUs", cpusOrNone(a.RealTime, a.RealTime.IsolatedCPUs), cpusOrNone(b.RealTime, b.RealTime.IsolatedCPUs)},
+		{"nohz_full", cpusOrNone(a.RealTime, a.RealTime.NohzFull), cpusOrNone(b.RealTime, b.RealTime.NohzFull)},
 		{"vfleet", a.VfleetVer, b.VfleetVer},
 	} {
 		if f.a != f.b {
@@ -253,6 +258,15 @@ func hostDifferences(a, b hostinfo.Fingerprint) []string {
 		}
 	}
 	return out
+}
+
+// cpusOrNone reads a CPU list of rt: empty means no CPU where the run
+// recorded its real-time settings, and unknown only where it predates them.
+func cpusOrNone(rt hostinfo.RealTime, list string) string {
+	if list == "" && !reflect.ValueOf(rt).IsZero() {
+		return "none"
+	}
+	return list
 }
 
 func orUnknown(s string) string {

@@ -366,6 +366,9 @@ func environment(h hostinfo.Fingerprint) [][2]string {
 		{"CPU", join(h.CPUModel, cpus, labelled("SMT", h.SMT), labelled("governor", h.Governor), labelled("microcode", h.Microcode))},
 		{"memory", mem},
 		{"cgroups", h.CgroupMode},
+		{"real-time", join(labelled("preemption", h.RealTime.Preemption), labelled("RT throttling", rtThrottling(h.RealTime)),
+			labelled("isolated", h.RealTime.IsolatedCPUs), labelled("nohz_full", h.RealTime.NohzFull),
+			hostinfo.DescribeTracers(h.RealTime.Tracers))},
 		{"virtualised", h.Virtualized},
 		{"vfleet", h.VfleetVer},
 	}
@@ -379,6 +382,18 @@ func environment(h hostinfo.Fingerprint) [][2]string {
 		}
 	}
 	return kept
+}
+
+// rtThrottling says how much of each period real-time tasks may take,
+// empty for a fingerprint that did not record it.
+func rtThrottling(rt hostinfo.RealTime) string {
+	switch {
+	case rt.RTRuntimeUS < 0:
+		return "off"
+	case rt.RTPeriodUS > 0:
+		return fmt.Sprintf("%d/%d us", rt.RTRuntimeUS, rt.RTPeriodUS)
+	}
+	return ""
 }
 
 // maxStderrShown bounds each failure's stderr on the page; the store and

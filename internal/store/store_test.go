@@ -85,8 +85,11 @@ func TestRoundTripEveryField(t *testing.T) {
 		Hostname: "bench1", Kernel: "6.1.0", KernelFull: "#1 SMP", Arch: "amd64", CPUModel: "Test CPU",
 		Microcode: "0xde", OnlineCPUs: 2, SMT: "on", Governor: "performance", MemTotalKiB: 1 << 20,
 		CgroupMode: "v2", Virtualized: "kvm", VfleetVer: "0.1.0", ToolVersions: map[string]string{"fio": "3.33"},
+		RealTime: hostinfo.RealTime{Preemption: "dynamic", RTRuntimeUS: 950000, RTPeriodUS: 1000000, IsolatedCPUs: "1",
+			NohzFull: "1", IRQsPerCPU: map[int]int{0: 3, 1: 0}, Tracers: map[string]string{"timerlat": hostinfo.TracerAbsent}},
 	}
 	requireAllSet(t, host)
+	requireAllSet(t, host.RealTime)
 	in := newRun()
 	in.Host = host
 	in.Owner = procfs.Process{PID: 4242, StartTime: 1 << 40}
