@@ -246,7 +246,7 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	began := time.Now()
 	id, key, err := runner.Launch(ctx, plan, runner.Options{
 		Store: st, StateRoot: g.stateDir, RootFS: img.RootFS, AgentPath: img.AgentPath,
-		Images: images.users, AgentBinary: images.agentBinary, Arches: images.arches,
+		Images: images.users, AgentBinary: images.agentBinary, Variants: images.variants,
 		Host: host, Progress: progress, Observer: watch,
 	})
 	launchTime := time.Since(began)

@@ -18,7 +18,7 @@ import (
 func newImageCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Manage the guest image"}
 	var rebuild bool
-	var arch string
+	var arch, flavour string
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build the guest image (Debian with the measuring tools and the agent), or reuse the cached one",
@@ -27,13 +27,16 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 			if !slices.Contains(guest.Arches, arch) {
 				return usageError{fmt.Errorf("--arch %q: want one of %s", arch, strings.Join(guest.Arches, ", "))}
 			}
+			if !slices.Contains(guest.KernelFlavours, flavour) {
+				return usageError{fmt.Errorf("--kernel-flavour %q: want one of %s", flavour, strings.Join(guest.KernelFlavours, ", "))}
+			}
 			if err := requireRoot("vfleet image build"); err != nil {
 				return err
 			}
 			progress := newProgress()
 			ctx, cancel := signalContext(progress)
 			defer cancel()
-			img, err := ensureImageFor(ctx, g, progress, arch, rebuild)
+			img, err := ensureImageFor(ctx, g, progress, image.Variant{Arch: arch, KernelFlavour: flavour}, rebuild)
 			progress.Done()
 			if err != nil {
 				return err
@@ -45,6 +48,7 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 	}
 	build.Flags().BoolVar(&rebuild, "rebuild", false, "build anew even when a cached image matches the recipe")
 	build.Flags().StringVar(&arch, "arch", image.HostArch, "the image's architecture, for VM guests of it (another than the host's is built under qemu-user emulation)")
+	build.Flags().StringVar(&flavour, "kernel-flavour", guest.KernelCloud, "the kernel VM guests of the image boot: "+strings.Join(guest.KernelFlavours, " or ")+" (PREEMPT_RT, with the timerlat and osnoise tracers)")
 	inspect := &cobra.Command{
 		Use:   "inspect [OCI-IMAGE]",
 		Short: "Show vfleet's guest image, or a user's OCI image (layout or archive), and which workloads it can run",

@@ -115,7 +115,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		AgentPath:   img.AgentPath,
 		Images:      images.users,
 		AgentBinary: images.agentBinary,
-		Arches:      images.arches,
+		Variants:    images.variants,
 		Host:        host,
 		Progress:    progress,
 		AuditOnly:   auditOnly != nil,
@@ -261,25 +261,26 @@ type guestImages struct {
 	users map[string]runner.UserImage
 	// agentBinary is the static agent users' images get brought in.
 	agentBinary string
-	arches      map[string]runner.ArchImage
+	variants    map[image.Variant]runner.VariantImage
 }
 
 // prepareGuestImages unpacks the users' images the scenarios name and
 // builds vfleet's image of each emulated architecture, each once.
 func prepareGuestImages(ctx context.Context, g *globalOptions, progress *telemetry.Progress, specs ...*scenario.Spec) (guestImages, error) {
-	out := guestImages{users: map[string]runner.UserImage{}, arches: map[string]runner.ArchImage{}}
+	out := guestImages{users: map[string]runner.UserImage{}, variants: map[image.Variant]runner.VariantImage{}}
 	logf := func(line string) { progress.Logf("image: %s", line) }
 	for _, grp := range guestGroups(specs) {
-		if _, done := out.arches[grp.Arch]; grp.Arch != "" && grp.Arch != image.HostArch && !done {
-			img, err := ensureImageFor(ctx, g, progress, grp.Arch, false)
+		v := image.Variant{Arch: grp.Arch, KernelFlavour: grp.KernelFlavour}
+		if _, done := out.variants[v]; !v.Default() && !done {
+			img, err := ensureImageFor(ctx, g, progress, v, false)
 			if err != nil {
-				return out, fmt.Errorf("guest group %q: vfleet's %s image: %w", grp.Name, grp.Arch, err)
+				return out, fmt.Errorf("guest group %q: vfleet's image (%s): %w", grp.Name, v, err)
 			}
-			agentBin, err := g.agentBinaryFor(grp.Arch)
+			agentBin, err := g.agentBinaryFor(cmp.Or(v.Arch, image.HostArch))
 			if err != nil {
 				return out, err
 			}
-			out.arches[grp.Arch] = runner.ArchImage{RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: agentBin}
+			out.variants[v] = runner.VariantImage{RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: agentBin}
 		}
 		if _, done := out.users[grp.Image]; grp.Image == "" || done {
 			continue
@@ -336,19 +337,19 @@ func probeKinds(ctx context.Context, spec *scenario.Spec) error {
 }
 
 func ensureImage(ctx context.Context, g *globalOptions, progress *telemetry.Progress, rebuild bool) (*image.Image, error) {
-	return ensureImageFor(ctx, g, progress, image.HostArch, rebuild)
+	return ensureImageFor(ctx, g, progress, image.Variant{}, rebuild)
 }
 
-// ensureImageFor builds (or reuses) vfleet's image of an architecture,
-// with that architecture's agent installed.
-func ensureImageFor(ctx context.Context, g *globalOptions, progress *telemetry.Progress, arch string, rebuild bool) (*image.Image, error) {
-	agentBin, err := g.agentBinaryFor(arch)
+// ensureImageFor builds (or reuses) one of vfleet's images, with its
+// architecture's agent installed.
+func ensureImageFor(ctx context.Context, g *globalOptions, progress *telemetry.Progress, v image.Variant, rebuild bool) (*image.Image, error) {
+	agentBin, err := g.agentBinaryFor(cmp.Or(v.Arch, image.HostArch))
 	if err != nil {
 		return nil, err
 	}
 	return image.Ensure(ctx, image.EnsureOptions{
 		Root:        g.stateDir,
-		Recipe:      image.RecipeFor(arch),
+		Recipe:      image.RecipeOf(v),
 		AgentBinary: agentBin,
 		Rebuild:     rebuild,
 		Progress:    func(line string) { progress.Logf("image: %s", line) },

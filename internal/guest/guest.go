@@ -40,6 +40,19 @@ const (
 // Go) name them.
 var Arches = []string{"amd64", "arm64"}
 
+// Kernel flavours of vfleet's VM images, as Debian names them: the cloud
+// kernel, small and quick to boot, and the PREEMPT_RT kernel, the
+// real-time guest of the RT study, which is also the one with the
+// timerlat and osnoise tracers.
+const (
+	KernelCloud = "cloud"
+	KernelRT    = "rt"
+)
+
+// KernelFlavours are the flavours a VM may ask for; the first is the
+// default.
+var KernelFlavours = []string{KernelCloud, KernelRT}
+
 // Spec describes one guest, as the scenario declares it.
 type Spec struct {
 	Name string // unique within a run, e.g. "container-0"
@@ -78,6 +91,9 @@ type Spec struct {
 	// Arch is the guest's architecture as Debian names it ("amd64",
 	// "arm64"); empty for the host's. Another one is emulated.
 	Arch string
+	// KernelFlavour is which of vfleet's guest kernels the VM boots
+	// (KernelFlavours); empty for the default. A user's disk boots its own.
+	KernelFlavour string
 	// VCPUs is the number of virtual CPUs, 0 for one.
 	VCPUs int
 	// Accel is "auto" (or empty), "kvm" or "tcg".
@@ -154,6 +170,9 @@ func (s Spec) VMFieldsSet() []string {
 	}
 	if s.Arch != "" {
 		set = append(set, "arch")
+	}
+	if s.KernelFlavour != "" {
+		set = append(set, "kernel_flavour")
 	}
 	if s.VCPUs != 0 {
 		set = append(set, "vcpus")

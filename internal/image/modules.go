@@ -39,6 +39,21 @@ func moduleName(p string) string {
 	return strings.ReplaceAll(base, "-", "_")
 }
 
+// Present are those of names that are modules of this kernel.
+func (d ModuleDeps) Present(names []string) []string {
+	byName := map[string]bool{}
+	for p := range d {
+		byName[moduleName(p)] = true
+	}
+	var out []string
+	for _, n := range names {
+		if byName[strings.ReplaceAll(n, "-", "_")] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // LoadOrder returns the paths of the named modules and of everything they
 // need, each after its dependencies. A name found in builtin (the
 // kernel's modules.builtin, by path) needs no loading and is skipped.

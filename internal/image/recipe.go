@@ -1,6 +1,7 @@
 package image
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -38,18 +39,43 @@ type Recipe struct {
 func DefaultRecipe() Recipe { return RecipeFor(HostArch) }
 
 // RecipeFor is vfleet's image for a Debian architecture (one of
-// guest.Arches).
-func RecipeFor(arch string) Recipe {
+// guest.Arches), with the default guest kernel.
+func RecipeFor(arch string) Recipe { return RecipeOf(Variant{Arch: arch}) }
+
+// Variant is one of vfleet's images: an architecture and the flavour of
+// the kernel VM guests boot (guest.KernelFlavours), each empty for the
+// default. Containers and the host use the default's root file system.
+type Variant struct {
+	Arch, KernelFlavour string
+}
+
+// Default says whether v is the image of this host's architecture with
+// the default kernel, the one every run prepares.
+func (v Variant) Default() bool {
+	return (v.Arch == "" || v.Arch == HostArch) && (v.KernelFlavour == "" || v.KernelFlavour == defaultKernelFlavour)
+}
+
+func (v Variant) String() string {
+	return cmp.Or(v.Arch, HostArch) + " " + cmp.Or(v.KernelFlavour, defaultKernelFlavour) + " kernel"
+}
+
+// defaultKernelFlavour is guest.KernelCloud, which this package does not
+// import.
+const defaultKernelFlavour = "cloud"
+
+// RecipeOf is the recipe of one of vfleet's images.
+func RecipeOf(v Variant) Recipe {
+	arch := cmp.Or(v.Arch, HostArch)
 	r := Recipe{
 		Format:  recipeFormat,
 		Suite:   "bookworm",
 		Variant: "essential",
 		Packages: []string{
-			"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests",
+			"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests", "rtla",
 			"procps",
 			// The guest kernel VM guests boot, and that `vfleet doctor` boots
 			// to find out whether KVM really runs a guest.
-			"linux-image-cloud-" + arch,
+			"linux-image-" + cmp.Or(v.KernelFlavour, defaultKernelFlavour) + "-" + arch,
 		},
 		PathExcludes: []string{"/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"},
 		Programs:     native.Hash(),

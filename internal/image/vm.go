@@ -19,7 +19,7 @@ import (
 
 // vmFormat changes whenever the way a VM's boot files are made changes, so
 // that boot files made the old way are rebuilt.
-const vmFormat = 2
+const vmFormat = 3
 
 // VMModules are the modules a VM guest needs before its root disk can be
 // mounted and its agent reached, when the kernel has them as modules:
@@ -36,6 +36,12 @@ func VMModules(arch string) []string {
 	}
 	return m
 }
+
+// rootFSModules are the root file system's and the checksum its metadata
+// needs (ext4 asks the crypto API for crc32c by name, no symbol links
+// them): built into the cloud kernels, modules of the rt kernel; loaded
+// where the kernel has them as modules.
+var rootFSModules = []string{"crc32c_generic", "ext4"}
 
 // PowerButtonModule is the driver of the power button QEMU presses for a
 // guest of arch, "" where vfleet's kernel has none: x86-64's is ACPI's;
@@ -290,7 +296,7 @@ func writeInitramfs(img *Image, path string) (bool, error) {
 			return false, fmt.Errorf("vm initramfs: %w", err)
 		}
 	}
-	order, err := deps.LoadOrder(VMModules(img.Manifest.Recipe.ArchOf()), builtin)
+	order, err := deps.LoadOrder(append(VMModules(img.Manifest.Recipe.ArchOf()), deps.Present(rootFSModules)...), builtin)
 	if err != nil {
 		return false, fmt.Errorf("vm initramfs: %w", err)
 	}

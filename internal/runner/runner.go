@@ -51,9 +51,10 @@ type Options struct {
 	// of those images get brought in.
 	Images      map[string]UserImage
 	AgentBinary string
-	// Arches are vfleet's images of the architectures other than the
-	// host's that the plan's VMs emulate (guest.Spec.Arch).
-	Arches   map[string]ArchImage
+	// Variants are vfleet's images other than the default that the plan's
+	// VMs boot: of an emulated architecture (guest.Spec.Arch), with another
+	// kernel (guest.Spec.KernelFlavour).
+	Variants map[image.Variant]VariantImage
 	Host     hostinfo.Fingerprint
 	Progress Progress
 	// StartConcurrency bounds how many guests start at once.
@@ -413,12 +414,17 @@ type run struct {
 
 	// results guards what the run failed to measure or to store, which
 	// guests measured in parallel report.
-	results         sync.Mutex
-	failedSteps     int
-	failedGuests    int
-	storeErr        error            // the store's first refusal; it stops the run
-	unsaved         [][]store.Sample // refused samples, one slice per step
-	unsavedFailures []store.Failure
+	results     sync.Mutex
+	failedSteps int
+	// unsupportedSteps were refused by their guest's kernel (a tracer it
+	// lacks): recorded once per group and workload, and no failure of the
+	// run, since the run measured everything the guests can measure.
+	unsupportedSteps int
+	unsupported      unsupportedSteps
+	failedGuests     int
+	storeErr         error            // the store's first refusal; it stops the run
+	unsaved          [][]store.Sample // refused samples, one slice per step
+	unsavedFailures  []store.Failure
 
 	led      *ledger.Ledger
 	dirEntry ledger.Entry
@@ -644,10 +650,10 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 // startGuest starts a guest of the run, from the image it names.
 func (r *run) startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	agentBinary := r.opts.AgentBinary
-	if spec.Arch != "" && spec.Arch != image.HostArch {
-		a, ok := r.opts.Arches[spec.Arch]
+	if v := (image.Variant{Arch: spec.Arch, KernelFlavour: spec.KernelFlavour}); !v.Default() {
+		a, ok := r.opts.Variants[v]
 		if !ok {
-			return nil, fmt.Errorf("vfleet's %s image was not prepared for the run", spec.Arch)
+			return nil, fmt.Errorf("vfleet's image (%s) was not prepared for the run", v)
 		}
 		env.RootFS, env.AgentPath, agentBinary = a.RootFS, a.AgentPath, a.AgentBinary
 	}
@@ -722,12 +728,20 @@ func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, star
 	if err != nil {
 		return measurement{}, err
 	}
+	if why := r.unsupported.of(group, st.WorkloadID); why != nil {
+		return measurement{}, why
+	}
 	reply, use, err := r.exec(ctx, g, w, st, startAt, stretch)
 	if ctx.Err() != nil {
 		return measurement{}, ctx.Err()
 	}
 	if err == nil && !reply.Succeeded() {
 		err = execError(reply)
+		if ex, ok := w.(workload.Explainer); ok {
+			if why := ex.Explain(reply.Stdout, reply.Stderr); why != nil {
+				err = why
+			}
+		}
 	}
 	if err != nil {
 		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
@@ -845,9 +859,13 @@ func (r *run) failure(ctx context.Context, guestName, group, workloadID string, 
 	f := store.Failure{RunID: r.id, Guest: guestName, Group: group, WorkloadID: workloadID, Repetition: rep,
 		Error: err.Error(), Stderr: string(stderr), At: time.Now().UTC()}
 	r.results.Lock()
-	if workloadID == "" {
+	switch {
+	case workloadID == "":
 		r.failedGuests++
-	} else {
+	case errors.Is(err, workload.ErrNotSupported):
+		r.unsupportedSteps++
+		r.unsupported.set(group, workloadID, err)
+	default:
 		r.failedSteps++
 	}
 	r.results.Unlock()
@@ -934,6 +952,8 @@ func (r *run) outcome() (status, reason string) {
 		return store.StatusFailed, r.storeErr.Error()
 	case r.status == store.StatusComplete && r.failedSteps+r.failedGuests > 0:
 		return store.StatusCompleteWithFailures, fmt.Sprintf("%d failed step(s), %d guest(s) that did not start", r.failedSteps, r.failedGuests)
+	case r.status == store.StatusComplete && r.unsupportedSteps > 0:
+		return r.status, fmt.Sprintf("%d workload(s) not supported by their guest's kernel", r.unsupportedSteps)
 	}
 	return r.status, r.reason
 }

@@ -47,6 +47,29 @@ func (c *toolCheck) require(ctx context.Context, g guest.Guest, group, image, to
 	return err
 }
 
+// unsupportedSteps remembers, per guest group and workload, why the
+// group's kernel cannot run it: its guests share the kernel (or its
+// flavour), so the remaining steps are skipped with the same answer.
+type unsupportedSteps struct {
+	mu  sync.Mutex
+	why map[[2]string]error // (group, workload id) -> the refusal
+}
+
+func (u *unsupportedSteps) of(group, workloadID string) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.why[[2]string{group, workloadID}]
+}
+
+func (u *unsupportedSteps) set(group, workloadID string, why error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.why == nil {
+		u.why = map[[2]string]error{}
+	}
+	u.why[[2]string{group, workloadID}] = why
+}
+
 // imageName names g's image in messages.
 func (r *run) imageName(g guest.Guest) string {
 	if img := g.Spec().Image; img != "" {
@@ -65,8 +88,9 @@ type UserImage struct {
 	Digest string
 }
 
-// ArchImage is vfleet's image of an architecture the host emulates, with
-// the agent of that architecture, which a user's VM disk of it gets.
-type ArchImage struct {
+// VariantImage is one of vfleet's images other than the default (another
+// architecture, another guest kernel), with the agent of its architecture,
+// which a user's VM disk of that architecture gets.
+type VariantImage struct {
 	RootFS, AgentPath, AgentBinary string
 }

@@ -13,7 +13,7 @@ import (
 func (g GuestGroup) GuestSpec(name string) guest.Spec {
 	return guest.Spec{
 		Name: name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-		Arch: g.Arch, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
+		Arch: g.Arch, KernelFlavour: g.KernelFlavour, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
 		Image: g.Image, Boot: g.Boot, Firmware: g.Firmware, Security: g.Security,
 	}
 }

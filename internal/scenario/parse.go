@@ -538,13 +538,14 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				}
 				g.CPULimit = f
 			},
-			"arch":         p.oneOf(&g.Arch, guest.Arches...),
-			"vcpus":        p.integer(&g.VCPUs, 1, MaxVCPUs),
-			"accel":        p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
-			"disk":         p.oneOf(&g.Disk, "overlay", "copy", "raw"),
-			"launch":       p.oneOf(&g.Launch, "boot", "clone"),
-			"memory_merge": p.boolean(&g.MemoryMerge),
-			"rt_priority":  p.integer(&g.RTPriority, 1, 99),
+			"arch":           p.oneOf(&g.Arch, guest.Arches...),
+			"kernel_flavour": p.oneOf(&g.KernelFlavour, guest.KernelFlavours...),
+			"vcpus":          p.integer(&g.VCPUs, 1, MaxVCPUs),
+			"accel":          p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
+			"disk":           p.oneOf(&g.Disk, "overlay", "copy", "raw"),
+			"launch":         p.oneOf(&g.Launch, "boot", "clone"),
+			"memory_merge":   p.boolean(&g.MemoryMerge),
+			"rt_priority":    p.integer(&g.RTPriority, 1, 99),
 			"pin_vcpus": func(v *yaml.Node, path string) {
 				if s, ok := p.scalar(v, path); ok {
 					if err := checkCPUSet(s); err != nil {

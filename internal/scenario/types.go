@@ -83,16 +83,17 @@ type GuestGroup struct {
 	// its kind's default.
 	Security string
 	// VM-only fields; see guest.Spec.
-	Arch        string
-	VCPUs       int
-	Accel       string
-	Disk        string
-	Launch      string
-	MemoryMerge bool
-	PinVCPUs    string
-	RTPriority  int
-	Boot        guest.KernelBoot
-	Firmware    string
+	Arch          string
+	KernelFlavour string
+	VCPUs         int
+	Accel         string
+	Disk          string
+	Launch        string
+	MemoryMerge   bool
+	PinVCPUs      string
+	RTPriority    int
+	Boot          guest.KernelBoot
+	Firmware      string
 }
 
 // WorkloadEntry is one `workloads:` entry.

@@ -25,6 +25,7 @@ type Fake struct {
 	mu       sync.Mutex
 	output   []byte
 	failExec map[string]bool
+	failWith map[string][]byte // what a failing guest's tool says
 	failBoot map[string]bool
 	lacks    map[string]bool // programs the guests' image does not have
 	onExec   func(guestName string)
@@ -63,6 +64,7 @@ func (f *Fake) Reset(output []byte) {
 	defer f.mu.Unlock()
 	f.output = output
 	f.failExec, f.failBoot, f.lacks = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	f.failWith = map[string][]byte{}
 	f.started, f.stopped = map[string]int{}, map[string]int{}
 	f.skew, f.wait, f.startAt = map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Time{}
 	f.onExec = nil
@@ -112,6 +114,14 @@ func (f *Fake) Output() []byte {
 
 // FailExec makes every request to the named guest exit 1.
 func (f *Fake) FailExec(guestName string) { f.set(f.failExec, guestName) }
+
+// FailExecSaying makes every request to the named guest exit 1 with stderr.
+func (f *Fake) FailExecSaying(guestName string, stderr []byte) {
+	f.set(f.failExec, guestName)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failWith[guestName] = stderr
+}
 
 // Lacks makes the guests' image lack the named program.
 func (f *Fake) Lacks(program string) { f.set(f.lacks, program) }
@@ -219,10 +229,13 @@ func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, e
 		started = time.Unix(0, req.StartAtUnixNS)
 		g.f.startAt[g.spec.Name] = started.Add(-skew)
 	}
-	fail, out, wait := g.f.failExec[g.spec.Name], g.f.output, g.f.wait[g.spec.Name]
+	fail, failWith, out, wait := g.f.failExec[g.spec.Name], g.f.failWith[g.spec.Name], g.f.output, g.f.wait[g.spec.Name]
 	g.f.mu.Unlock()
 	if fail {
-		return agent.Reply{V: 1, ExitCode: 1, Stderr: []byte("sysbench: out of luck\n")}, nil
+		if failWith == nil {
+			failWith = []byte("sysbench: out of luck\n")
+		}
+		return agent.Reply{V: 1, ExitCode: 1, Stderr: failWith}, nil
 	}
 	const wall = 2 * time.Second
 	return agent.Reply{V: 1, Stdout: out, WallNS: wall.Nanoseconds(), Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8},

@@ -191,6 +191,8 @@ func checkUserBoot(spec guest.Spec) error {
 		return errors.New("kernel, initrd, cmdline and firmware boot a user's disk: give image (a qcow2 or raw disk) too, or remove them to boot vfleet's own image")
 	case spec.Image == "":
 		return nil
+	case spec.KernelFlavour != "":
+		return errors.New("kernel_flavour picks which of vfleet's kernels its own image boots: a user's disk boots its own kernel (kernel:, or firmware: uefi)")
 	case spec.Launch == LaunchClone:
 		return errors.New("launch: clone is for vfleet's own image: a user's disk boots each guest (launch: boot)")
 	case spec.Firmware == guest.FirmwareUEFI && !b.IsZero():
