@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +119,58 @@ func TestMissingToolFailsItsStepsByName(t *testing.T) {
 	}
 	if f := failures[0]; f.Error != "missing tool: sysbench is not in vfleet's image" {
 		t.Errorf("failure = %q", f.Error)
+	}
+}
+
+// A group whose kernel lacks what a workload needs is told so once: its
+// other steps of that workload are not run, and the run is no failure.
+func TestWorkloadTheKernelCannotRunIsNotSupportedOnce(t *testing.T) {
+	spec, err := scenario.Parse("t.yaml", []byte(`name: t
+repetitions: 3
+warmup: 0
+duration: 1s
+guests:
+  - {name: base, kind: fake}
+  - {name: other, kind: fake, count: 2}
+baseline: base
+workloads:
+  - workload: osnoise
+`), scenario.Options{KnownKinds: []string{"fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, opts := setup(t)
+	noTracer, err := os.ReadFile("../workload/testdata/rtla-osnoise-no-tracer.stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := os.ReadFile("../workload/testdata/rtla-osnoise-top-rt-vm.stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.Reset(table)
+	fake.FailExecSaying("other-0", noTracer)
+	var execs atomic.Int32
+	fake.OnExec(func(name string) {
+		if name == "other-0" || name == "other-1" {
+			execs.Add(1)
+		}
+	})
+	id, err := Run(context.Background(), spec.Expand(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := opts.Store.GetRun(context.Background(), id)
+	if run.Status != store.StatusComplete || !strings.Contains(run.StatusReason, "1 workload(s) not supported") {
+		t.Errorf("run %s (%s), want complete with the workload not supported", run.Status, run.StatusReason)
+	}
+	failures, _ := opts.Store.Failures(context.Background(), id)
+	if len(failures) != 1 || failures[0].Group != "other" || !strings.Contains(failures[0].Error, "not supported in this guest: this kernel has no osnoise tracer") {
+		t.Fatalf("failures = %+v, want the group's one refusal", failures)
+	}
+	// other-0 tried once, then neither guest of the group ran it again.
+	if n := execs.Load(); n != 1 {
+		t.Errorf("the group's guests ran the refused workload %d times, want once", n)
 	}
 }
 

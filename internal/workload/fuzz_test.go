@@ -23,6 +23,8 @@ func FuzzParseFio(f *testing.F)           { fuzzParse(f, "fio") }
 func FuzzParseNetThroughput(f *testing.F) { fuzzParse(f, "net-throughput") }
 func FuzzParseNetLatency(f *testing.F)    { fuzzParse(f, "net-latency") }
 func FuzzParseTimerLatency(f *testing.F)  { fuzzParse(f, "timer-latency") }
+func FuzzParseTimerlat(f *testing.F)      { fuzzParse(f, "timerlat") }
+func FuzzParseOsnoise(f *testing.F)       { fuzzParse(f, "osnoise") }
 func FuzzParseCommand(f *testing.F)       { fuzzParse(f, "command") }
 func FuzzParseNetCommand(f *testing.F)    { fuzzParse(f, "net-command") }
 
