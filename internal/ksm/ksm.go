@@ -2,26 +2,21 @@
 // runs that ask for it and puts the host's own settings back when the last
 // of them ends, even when a run died and `vfleet clean` ends it.
 //
-// KSM is host-wide, and several runs may want it at once: the settings
-// the host had before the first of them are kept in a state file with the
-// list of runs holding KSM on, under a lock. The file lives in /run, a
-// tmpfs, because a reboot resets KSM to the kernel's defaults too: after
-// one, there is nothing to put back.
+// KSM is host-wide, and several runs may want it at once: package hostset
+// keeps the host's settings from before the first of them and puts them
+// back after the last.
 package ksm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/vfleet/vfleet/internal/flock"
+	"github.com/vfleet/vfleet/internal/hostset"
 	"github.com/vfleet/vfleet/internal/ledger"
 )
 
@@ -46,17 +41,17 @@ const (
 // knobs are the settings vfleet changes, in the order it writes them;
 // they are put back in reverse, "run" last, so KSM stops only once its
 // pace is the host's again.
-var knobs = []struct{ name, value string }{
-	{"pages_to_scan", pagesToScan},
-	{"sleep_millisecs", sleepMillisecs},
-	{"run", "1"},
+var knobs = []hostset.Setting{
+	{Name: "pages_to_scan", Value: pagesToScan},
+	{Name: "sleep_millisecs", Value: sleepMillisecs},
+	{Name: "run", Value: "1"},
 }
 
 // KindHold is the ledger kind of a run's hold on KSM; its ID is the
 // holder, Data the knobs directory and state file.
 const KindHold = "ksm"
 
-func init() { ledger.RegisterUndo(KindHold, undoHold) }
+func init() { ledger.RegisterUndo(KindHold, hostset.Undo) }
 
 // Host is a KSM: its knobs' directory and the file of its holds.
 type Host struct {
@@ -65,6 +60,8 @@ type Host struct {
 
 // System is this host's KSM.
 var System = Host{Dir: SysDir, State: StateFile}
+
+func (h Host) set() hostset.Set { return hostset.Set{Kind: KindHold, Dir: h.Dir, State: h.State} }
 
 // Available says whether the kernel has KSM.
 func (h Host) Available() error {
@@ -82,13 +79,6 @@ func Settings() string {
 	return fmt.Sprintf("run=1 pages_to_scan=%s sleep_millisecs=%s", pagesToScan, sleepMillisecs)
 }
 
-// state is the state file: the host's settings before the first hold, and
-// who holds KSM on now.
-type state struct {
-	Saved   map[string]string `json:"saved"`
-	Holders []string          `json:"holders"`
-}
-
 // Hold switches KSM on for holder (a run's ID) and records the hold in
 // led, whose undo lets go of it. The first hold saves the host's
 // settings; later ones find KSM on already.
@@ -96,36 +86,7 @@ func (h Host) Hold(ctx context.Context, led *ledger.Ledger, holder string) (ledg
 	if err := h.Available(); err != nil {
 		return ledger.Entry{}, err
 	}
-	// Recorded before anything changes: a crash in between leaves an
-	// entry whose undo finds nothing to do, never a change unrecorded.
-	entry, err := led.Record(KindHold, holder, map[string]string{"dir": h.Dir, "state": h.State})
-	if err != nil {
-		return ledger.Entry{}, err
-	}
-	err = h.locked(ctx, func(st *state) error {
-		if st.Saved == nil {
-			saved := map[string]string{}
-			for _, k := range knobs {
-				v, err := h.read(k.name)
-				if err != nil {
-					return err
-				}
-				saved[k.name] = v
-			}
-			st.Saved = saved
-		}
-		if !slices.Contains(st.Holders, holder) {
-			st.Holders = append(st.Holders, holder)
-		}
-		// The state file is written (by locked, after this) even when a
-		// knob fails, so that the undo puts back what was changed.
-		for _, k := range knobs {
-			if err := h.write(k.name, k.value); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	entry, _, err := h.set().Hold(ctx, led, holder, knobs)
 	if err != nil {
 		return entry, fmt.Errorf("switch KSM on: %w", err)
 	}
@@ -136,77 +97,10 @@ func (h Host) Hold(ctx context.Context, led *ledger.Ledger, holder string) (ledg
 // settings are put back and the state file removed. A holder that holds
 // nothing is not an error.
 func (h Host) Release(ctx context.Context, holder string) error {
-	return h.locked(ctx, func(st *state) error {
-		st.Holders = slices.DeleteFunc(st.Holders, func(s string) bool { return s == holder })
-		if len(st.Holders) > 0 || st.Saved == nil {
-			return nil
-		}
-		var errs []error
-		for _, k := range slices.Backward(knobs) {
-			if v, ok := st.Saved[k.name]; ok {
-				errs = append(errs, h.write(k.name, v))
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("put KSM's settings back: %w", err)
-		}
-		st.Saved = nil
-		return nil
-	})
+	return h.set().Release(ctx, holder)
 }
 
-func undoHold(ctx context.Context, e ledger.Entry) error {
-	return Host{Dir: e.Data["dir"], State: e.Data["state"]}.Release(ctx, e.ID)
-}
-
-// locked runs fn on the state under the state file's lock and writes back
-// what fn left, or removes the file when nothing is held and nothing saved.
-func (h Host) locked(ctx context.Context, fn func(*state) error) error {
-	unlock, err := flock.Lock(ctx, h.State+".lock")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	var st state
-	b, err := os.ReadFile(h.State)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return err
-	default:
-		if err := json.Unmarshal(b, &st); err != nil {
-			return fmt.Errorf("%s: %w", h.State, err)
-		}
-	}
-	fnErr := fn(&st)
-	if st.Saved == nil && len(st.Holders) == 0 {
-		if err := os.Remove(h.State); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return errors.Join(fnErr, err)
-		}
-		return fnErr
-	}
-	out, _ := json.Marshal(st) // strings only: cannot fail
-	tmp := h.State + ".tmp"
-	if err := os.WriteFile(tmp, out, 0o600); err != nil {
-		return errors.Join(fnErr, err)
-	}
-	return errors.Join(fnErr, os.Rename(tmp, h.State))
-}
-
-func (h Host) read(name string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(h.Dir, name))
-	if err != nil {
-		return "", fmt.Errorf("read KSM's %s: %w", name, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-func (h Host) write(name, value string) error {
-	if err := os.WriteFile(filepath.Join(h.Dir, name), []byte(value+"\n"), 0o644); err != nil {
-		return fmt.Errorf("set KSM's %s to %s: %w", name, value, err)
-	}
-	return nil
-}
+func (h Host) read(name string) (string, error) { return h.set().Read(name) }
 
 // Stats are KSM's counters, in pages.
 type Stats struct {
