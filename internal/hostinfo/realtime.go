@@ -47,6 +47,10 @@ type RealTime struct {
 	// followed by why tracefs could not confirm it, TracerAbsent or
 	// TracerUnknown.
 	Tracers map[string]string `json:"tracers,omitempty"`
+	// SetByRun lists what the run itself set while it lasted (a scenario's
+	// host_settings), as "name=value"; the fields above then describe the
+	// host as the run measured it, not as it was before.
+	SetByRun []string `json:"set_by_run,omitempty"`
 }
 
 // LatencyTracers are the ftrace tracers that explain scheduling latency and
@@ -366,6 +370,16 @@ func HostTracers(opts Options) (release string, tracers map[string]string) {
 	}
 	kc, complete := loadKernelConfig(opts, release)
 	return release, kernelTracers(opts, kc, complete)
+}
+
+// CollectRealTime gathers RealTime for the running kernel.
+func CollectRealTime(opts Options) RealTime {
+	opts = opts.withDefaults()
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return RealTime{}
+	}
+	return collectRealTime(opts, unix.ByteSliceToString(uts.Release[:]), unix.ByteSliceToString(uts.Version[:]))
 }
 
 // collectRealTime gathers RealTime for the kernel whose release (uname -r)

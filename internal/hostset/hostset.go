@@ -35,9 +35,9 @@ type Set struct {
 // Setting is a file under the set's Dir and the value a hold writes to it.
 type Setting struct {
 	Name, Value string
-	// Optional settings that the kernel refuses are left as they are and
-	// named by Hold, rather than failing it (an interrupt whose affinity
-	// cannot be moved).
+	// Optional settings that the kernel refuses to show or to change are
+	// left as they are and named by Hold, rather than failing it (an
+	// interrupt whose affinity cannot be moved).
 	Optional bool
 }
 
@@ -89,6 +89,10 @@ func (s Set) Hold(ctx context.Context, led *ledger.Ledger, holder string, settin
 			_, saved := st.Saved[set.Name]
 			if !saved {
 				v, err := s.Read(set.Name)
+				if err != nil && set.Optional {
+					refused = append(refused, set.Name)
+					continue
+				}
 				if err != nil {
 					return err
 				}

@@ -368,7 +368,7 @@ func environment(h hostinfo.Fingerprint) [][2]string {
 		{"cgroups", h.CgroupMode},
 		{"real-time", join(labelled("preemption", h.RealTime.Preemption), labelled("RT throttling", rtThrottling(h.RealTime)),
 			labelled("isolated", h.RealTime.IsolatedCPUs), labelled("nohz_full", h.RealTime.NohzFull),
-			hostinfo.DescribeTracers(h.RealTime.Tracers))},
+			hostinfo.DescribeTracers(h.RealTime.Tracers), labelled("set by the run", strings.Join(h.RealTime.SetByRun, ", ")))},
 		{"virtualised", h.Virtualized},
 		{"vfleet", h.VfleetVer},
 	}

@@ -433,6 +433,7 @@ type run struct {
 	audited  bool                   // the host's own audit evidence is stored
 	net      *netRun                // nil when the scenario has no network
 	ksm      *ledger.Entry          // the run's hold on KSM, nil without one
+	rtHold   *ledger.Entry          // the run's hold on the host's real-time settings (host_settings), nil without one
 	records  map[string]store.GuestRecord
 	placed   placement
 	// launched holds, for the guests of the latest start, how long after
@@ -472,6 +473,9 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	if err := r.holdKSM(ctx); err != nil {
+		return err
+	}
+	if err := r.holdHostSettings(ctx); err != nil {
 		return err
 	}
 	if r.plan.Spec.Network != nil {
@@ -1020,6 +1024,9 @@ func (r *run) teardown(ctx context.Context) (err error) {
 		if err := led.Release(ctx, *r.ksm); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := r.releaseHostSettings(ctx, led); err != nil {
+		errs = append(errs, err)
 	}
 	if err := led.Release(ctx, dirEntry); err != nil {
 		errs = append(errs, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vfleet/vfleet/internal/hostset"
 	"os"
 	"path/filepath"
 	"strings"
@@ -354,5 +355,62 @@ func TestAdaptiveRepetitionsGoOnWhileNoisyUpToTheMaximum(t *testing.T) {
 	want := map[string]int{"base": 5, "other-0": 5, "other-1": 5}
 	if got := repetitionsPerGuest(t, opts, id); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("repetitions = %v, want %v: every guest repeats while one group is imprecise, up to the maximum", got, want)
+	}
+}
+
+// host_settings hold while the run lasts, are recorded with the host it
+// measured, and the host's own come back; an interrupt the kernel keeps
+// where it is does not stop the run.
+func TestHostSettingsHeldWhileTheRunLasts(t *testing.T) {
+	proc := t.TempDir()
+	files := map[string]string{"sys/kernel/sched_rt_runtime_us": "950000", "irq/24/smp_affinity_list": "0-1", "irq/25/smp_affinity_list": "1"}
+	for name, v := range files {
+		if err := os.MkdirAll(filepath.Join(proc, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, name), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An interrupt whose affinity the kernel refuses to move: a directory
+	// in place of its file cannot be written.
+	if err := os.MkdirAll(filepath.Join(proc, "irq/0/smp_affinity_list"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	saved := rtSettings
+	rtSettings = hostset.Set{Kind: kindRTHold, Dir: proc, State: filepath.Join(t.TempDir(), "rt.json")}
+	defer func() { rtSettings = saved }()
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(proc, name))
+		return strings.TrimSpace(string(b))
+	}
+	spec, err := scenario.Parse("t.yaml", []byte(fakeScenario+"host_settings: {rt_runtime_us: -1, irq_affinity: \"0\"}\n"), scenario.Options{KnownKinds: []string{"fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, opts := setup(t)
+	var during []string
+	fake.OnExec(func(string) {
+		during = append(during, read("sys/kernel/sched_rt_runtime_us")+" "+read("irq/24/smp_affinity_list")+" "+read("irq/25/smp_affinity_list"))
+	})
+	id, err := Run(context.Background(), spec.Expand(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(during) == 0 || during[0] != "-1 0 0" {
+		t.Errorf("during the run: %v, want RT throttling off and both interrupts on CPU 0", during)
+	}
+	for name, v := range files {
+		if got := read(name); got != v {
+			t.Errorf("after the run %s = %s, want the host's %s", name, got, v)
+		}
+	}
+	run, _ := opts.Store.GetRun(context.Background(), id)
+	set := strings.Join(run.Host.RealTime.SetByRun, "; ")
+	if !strings.Contains(set, "sched_rt_runtime_us=-1") || !strings.Contains(set, "2 interrupts moved, 1 kept where they are by the kernel: 0") {
+		t.Errorf("recorded as set by the run: %q", set)
+	}
+	if _, err := os.Stat(rtSettings.State); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("hold state left: %v", err)
 	}
 }

@@ -291,20 +291,21 @@ func (p *parser) name(dst *string) func(*yaml.Node, string) {
 }
 
 func (p *parser) spec(n *yaml.Node, s *Spec) {
-	var guestsNode, workloadsNode, baselineNode, networkNode, adaptiveNode, fleetNode, noiseNode *yaml.Node
+	var guestsNode, workloadsNode, baselineNode, networkNode, adaptiveNode, fleetNode, noiseNode, hostNode *yaml.Node
 	seen := p.fields(n, "", map[string]func(*yaml.Node, string){
-		"network":     func(v *yaml.Node, _ string) { networkNode = v },
-		"fleet":       func(v *yaml.Node, _ string) { fleetNode = v },
-		"noise":       func(v *yaml.Node, _ string) { noiseNode = v },
-		"adaptive":    func(v *yaml.Node, _ string) { adaptiveNode = v },
-		"name":        p.name(&s.Name),
-		"description": p.str(&s.Description),
-		"repetitions": p.integer(&s.Repetitions, 1, math.MaxInt),
-		"warmup":      p.integer(&s.Warmup, 0, math.MaxInt),
-		"duration":    p.duration(&s.Duration),
-		"baseline":    func(v *yaml.Node, path string) { baselineNode = v; p.str(&s.Baseline)(v, path) },
-		"guests":      func(v *yaml.Node, _ string) { guestsNode = v },
-		"workloads":   func(v *yaml.Node, _ string) { workloadsNode = v },
+		"network":       func(v *yaml.Node, _ string) { networkNode = v },
+		"fleet":         func(v *yaml.Node, _ string) { fleetNode = v },
+		"noise":         func(v *yaml.Node, _ string) { noiseNode = v },
+		"host_settings": func(v *yaml.Node, _ string) { hostNode = v },
+		"adaptive":      func(v *yaml.Node, _ string) { adaptiveNode = v },
+		"name":          p.name(&s.Name),
+		"description":   p.str(&s.Description),
+		"repetitions":   p.integer(&s.Repetitions, 1, math.MaxInt),
+		"warmup":        p.integer(&s.Warmup, 0, math.MaxInt),
+		"duration":      p.duration(&s.Duration),
+		"baseline":      func(v *yaml.Node, path string) { baselineNode = v; p.str(&s.Baseline)(v, path) },
+		"guests":        func(v *yaml.Node, _ string) { guestsNode = v },
+		"workloads":     func(v *yaml.Node, _ string) { workloadsNode = v },
 	})
 	if seen == nil {
 		return
@@ -325,6 +326,9 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	}
 	if noiseNode != nil {
 		s.Noise = p.noise(noiseNode)
+	}
+	if hostNode != nil {
+		s.HostSettings = p.hostSettings(hostNode)
 	}
 	if guestsNode != nil {
 		p.guests(guestsNode, s)
@@ -889,6 +893,29 @@ const maxCPU = 8191
 var cpuRangeRE = regexp.MustCompile(`^(\d+)(?:-(\d+))?$`)
 
 // checkCPUSet validates the kernel's cpuset list syntax ("0", "0-3", "0,2-3").
+func (p *parser) hostSettings(n *yaml.Node) *HostSettings {
+	hs := &HostSettings{}
+	seen := p.fields(n, "host_settings", map[string]func(*yaml.Node, string){
+		"rt_runtime_us": func(v *yaml.Node, path string) {
+			var us int
+			p.integer(&us, -1, MaxRTRuntimeUS)(v, path)
+			hs.RTRuntimeUS = &us
+		},
+		"irq_affinity": func(v *yaml.Node, path string) {
+			if s, ok := p.scalar(v, path); ok {
+				if err := checkCPUSet(s); err != nil {
+					p.errorf(v, path, "%q is not allowed: %v", s, err)
+				}
+				hs.IRQAffinity = s
+			}
+		},
+	})
+	if seen != nil && len(seen) == 0 {
+		p.errorf(n, "host_settings", "empty: give rt_runtime_us, irq_affinity or both, or remove it")
+	}
+	return hs
+}
+
 func checkCPUSet(s string) error {
 	if s == "" {
 		return errors.New("empty cpu list")

@@ -329,7 +329,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"two documents", "name: t\n" + guests + work + "---\nname: u\n",
 			[]string{"t.yaml:6:1: a scenario is one YAML document"}},
 		{"not a mapping", "- name: t\n",
-			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, fleet, guests, name, network, noise, repetitions, warmup, workloads"}},
+			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, fleet, guests, host_settings, name, network, noise, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
 		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
 			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, macvlan, macvtap, ovs, routed, tc, veth, xdp)`}},
@@ -520,6 +520,27 @@ func TestAdaptiveSection(t *testing.T) {
 	}
 	if a := s.Adaptive; a == nil || a.Target != 0.025 || a.MaxRepetitions != DefaultMaxRepetitions {
 		t.Fatalf("adaptive = %+v", a)
+	}
+}
+
+func TestHostSettingsSection(t *testing.T) {
+	const rest = "guests:\n  - {kind: host}\nworkloads:\n  - workload: scenario-test\n"
+	s, err := Parse("t.yaml", []byte("name: t\nhost_settings: {rt_runtime_us: -1, irq_affinity: 0-1}\n"+rest), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := s.HostSettings; h == nil || h.RTRuntimeUS == nil || *h.RTRuntimeUS != -1 || h.IRQAffinity != "0-1" {
+		t.Fatalf("host settings = %+v", h)
+	}
+	for src, want := range map[string]string{
+		"host_settings: {rt_runtime_us: -2}":  `t.yaml:2:32: host_settings.rt_runtime_us: "-2" is not allowed: want a whole number from -1 to 1000000`,
+		"host_settings: {irq_affinity: 3-1}":  `t.yaml:2:31: host_settings.irq_affinity: "3-1" is not allowed`,
+		"host_settings: {}":                   "host_settings: empty: give rt_runtime_us, irq_affinity or both",
+		"host_settings: {rt_throttling: off}": `host_settings.rt_throttling: unknown field`,
+	} {
+		if _, err := Parse("t.yaml", []byte("name: t\n"+src+"\n"+rest), opts); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
 	}
 }
 

@@ -32,7 +32,26 @@ type Spec struct {
 	Fleet *Fleet
 	// Noise is the `noise:` section; nil for no aggressors.
 	Noise *Noise
+	// HostSettings is the `host_settings:` section; nil leaves the host's
+	// kernel settings as they are.
+	HostSettings *HostSettings
 }
+
+// HostSettings are host-wide real-time settings a run holds while it
+// lasts; the host's own come back afterwards, after a crash through
+// `vfleet clean`.
+type HostSettings struct {
+	// RTRuntimeUS is written to sched_rt_runtime_us when set: -1 turns RT
+	// throttling off, so a real-time task may take all of a CPU.
+	RTRuntimeUS *int
+	// IRQAffinity, when set, is the CPU list every interrupt that can be
+	// moved is moved to, to keep the measured CPUs quiet.
+	IRQAffinity string
+}
+
+// MaxRTRuntimeUS is the largest RT runtime a scenario may ask for, the
+// kernel's default period; the kernel refuses one above the host's period.
+const MaxRTRuntimeUS = 1_000_000
 
 // Adaptive is the `adaptive:` section: repeat each workload until the 95%
 // confidence interval of its headline metric (the first one the workload

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
@@ -76,6 +77,16 @@ func (s *Store) SetRunGuests(ctx context.Context, id int64, guests map[string]Gu
 		return fmt.Errorf("run %d: encode guests: %w", id, err)
 	}
 	return s.updateRun(ctx, id, `UPDATE runs SET guests_json = ? WHERE id = ?`, string(b), id)
+}
+
+// SetRunHost records the host as the run measured it, when the run itself
+// changed its settings after it was created.
+func (s *Store) SetRunHost(ctx context.Context, id int64, host hostinfo.Fingerprint) error {
+	b, err := json.Marshal(host)
+	if err != nil {
+		return fmt.Errorf("run %d: encode host: %w", id, err)
+	}
+	return s.updateRun(ctx, id, `UPDATE runs SET host_json = ? WHERE id = ?`, string(b), id)
 }
 
 // SetRunKey records the key that names the run's resources and ledger,

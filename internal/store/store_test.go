@@ -86,7 +86,7 @@ func TestRoundTripEveryField(t *testing.T) {
 		Microcode: "0xde", OnlineCPUs: 2, SMT: "on", Governor: "performance", MemTotalKiB: 1 << 20,
 		CgroupMode: "v2", Virtualized: "kvm", VfleetVer: "0.1.0", ToolVersions: map[string]string{"fio": "3.33"},
 		RealTime: hostinfo.RealTime{Preemption: "dynamic", RTRuntimeUS: 950000, RTPeriodUS: 1000000, IsolatedCPUs: "1",
-			NohzFull: "1", IRQsPerCPU: map[int]int{0: 3, 1: 0}, Tracers: map[string]string{"timerlat": hostinfo.TracerAbsent}},
+			NohzFull: "1", IRQsPerCPU: map[int]int{0: 3, 1: 0}, Tracers: map[string]string{"timerlat": hostinfo.TracerAbsent}, SetByRun: []string{"sched_rt_runtime_us=-1"}},
 	}
 	requireAllSet(t, host)
 	requireAllSet(t, host.RealTime)
