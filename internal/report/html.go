@@ -141,8 +141,11 @@ type htmlData struct {
 	Rows     []htmlRow
 	Charts   []chart
 	Failures []store.Failure
-	Env      [][2]string // the host fingerprint and tool versions, as label and value
-	CSVHref  template.URL
+	// NotSupported are the steps a guest group could not run, apart from
+	// the failures.
+	NotSupported []store.Failure
+	Env          [][2]string // the host fingerprint and tool versions, as label and value
+	CSVHref      template.URL
 	// JSONHref is the document WriteJSON produces, for a reader who wants
 	// the summaries as well as the raw samples.
 	JSONHref template.URL
@@ -209,9 +212,10 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	if err := WriteJSON(&jsonBuf, c, samples); err != nil {
 		return err
 	}
+	failed, notSupported := splitNotSupported(c.Failures)
 	d := htmlData{
 		Run: c.Run, Scenario: string(c.Run.ScenarioText), Columns: c.Columns, Charts: buildCharts(c),
-		Failures: c.Failures, Complete: c.Run.Status == store.StatusComplete, NonFinite: nonFiniteNote(c.NonFinite),
+		Failures: failed, NotSupported: notSupported, Complete: c.Run.Status == store.StatusComplete, NonFinite: nonFiniteNote(c.NonFinite),
 		SharedCPUs: sharedCPUsNote(c.Run),
 		CSVHref:    template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
 		JSONHref:   template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),

@@ -131,6 +131,12 @@ dotted lines mark p90 and p99. A curve further left is faster; a curve that reac
 {{end}}</svg>
 {{end}}{{end}}
 
+{{if .NotSupported}}<h2>Not supported</h2>
+<p>Steps a guest group could not run: its kernel or its isolation lacks what the workload needs. Each is recorded once; the group's other steps of the workload were not run.</p>
+<table><tr><th>group</th><th>workload</th><th>why</th></tr>
+{{range .NotSupported}}<tr><td>{{.Group}}</td><td>{{failureStep .}}</td><td>{{.Error}}</td></tr>
+{{end}}</table>{{end}}
+
 {{if .Failures}}<h2>Failures</h2>
 <table><tr><th>guest</th><th>workload</th><th>repetition</th><th>error</th></tr>
 {{range .Failures}}<tr><td>{{.Guest}}</td><td>{{failureStep .}}</td><td>{{failureRep .}}</td><td>{{.Error}}{{if .Stderr}}<pre>{{stderrTail .Stderr}}</pre>{{end}}</td></tr>

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // TableOptions tune the terminal table.
@@ -212,12 +213,33 @@ func writeCost(w io.Writer, rows []CostRow) {
 	writeAligned(w, table, func(int, int) int { return 0 }, false)
 }
 
-func writeFailures(w io.Writer, failures []store.Failure) {
-	if len(failures) == 0 {
+// splitNotSupported tells the steps a guest could not run (its kernel or
+// its isolation lacks what the workload needs: workload.ErrNotSupported)
+// from those that failed.
+func splitNotSupported(all []store.Failure) (failed, notSupported []store.Failure) {
+	for _, f := range all {
+		if strings.HasPrefix(f.Error, workload.ErrNotSupported.Error()) {
+			notSupported = append(notSupported, f)
+		} else {
+			failed = append(failed, f)
+		}
+	}
+	return failed, notSupported
+}
+
+func writeFailures(w io.Writer, all []store.Failure) {
+	failed, notSupported := splitNotSupported(all)
+	if len(notSupported) > 0 {
+		fmt.Fprintf(w, "\nnot supported (once per guest group; its other steps of the workload were not run):\n")
+		for _, f := range notSupported {
+			fmt.Fprintf(w, "  %s: %s: %s\n", f.Group, failureStep(f), strings.TrimPrefix(firstLine(f.Error), workload.ErrNotSupported.Error()+": "))
+		}
+	}
+	if len(failed) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%d failure(s):\n", len(failures))
-	for _, f := range failures {
+	fmt.Fprintf(w, "\n%d failure(s):\n", len(failed))
+	for _, f := range failed {
 		what := failureStep(f)
 		if rep := failureRep(f); rep != "" {
 			what += " rep " + rep

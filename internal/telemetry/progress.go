@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -44,18 +45,28 @@ func (p *Progress) Phase(name string, total int) {
 	p.drawLocked("")
 }
 
+// notApplicable is an item's error that is no failure: the item cannot
+// run where it was asked to (a workload its guest's kernel lacks), and
+// the error says so itself.
+type notApplicable interface{ NotApplicable() bool }
+
 // Item records one finished item.
 func (p *Progress) Item(desc string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done++
-	if err != nil {
+	var na notApplicable
+	skipped := errors.As(err, &na) && na.NotApplicable()
+	if err != nil && !skipped {
 		p.failed++
 	}
 	if !p.tty || err != nil {
 		p.clearLocked()
 		status := "ok"
-		if err != nil {
+		switch {
+		case skipped:
+			status = oneLine(err.Error())
+		case err != nil:
 			status = "FAILED: " + oneLine(err.Error())
 		}
 		fmt.Fprintf(p.w, "%s [%d/%d] %s %s%s\n", p.stamp(), p.done, p.total, desc, status, p.etaLocked())

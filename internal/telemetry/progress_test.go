@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +55,27 @@ func TestTTYProgressRedrawsAndKeepsFailures(t *testing.T) {
 	}
 	if !strings.HasSuffix(out, "\r\x1b[K") {
 		t.Errorf("Done must clear the status line: %q", out)
+	}
+}
+
+type notApplicableErr struct{}
+
+func (notApplicableErr) Error() string       { return "not supported in this guest: no tracer" }
+func (notApplicableErr) NotApplicable() bool { return true }
+
+// An item that could not run where it was asked to says so, and is no
+// failure.
+func TestNotApplicableItemIsNoFailure(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewProgress(&buf, false)
+	p.now = fakeClock()
+	p.Phase("measure", 1)
+	p.Item("osnoise on vm (rep 1)", fmt.Errorf("wrapped: %w", notApplicableErr{}))
+	p.Done()
+	if out := buf.String(); !strings.Contains(out, "[1/1] osnoise on vm (rep 1) wrapped: not supported in this guest: no tracer") || strings.Contains(out, "FAILED") {
+		t.Errorf("progress:\n%s", out)
+	}
+	if p.failed != 0 {
+		t.Errorf("%d failed, want none", p.failed)
 	}
 }

@@ -3,7 +3,6 @@ package workload
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -27,8 +26,13 @@ import (
 // ErrNotSupported is wrapped when a guest cannot run a workload as it is
 // built: its kernel lacks what the workload needs, or its isolation
 // withholds it. The step is reported as not supported rather than failed,
-// once per guest group.
-var ErrNotSupported = errors.New("not supported in this guest")
+// once per guest group, and progress shows it as no failure.
+var ErrNotSupported error = notSupported{}
+
+type notSupported struct{}
+
+func (notSupported) Error() string       { return "not supported in this guest" }
+func (notSupported) NotApplicable() bool { return true }
 
 // Explainer is a workload that can tell, from what its tool printed on
 // failing, a reason better than its exit status (a kernel without the
