@@ -357,7 +357,7 @@ func ensureImageFor(ctx context.Context, g *globalOptions, progress *telemetry.P
 }
 
 // measuringPackages are the image packages whose versions every run records.
-var measuringPackages = []string{"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests"}
+var measuringPackages = []string{"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests", "rtla"}
 
 func fingerprint(ctx context.Context, img *image.Image, specs ...*scenario.Spec) (hostinfo.Fingerprint, error) {
 	fp, err := hostinfo.Collect(hostinfo.Options{})
