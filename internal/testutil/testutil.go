@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
@@ -88,12 +89,20 @@ func Image(t testing.TB) *image.Image { return ImageFor(t, image.HostArch) }
 // with a freshly built agent of that architecture installed.
 func ImageFor(t testing.TB, arch string) *image.Image {
 	t.Helper()
+	return ImageOf(t, image.Variant{Arch: arch})
+}
+
+// ImageOf returns one of vfleet's images, built on first use, with a
+// freshly built agent of its architecture installed.
+func ImageOf(t testing.TB, v image.Variant) *image.Image {
+	t.Helper()
+	arch := cmp.Or(v.Arch, image.HostArch)
 	RequiresRoot(t)
 	RequiresTool(t, "mmdebstrap", "mmdebstrap")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	img, err := image.Ensure(ctx, image.EnsureOptions{
-		Root: StateRoot(), Recipe: image.RecipeFor(arch), AgentBinary: BuildAgentFor(t, arch),
+		Root: StateRoot(), Recipe: image.RecipeOf(v), AgentBinary: BuildAgentFor(t, arch),
 		Progress: func(line string) { t.Log("image:", line) },
 	})
 	if err != nil {
