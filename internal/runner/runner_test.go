@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/vfleet/vfleet/internal/hostset"
+	"github.com/vfleet/vfleet/internal/ledger"
 	"os"
 	"path/filepath"
 	"strings"
@@ -412,5 +413,37 @@ func TestHostSettingsHeldWhileTheRunLasts(t *testing.T) {
 	}
 	if _, err := os.Stat(rtSettings.State); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("hold state left: %v", err)
+	}
+}
+
+// A run that died holding host_settings is ended by `vfleet clean`, which
+// puts the host's values back through the undo this package registers.
+func TestCleanPutsHostSettingsBackAfterACrash(t *testing.T) {
+	proc := t.TempDir()
+	file := filepath.Join(proc, "sys/kernel/sched_rt_runtime_us")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("950000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set := hostset.Set{Kind: kindRTHold, Dir: proc, State: filepath.Join(t.TempDir(), "rt.json")}
+	root := t.TempDir()
+	led, err := ledger.Create(root, "crashed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := set.Hold(context.Background(), led, "crashed", []hostset.Setting{{Name: "sys/kernel/sched_rt_runtime_us", Value: "-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	led.Close()
+	if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) != "-1" {
+		t.Fatalf("held: %s", b)
+	}
+	if _, err := ledger.Clean(context.Background(), root, ledger.CleanOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) != "950000" {
+		t.Errorf("after clean: %s, want the host's 950000", b)
 	}
 }
