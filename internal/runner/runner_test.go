@@ -52,18 +52,25 @@ func (silent) Phase(string, int)   {}
 func (silent) Item(string, error)  {}
 func (silent) Logf(string, ...any) {}
 
-func setup(t *testing.T) (*scenario.Plan, Options) {
-	reset(t)
-	spec, err := scenario.Parse("t.yaml", []byte(fakeScenario), scenario.Options{KnownKinds: []string{"fake"}})
+// fakePlan is the plan of a scenario of fake guests.
+func fakePlan(t *testing.T, text string) *scenario.Plan {
+	t.Helper()
+	spec, err := scenario.Parse("t.yaml", []byte(text), scenario.Options{KnownKinds: []string{"fake"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return spec.Expand()
+}
+
+func setup(t *testing.T) (*scenario.Plan, Options) {
+	reset(t)
+	plan := fakePlan(t, fakeScenario)
 	st, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return spec.Expand(), Options{Store: st, StateRoot: t.TempDir(), Progress: silent{}, IdleWindow: 10 * time.Millisecond}
+	return plan, Options{Store: st, StateRoot: t.TempDir(), Progress: silent{}, IdleWindow: 10 * time.Millisecond}
 }
 
 func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
@@ -127,21 +134,9 @@ func TestMissingToolFailsItsStepsByName(t *testing.T) {
 // A group whose kernel lacks what a workload needs is told so once: its
 // other steps of that workload are not run, and the run is no failure.
 func TestWorkloadTheKernelCannotRunIsNotSupportedOnce(t *testing.T) {
-	spec, err := scenario.Parse("t.yaml", []byte(`name: t
-repetitions: 3
-warmup: 0
-duration: 1s
-guests:
-  - {name: base, kind: fake}
-  - {name: other, kind: fake, count: 2}
-baseline: base
-workloads:
-  - workload: osnoise
-`), scenario.Options{KnownKinds: []string{"fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := strings.NewReplacer("repetitions: 2", "repetitions: 3", "warmup: 1", "warmup: 0", "workload: cpu", "workload: osnoise").Replace(fakeScenario)
 	_, opts := setup(t)
+	plan := fakePlan(t, text)
 	noTracer, err := os.ReadFile("../workload/testdata/rtla-osnoise-no-tracer.stderr")
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +153,7 @@ workloads:
 			execs.Add(1)
 		}
 	})
-	id, err := Run(context.Background(), spec.Expand(), opts)
+	id, err := Run(context.Background(), plan, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,12 +293,7 @@ func TestRunABAlternatesStepOrder(t *testing.T) {
 
 func adaptivePlan(t *testing.T, opts Options) *scenario.Plan {
 	t.Helper()
-	text := strings.Replace(fakeScenario, "repetitions: 2\n", "repetitions: 2\nadaptive: {target: 5%, max_repetitions: 5}\n", 1)
-	spec, err := scenario.Parse("t.yaml", []byte(text), scenario.Options{KnownKinds: []string{"fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return spec.Expand()
+	return fakePlan(t, strings.Replace(fakeScenario, "repetitions: 2\n", "repetitions: 2\nadaptive: {target: 5%, max_repetitions: 5}\n", 1))
 }
 
 func repetitionsPerGuest(t *testing.T, opts Options, id int64) map[string]int {
@@ -385,16 +375,13 @@ func TestHostSettingsHeldWhileTheRunLasts(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(proc, name))
 		return strings.TrimSpace(string(b))
 	}
-	spec, err := scenario.Parse("t.yaml", []byte(fakeScenario+"host_settings: {rt_runtime_us: -1, irq_affinity: \"0\"}\n"), scenario.Options{KnownKinds: []string{"fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, opts := setup(t)
+	plan := fakePlan(t, fakeScenario+"host_settings: {rt_runtime_us: -1, irq_affinity: \"0\"}\n")
 	var during []string
 	fake.OnExec(func(string) {
 		during = append(during, read("sys/kernel/sched_rt_runtime_us")+" "+read("irq/24/smp_affinity_list")+" "+read("irq/25/smp_affinity_list"))
 	})
-	id, err := Run(context.Background(), spec.Expand(), opts)
+	id, err := Run(context.Background(), plan, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
