@@ -95,7 +95,8 @@ func Checks(o Options) []Check {
 			return checkKSM(ksm.Host{Dir: filepath.Join(o.SysRoot, "kernel/mm/ksm")})
 		}},
 		Check{Name: "latency tracers", Run: func(context.Context) Result {
-			return checkTracers(hostinfo.HostTracers(hostinfo.Options{SysRoot: o.SysRoot}))
+			release, tracers := hostinfo.HostTracers(hostinfo.Options{SysRoot: o.SysRoot})
+			return checkTracers(release, tracers, vmKernelTracers(o.KernelPath))
 		}},
 		Check{Name: "measuring tools", Run: func(context.Context) Result { return checkImageTools(o.ImagePackages) }},
 	)
