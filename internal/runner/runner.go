@@ -720,6 +720,9 @@ type measurement struct {
 	parsed []workload.Sample
 	reply  agent.Reply
 	use    *cpuUse // nil for a workload that is not a network one
+	// partial: some of the step's metrics failed, so its first sample
+	// may not be the workload's headline.
+	partial bool
 }
 
 // measure runs the step's tool in g, at startAt on the agent's clock (0:
@@ -752,9 +755,14 @@ func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, star
 	}
 	parsed, err := workload.ParseOutput(w, st.Params, reply.Stdout, reply.Stderr)
 	if err != nil {
-		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		ferr := r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		if len(parsed) == 0 || errors.Is(ferr, ErrStore) {
+			return measurement{}, ferr
+		}
+		// The step's other metrics were read: they are stored, beside the
+		// failure of those that were not.
 	}
-	return measurement{parsed: parsed, reply: reply, use: use}, nil
+	return measurement{parsed: parsed, reply: reply, use: use, partial: err != nil}, nil
 }
 
 // record stores a guest's samples of a step and returns them.
@@ -779,7 +787,9 @@ func (r *run) record(ctx context.Context, g guest.Guest, st scenario.Step, m mea
 		return nil, err
 	}
 	st.Group = r.records[spec.Name].Group
-	r.noteHeadline(st, parsed)
+	if !m.partial {
+		r.noteHeadline(st, parsed)
+	}
 	return samples, nil
 }
 

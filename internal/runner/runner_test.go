@@ -434,3 +434,41 @@ func TestCleanPutsHostSettingsBackAfterACrash(t *testing.T) {
 		t.Errorf("after clean: %s, want the host's 950000", b)
 	}
 }
+
+// A metric of the user's that cannot be read fails on its own: the step's
+// other metrics are stored, and the failure names the one that was not.
+func TestAMetricThatCannotBeReadFailsAlone(t *testing.T) {
+	_, opts := setup(t)
+	fake.Reset([]byte(`{"a": 2.5, "b": 1e999}`))
+	plan := fakePlan(t, `name: t
+repetitions: 1
+warmup: 0
+duration: 1s
+guests:
+  - {name: base, kind: fake}
+baseline: base
+workloads:
+  - workload: command
+    params:
+      argv: [bench]
+      metrics:
+        - {name: a, unit: u, better: higher, json: $.a}
+        - {name: b, unit: u, better: higher, json: $.b}
+`)
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if run, _ := opts.Store.GetRun(ctx, id); run.Status != store.StatusCompleteWithFailures {
+		t.Errorf("status %q, want %q", run.Status, store.StatusCompleteWithFailures)
+	}
+	samples, _ := opts.Store.Samples(ctx, id)
+	if len(samples) != 1 || samples[0].Metric != "a" || samples[0].Value != 2.5 {
+		t.Errorf("samples = %+v, want metric a alone", samples)
+	}
+	failures, _ := opts.Store.Failures(ctx, id)
+	if len(failures) != 1 || !strings.Contains(failures[0].Error, "metric b: $.b selects 1e999, a number out of range") {
+		t.Errorf("failures = %+v, want metric b's", failures)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -216,8 +217,9 @@ func (command) Parse([]byte, []byte) ([]Sample, error) {
 	return nil, errors.New("command: parsing needs the parameters (ParseParams)")
 }
 
-// ParseParams takes every metric from stdout; one that is not there fails
-// the whole parse, quoting the start of the output.
+// ParseParams takes every metric from stdout. A metric that is not there
+// fails, quoting the start of the output; the others are still returned,
+// with the error.
 func (w command) ParseParams(p Params, stdout, _ []byte) ([]Sample, error) {
 	c, err := w.decode(p)
 	if err != nil {
@@ -227,30 +229,77 @@ func (w command) ParseParams(p Params, stdout, _ []byte) ([]Sample, error) {
 	var docErr error
 	parsedDoc := false
 	out := make([]Sample, 0, len(c.metrics))
+	var errs []error
 	for i, m := range c.metrics {
 		var v float64
 		if re := c.regexps[i]; re != nil {
 			g := re.FindSubmatch(stdout)
 			if g == nil {
-				return nil, fmt.Errorf("%w: metric %s: /%s/ matches nothing in the output, which begins:\n%s", ErrParse, m.Name, m.Regex, head(stdout))
+				errs = append(errs, fmt.Errorf("%w: metric %s: /%s/ matches nothing in the output, which begins:\n%s", ErrParse, m.Name, m.Regex, head(stdout)))
+				continue
 			}
 			if v, err = strconv.ParseFloat(strings.TrimSpace(string(g[1])), 64); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, fmt.Errorf("%w: metric %s: /%s/ matched %q, which is not a number", ErrParse, m.Name, m.Regex, Clip(string(g[1])))
+				errs = append(errs, fmt.Errorf("%w: metric %s: /%s/ matched %q, which is not a number", ErrParse, m.Name, m.Regex, Clip(string(g[1]))))
+				continue
 			}
 		} else {
 			if !parsedDoc {
-				docErr, parsedDoc = json.Unmarshal(stdout, &doc), true
+				doc, docErr = parseDocument(stdout)
+				parsedDoc = true
 			}
 			if docErr != nil {
-				return nil, fmt.Errorf("%w: metric %s: the output is not one JSON document (%v); it begins:\n%s", ErrParse, m.Name, docErr, head(stdout))
+				errs = append(errs, fmt.Errorf("%w: metric %s: the output is not one JSON document (%v); it begins:\n%s", ErrParse, m.Name, docErr, head(stdout)))
+				continue
 			}
 			if v, err = jsonNumber(c.paths[i].Get(doc)); err != nil {
-				return nil, fmt.Errorf("%w: metric %s: %s %v", ErrParse, m.Name, m.JSON, err)
+				errs = append(errs, fmt.Errorf("%w: metric %s: %s %v", ErrParse, m.Name, m.JSON, err))
+				continue
 			}
 		}
 		out = append(out, Sample{Metric: m.Name, Unit: m.Unit, Value: v, Better: m.Better})
 	}
-	return out, nil
+	return out, errors.Join(errs...)
+}
+
+// outOfRange is a number of the output beyond a float64's range (1e999),
+// kept in the document so that only a metric selecting it fails.
+type outOfRange string
+
+// parseDocument reads the output as one JSON document, its numbers
+// float64s as json.Unmarshal makes them; json.Unmarshal would refuse the
+// whole document for one number out of range.
+func parseDocument(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more follows the first JSON value")
+	}
+	return toFloats(doc), nil
+}
+
+// toFloats replaces the numbers of a document decoded with UseNumber.
+func toFloats(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return outOfRange(v)
+		}
+		return f
+	case map[string]any:
+		for k, x := range v {
+			v[k] = toFloats(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = toFloats(x)
+		}
+	}
+	return v
 }
 
 // jsonNumber is the one number a JSONPath selected.
@@ -261,6 +310,8 @@ func jsonNumber(found []any) (float64, error) {
 	switch v := found[0].(type) {
 	case float64:
 		return v, nil
+	case outOfRange:
+		return 0, fmt.Errorf("selects %s, a number out of range: at most ±%.4g", Clip(string(v)), math.MaxFloat64)
 	case string:
 		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
 			return f, nil

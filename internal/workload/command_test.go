@@ -120,6 +120,26 @@ func TestCommandParseIsStrict(t *testing.T) {
 	}
 }
 
+// A number beyond a float64 (1e999) fails the metric that selects it,
+// saying so; the document and its other metrics are read.
+func TestCommandNumberOutOfRangeFailsItsMetricAlone(t *testing.T) {
+	w := mustLookupCommand().(ParamsParser)
+	p := commandParams(`["x"]`, `[{"name":"a","unit":"u","better":"lower","json":"$.a"},{"name":"b","unit":"u","better":"lower","json":"$.b"},`+
+		`{"name":"c","unit":"u","better":"lower","json":"$.c[0]"}]`)
+	samples, err := w.ParseParams(p, []byte(`{"a": 1e999, "b": 2, "c": [-1e400]}`), nil)
+	if len(samples) != 1 || samples[0].Metric != "b" || samples[0].Value != 2 {
+		t.Errorf("samples = %+v, want b alone", samples)
+	}
+	for _, want := range []string{"metric a: $.a selects 1e999, a number out of range", "metric c: $.c[0] selects -1e400, a number out of range"} {
+		if !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "JSON document") {
+			t.Errorf("err = %v, want %q", err, want)
+		}
+	}
+	if _, err := w.ParseParams(p, []byte(`{"b": 2} {"b": 3}`), nil); err == nil || !strings.Contains(err.Error(), "not one JSON document") {
+		t.Errorf("two documents: %v", err)
+	}
+}
+
 // A net-command's server runs on the other side on the guest's own port;
 // its client, pre and post get the peer's address, the port and the
 // duration; its parameters are checked like command's.

@@ -141,7 +141,8 @@ func namesLocked() []string {
 
 // ParamsParser is a workload whose output can only be read knowing its
 // parameters (a command's metrics are among them); ParseOutput prefers
-// it to Parse.
+// it to Parse. Its metrics are the user's, each read on its own: with an
+// error it returns those it could read.
 type ParamsParser interface {
 	ParseParams(p Params, stdout, stderr []byte) ([]Sample, error)
 }
