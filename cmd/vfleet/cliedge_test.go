@@ -214,6 +214,18 @@ func TestExecCommandStartsAfterTheGuestOrItsDashes(t *testing.T) {
 	}
 }
 
+// The agent counts a timeout in whole milliseconds: a shorter one would be
+// none at all.
+func TestExecRefusesATimeoutBelowAMillisecond(t *testing.T) {
+	c := newCLI(t)
+	for _, d := range []string{"999us", "0s"} {
+		_, stderr, code := c.run("fleet", "exec", "--timeout", d, "c-0", "--", "true")
+		if code != 2 || !strings.Contains(stderr, "want a duration of at least 1ms") {
+			t.Errorf("fleet exec --timeout %s: exit %d, stderr %q; want exit 2 and the least allowed", d, code, stderr)
+		}
+	}
+}
+
 // fakeAgent listens at a new unix socket and gives each connection to
 // serve, after the agent's hello; it returns the socket's path.
 func fakeAgent(t *testing.T, serve func(conn net.Conn, r *bufio.Reader)) string {

@@ -106,8 +106,8 @@ vfleet itself could not run the command.`,
 			if err != nil {
 				return err
 			}
-			if timeout <= 0 {
-				return usageError{fmt.Errorf("--timeout %s: want a positive duration like 30s or 10m", timeout)}
+			if timeout < agent.MinTimeout {
+				return usageError{fmt.Errorf("--timeout %s: want a duration of at least %s, like 30s or 10m", timeout, agent.MinTimeout)}
 			}
 			if err := requireRoot("vfleet fleet exec"); err != nil {
 				return err

@@ -42,6 +42,10 @@ type Hello struct {
 	KernelUptime float64 `json:"kernel_uptime_s"` // guest's /proc/uptime when the agent started
 }
 
+// MinTimeout is the shortest timeout a request can carry: TimeoutMS
+// counts whole milliseconds, and a shorter one would become 0, no timeout.
+const MinTimeout = time.Millisecond
+
 // Request asks the agent to do one thing.
 type Request struct {
 	V         int      `json:"v"`
@@ -50,7 +54,7 @@ type Request struct {
 	Argv      []string `json:"argv,omitempty"`
 	Env       []string `json:"env,omitempty"`
 	Dir       string   `json:"dir,omitempty"`
-	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: none; so at least MinTimeout
 	// MaxOutput is how many bytes of stdout and of stderr to keep; 0 means
 	// MaxOutput, more than MaxOutputLimit is refused.
 	MaxOutput int64 `json:"max_output,omitempty"`

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ohler55/ojg/jp"
+
+	"github.com/vfleet/vfleet/internal/agent"
 )
 
 // command runs a program of the user's, in the guest's image, and takes
@@ -106,8 +108,8 @@ func (command) decode(p Params) (commandSpec, error) {
 	}
 	if t := p["timeout"]; t != "" {
 		d, err := time.ParseDuration(t)
-		if err != nil || d <= 0 || d > 24*time.Hour {
-			return c, paramError("timeout", nil, fmt.Sprintf("%q: want a duration above 0 and at most 24h, like 90s or 10m", Clip(t)))
+		if err != nil || d < agent.MinTimeout || d > 24*time.Hour {
+			return c, paramError("timeout", nil, fmt.Sprintf("%q: want a duration from %s to 24h, like 90s or 10m", Clip(t), agent.MinTimeout))
 		}
 		c.timeout = d
 	}

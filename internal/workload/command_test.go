@@ -68,6 +68,8 @@ func TestCommandValidation(t *testing.T) {
 		{`["x"]`, `[{"name":"a","unit":"u","better":"lower","json":"$.[["}]`, nil, "metrics[0].json", "not a JSONPath"},
 		{`["x"]`, `[{"name":"a","unit":"u","better":"lower","json":"$.a"},{"name":"a","unit":"u","better":"lower","json":"$.b"}]`, nil, "metrics[1].name", "already"},
 		{`["x"]`, scoreMetric, []string{"timeout", "soon"}, "timeout", "duration"},
+		// The agent counts whole milliseconds: less would be no timeout at all.
+		{`["x"]`, scoreMetric, []string{"timeout", "500us"}, "timeout", "from 1ms to 24h"},
 		{`["x"]`, scoreMetric, []string{"workdir", "bench"}, "workdir", "absolute"},
 	} {
 		err := w.Validate(commandParams(tc.argv, tc.metrics, tc.more...))
