@@ -53,7 +53,13 @@ func TestSpreadAlternatesPackagesThenCoresThenThreads(t *testing.T) {
 
 func plan(t *testing.T, src string) *scenario.Plan {
 	t.Helper()
-	spec, err := scenario.Parse("t.yaml", []byte(src), scenario.Options{KnownKinds: []string{"host", "container", "vm"}})
+	// Placement is checked against the fake topologies of these tests, so
+	// the scenario is loaded for a host with every CPU they name.
+	big := &scenario.Host{CPUs: make([]int, 64), MemoryBytes: 1 << 40}
+	for i := range big.CPUs {
+		big.CPUs[i] = i
+	}
+	spec, err := scenario.Parse("t.yaml", []byte(src), scenario.Options{KnownKinds: []string{"host", "container", "vm"}, Host: big})
 	if err != nil {
 		t.Fatal(err)
 	}

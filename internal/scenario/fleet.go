@@ -172,14 +172,7 @@ func (p *parser) noise(n *yaml.Node) *Noise {
 	seen := p.fields(n, "noise", map[string]func(*yaml.Node, string){
 		"profiles": func(v *yaml.Node, path string) { ns.Profiles = p.words(v, path, NoiseProfiles) },
 		"on":       p.name(&ns.On),
-		"cpus": func(v *yaml.Node, path string) {
-			if s, ok := p.scalar(v, path); ok {
-				if err := checkCPUSet(s); err != nil {
-					p.errorf(v, path, "%q is not allowed: %v", s, err)
-				}
-				ns.CPUs = s
-			}
-		},
+		"cpus":     p.cpuSet(&ns.CPUs),
 	})
 	if seen != nil && seen["profiles"] == nil {
 		p.errorf(n, "noise.profiles", "missing (required; some of: %s)", strings.Join(NoiseProfiles, ", "))

@@ -38,6 +38,9 @@ type Options struct {
 	// image at path (an existing file or directory), so an unusable one is
 	// reported at its line rather than when the run unpacks it.
 	CheckImage func(kind, path string) error
+	// Host is what CPU lists and memory sizes are checked against; nil
+	// reads this machine (ThisHost).
+	Host *Host
 }
 
 func (o Options) traits(kind string) guest.Traits {
@@ -60,6 +63,10 @@ const (
 	// MaxCPULimit bounds cpu_limit: more CPUs than any host has means
 	// nothing, and the runtimes turn it into a quota in microseconds.
 	MaxCPULimit = 4096
+	// MaxDuration bounds a step's duration: a day, beyond which a typo
+	// (9999999h) is likelier than a measurement, and tools' timeouts of
+	// twice the duration stay far from overflowing.
+	MaxDuration = 24 * time.Hour
 )
 
 // parser accumulates errors while walking the node tree.
@@ -67,6 +74,8 @@ type parser struct {
 	source string
 	opts   Options
 	errs   ErrorList
+	// thisHost is ThisHost, once read.
+	thisHost *Host
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -225,15 +234,15 @@ func (p *parser) oneOf(dst *string, allowed ...string) func(*yaml.Node, string) 
 	}
 }
 
-// boolean reads true or false.
+// boolean reads true or false, and nothing else that might mean one
+// (1, yes, on): YAML itself disagrees between versions on which do.
 func (p *parser) boolean(dst *bool) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		if s, ok := p.scalar(n, path); ok {
-			b, err := strconv.ParseBool(s)
-			if err != nil {
+			if s != "true" && s != "false" {
 				p.errorf(n, path, "%q is not allowed: want true or false", s)
 			}
-			*dst = b
+			*dst = s == "true"
 		}
 	}
 }
@@ -266,8 +275,8 @@ func (p *parser) duration(dst *time.Duration) func(*yaml.Node, string) {
 			return
 		}
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			p.errorf(n, path, "%q is not allowed: want a positive duration like 3s, 500ms or 1m", v)
+		if err != nil || d <= 0 || d > MaxDuration {
+			p.errorf(n, path, "%q is not allowed: want a positive duration of at most %gh, like 3s, 500ms or 1m", v, MaxDuration.Hours())
 			return
 		}
 		*dst = d
@@ -550,14 +559,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"launch":         p.oneOf(&g.Launch, "boot", "clone"),
 			"memory_merge":   p.boolean(&g.MemoryMerge),
 			"rt_priority":    p.integer(&g.RTPriority, 1, 99),
-			"pin_vcpus": func(v *yaml.Node, path string) {
-				if s, ok := p.scalar(v, path); ok {
-					if err := checkCPUSet(s); err != nil {
-						p.errorf(v, path, "%q is not allowed: %v", s, err)
-					}
-					g.PinVCPUs = s
-				}
-			},
+			"pin_vcpus":      p.cpuSet(&g.PinVCPUs),
 		})
 		if seen == nil {
 			continue
@@ -569,15 +571,15 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			p.errorf(seen["kind"], path+".kind", "unknown kind %q (known: %s)", g.Kind, strings.Join(p.opts.KnownKinds, ", "))
 		}
 		if cpusNode != nil {
-			if err := checkCPUSet(cpus); err != nil {
-				p.errorf(cpusNode, path+".cpus", "%q is not allowed: %v", cpus, err)
-			}
+			p.cpuList(cpusNode, path+".cpus", cpus)
 			g.CPUs = cpus
 		}
 		if memNode != nil {
 			b, err := ParseSize(mem)
 			if err != nil {
 				p.errorf(memNode, path+".memory", "%q is not allowed: %v", mem, err)
+			} else {
+				p.memoryOnHost(memNode, path+".memory", mem, b)
 			}
 			g.MemoryBytes = b
 		}
@@ -901,14 +903,7 @@ func (p *parser) hostSettings(n *yaml.Node) *HostSettings {
 			p.integer(&us, -1, MaxRTRuntimeUS)(v, path)
 			hs.RTRuntimeUS = &us
 		},
-		"irq_affinity": func(v *yaml.Node, path string) {
-			if s, ok := p.scalar(v, path); ok {
-				if err := checkCPUSet(s); err != nil {
-					p.errorf(v, path, "%q is not allowed: %v", s, err)
-				}
-				hs.IRQAffinity = s
-			}
-		},
+		"irq_affinity": p.cpuSet(&hs.IRQAffinity),
 	})
 	if seen != nil && len(seen) == 0 {
 		p.errorf(n, "host_settings", "empty: give rt_runtime_us, irq_affinity or both, or remove it")

@@ -16,7 +16,11 @@ import (
 	"github.com/vfleet/vfleet/scenarios"
 )
 
-var opts = Options{KnownKinds: []string{"container", "host"}, Traits: testTraits}
+var opts = Options{KnownKinds: []string{"container", "host"}, Traits: testTraits, Host: &testHost}
+
+// testHost stands in for this machine, so that CPU lists and memory sizes
+// are checked against the same host wherever the tests run.
+var testHost = Host{CPUs: []int{0, 1, 2, 3}, MemoryBytes: 8 << 30}
 
 // testTraits stands in for guest.TraitsOf: these tests compile no kind in.
 func testTraits(kind string) guest.Traits {
@@ -54,7 +58,7 @@ func TestBuiltinScenariosParse(t *testing.T) {
 	if len(scenarios.Names()) == 0 {
 		t.Fatal("no built-in scenarios embedded")
 	}
-	every := Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits}
+	every := Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits, Host: &testHost}
 	for _, name := range scenarios.Names() {
 		spec, err := Load(name, every)
 		if err != nil {
@@ -274,7 +278,14 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"fractional repetitions", "name: t\nrepetitions: 2.5\n" + guests + work,
 			[]string{`t.yaml:2:14: repetitions: "2.5" is not allowed: want a whole number >= 1`}},
 		{"bad duration", "name: t\nduration: 3 seconds\n" + guests + work,
-			[]string{`t.yaml:2:11: duration: "3 seconds" is not allowed: want a positive duration like 3s`}},
+			[]string{`t.yaml:2:11: duration: "3 seconds" is not allowed: want a positive duration of at most 24h, like 3s`}},
+		{"duration over a day", "name: t\nduration: 9999999h\n" + guests + "workloads:\n  - workload: scenario-test\n    duration: 25h\n",
+			[]string{`t.yaml:2:11: duration: "9999999h" is not allowed: want a positive duration of at most 24h`,
+				`t.yaml:7:15: workloads[0].duration: "25h" is not allowed: want a positive duration of at most 24h`}},
+		{"boolean written as a number", "name: t\nfleet: {all_or_nothing: 1}\n" + guests + work,
+			[]string{`t.yaml:2:25: fleet.all_or_nothing: "1" is not allowed: want true or false`}},
+		{"boolean capitalised", "name: t\nfleet: {all_or_nothing: True}\n" + guests + work,
+			[]string{`t.yaml:2:25: fleet.all_or_nothing: "True" is not allowed: want true or false`}},
 		{"zero duration", "name: t\n" + guests + "workloads:\n  - workload: scenario-test\n    duration: 0s\n",
 			[]string{`t.yaml:6:15: workloads[0].duration: "0s" is not allowed`}},
 		{"too short for the workload", "name: t\nduration: 1s\n" + guests + work,

@@ -6,7 +6,7 @@ import (
 )
 
 func TestVMFieldsParseAndExpand(t *testing.T) {
-	o := Options{KnownKinds: []string{"host", "vm"}, Traits: testTraits}
+	o := Options{KnownKinds: []string{"host", "vm"}, Traits: testTraits, Host: &testHost}
 	src := `name: t
 guests:
   - kind: host
@@ -30,13 +30,13 @@ workloads:
 	if g.VCPUs != 2 || g.Accel != "tcg" || g.Disk != "copy" || g.PinVCPUs != "0-1" || !g.MemoryMerge || g.RTPriority != 10 || g.Runtime != "microvm" || g.Arch != "amd64" {
 		t.Fatalf("expanded VM spec = %+v", g)
 	}
-	bad := strings.NewReplacer("arch: amd64", "arch: sparc64", "vcpus: 2", "vcpus: 0", "accel: tcg", "accel: hvf", "disk: copy", "disk: thin", "memory_merge: true", "memory_merge: maybe",
+	bad := strings.NewReplacer("arch: amd64", "arch: sparc64", "vcpus: 2", "vcpus: 0", "accel: tcg", "accel: hvf", "disk: copy", "disk: thin", "memory_merge: true", "memory_merge: 1",
 		`pin_vcpus: "0-1"`, `pin_vcpus: "1-0"`, "rt_priority: 10", "rt_priority: 100").Replace(src)
 	_, err = Parse("t.yaml", []byte(bad), o)
 	if err == nil {
 		t.Fatal("bad VM fields accepted")
 	}
-	for _, want := range []string{"guests[1].arch", "one of amd64, arm64", "guests[1].vcpus", "guests[1].accel", "guests[1].disk", "guests[1].memory_merge", "guests[1].pin_vcpus", "guests[1].rt_priority", "one of auto, kvm, tcg"} {
+	for _, want := range []string{"guests[1].arch", "one of amd64, arm64", "guests[1].vcpus", "guests[1].accel", "guests[1].disk", `guests[1].memory_merge: "1" is not allowed: want true or false`, "guests[1].pin_vcpus", "guests[1].rt_priority", "one of auto, kvm, tcg"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -56,5 +56,51 @@ func TestSecurityParsesAndReachesTheGuest(t *testing.T) {
 	_, err = Parse("t.yaml", []byte(strings.Replace(src, "userns", "paranoid", 1)), o)
 	if err == nil || !strings.Contains(err.Error(), "t.yaml:5:15: guests[1].security") || !strings.Contains(err.Error(), "default, unconfined, privileged, userns, sandbox") {
 		t.Fatalf("unknown profile: %v", err)
+	}
+}
+
+// A CPU list naming a CPU the host lacks, or memory beyond the host's,
+// would do nothing (interrupts left where they are) or fail only once
+// guests start: refused at its line, saying what this host has.
+func TestSettingsBeyondTheHostAreRefused(t *testing.T) {
+	small := Host{CPUs: []int{0, 1}, MemoryBytes: 2 << 30}
+	o := Options{KnownKinds: []string{"host", "container", "vm"}, Traits: testTraits, Host: &small}
+	const src = `name: t
+host_settings: {irq_affinity: "1"}
+noise: {profiles: [none, cpu], cpus: "0"}
+guests:
+  - kind: host
+  - {kind: vm, vcpus: 2, pin_vcpus: "0-1", memory: 2GiB}
+  - {kind: container, cpus: "1"}
+workloads:
+  - workload: scenario-test
+`
+	if _, err := Parse("t.yaml", []byte(src), o); err != nil {
+		t.Fatalf("what the host has is refused: %v", err)
+	}
+	for _, tc := range []struct{ old, new, want string }{
+		{`irq_affinity: "1"`, `irq_affinity: "99"`, `t.yaml:2:31: host_settings.irq_affinity: "99" is not allowed: this host has no CPU 99 (its CPUs: 0-1)`},
+		{`cpus: "0"}`, `cpus: "0,2"}`, `t.yaml:3:38: noise.cpus: "0,2" is not allowed: this host has no CPU 2 (its CPUs: 0-1)`},
+		{`pin_vcpus: "0-1"`, `pin_vcpus: "1-2"`, `t.yaml:6:37: guests[1].pin_vcpus: "1-2" is not allowed: this host has no CPU 2 (its CPUs: 0-1)`},
+		{`memory: 2GiB`, `memory: 2049MiB`, `t.yaml:6:52: guests[1].memory: "2049MiB" is not allowed: more than this host's memory (2048MiB)`},
+		{`cpus: "1"}`, `cpus: "3"}`, `t.yaml:7:29: guests[2].cpus: "3" is not allowed: this host has no CPU 3 (its CPUs: 0-1)`},
+	} {
+		_, err := Parse("t.yaml", []byte(strings.Replace(src, tc.old, tc.new, 1)), o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.new, err, tc.want)
+		}
+	}
+}
+
+// Without a host given, the scenario is checked against this machine.
+func TestSettingsAreCheckedAgainstThisHostByDefault(t *testing.T) {
+	h, err := ThisHost()
+	if err != nil || len(h.CPUs) == 0 || h.MemoryBytes <= 0 {
+		t.Fatalf("this host: %+v, %v", h, err)
+	}
+	src := "name: t\nhost_settings: {irq_affinity: \"8191\"}\nguests:\n  - kind: host\nworkloads:\n  - workload: scenario-test\n"
+	_, err = Parse("t.yaml", []byte(src), Options{KnownKinds: []string{"host"}, Traits: testTraits})
+	if err == nil || !strings.Contains(err.Error(), "this host has no CPU 8191") {
+		t.Errorf("a CPU this machine lacks: %v", err)
 	}
 }
