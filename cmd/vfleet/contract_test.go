@@ -89,6 +89,10 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", scenario(ok, "{bs: \"99999999999999999999999\"}")}, "bs = \"99999999999999999999999\": want at most 256M", exitUsage},
 		{[]string{"run", scenario(ok, "{}"), "--html", "/nonexistent/r.html"}, "--html /nonexistent/r.html: no directory /nonexistent to write it in", exitUsage},
 		{[]string{"run", scenario(ok, "{}"), "--html", t.TempDir()}, "is a directory", exitUsage},
+		// A path whose directory looks writable, yet where no file can be
+		// made, or a file that takes no write: known before any guest starts.
+		{[]string{"audit", scenario(ok, "{}"), "--json", "/proc/x.json"}, "--json /proc/x.json: cannot create it", exitUsage},
+		{[]string{"audit", scenario(ok, "{}"), "--json", "/dev/full"}, "--json /dev/full: cannot write it", exitUsage},
 		{[]string{"--db", os.DevNull, "runs"}, "not a regular file (it is a character device)", exitFailed},
 	} {
 		began := time.Now()

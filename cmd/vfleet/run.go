@@ -199,15 +199,20 @@ func runOutcome(ctx context.Context, st *store.Store, ids []int64, runErr error)
 func checkHTMLPath(path string) error { return checkOutputPath("--html", path) }
 
 // checkOutputPath fails when a file a flag names could not be written: a
-// directory, or a directory that is missing or read-only.
+// directory, a directory that is missing or read-only, a file that cannot
+// be created there (/proc) or that refuses writes (/dev/full).
 func checkOutputPath(flag, path string) error {
 	if path == "-" {
 		return nil
 	}
 	dir := "."
 	if path != "" {
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		fi, err := os.Stat(path)
+		switch {
+		case err == nil && fi.IsDir():
 			return fmt.Errorf("%s %s is a directory: give a file name", flag, path)
+		case err == nil:
+			return checkWritable(flag, path, fi)
 		}
 		dir = filepath.Dir(path)
 	}
@@ -217,6 +222,38 @@ func checkOutputPath(flag, path string) error {
 	}
 	if err := unix.Access(dir, unix.W_OK); err != nil {
 		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, cmp.Or(path, "(default)"), dir, err)
+	}
+	if path == "" {
+		return nil
+	}
+	// Root may write in any directory by its mode, yet not create a file
+	// in every one: only creating it tells.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot create it: %w", flag, path, err)
+	}
+	f.Close()
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("%s %s: remove the trial file: %w", flag, path, err)
+	}
+	return nil
+}
+
+// checkWritable opens an existing file for writing, without truncating
+// it, and writes nothing to it, which a device that refuses every write
+// refuses too. A named pipe is left alone: opening it would wait for, or
+// without waiting fail for want of, a reader that comes later.
+func checkWritable(flag, path string, fi os.FileInfo) error {
+	if fi.Mode()&os.ModeNamedPipe != 0 {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|unix.O_NONBLOCK, 0)
+	if err == nil {
+		_, err = f.Write(nil)
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot write it: %w", flag, path, err)
 	}
 	return nil
 }
