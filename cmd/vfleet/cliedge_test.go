@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/scenarios"
 )
 
 // Edges of the CLI: values its flags parse but it cannot use, arguments
@@ -222,6 +224,51 @@ func TestExecRefusesATimeoutBelowAMillisecond(t *testing.T) {
 		_, stderr, code := c.run("fleet", "exec", "--timeout", d, "c-0", "--", "true")
 		if code != 2 || !strings.Contains(stderr, "want a duration of at least 1ms") {
 			t.Errorf("fleet exec --timeout %s: exit %d, stderr %q; want exit 2 and the least allowed", d, code, stderr)
+		}
+	}
+}
+
+// Every mistake in how vfleet is called exits 2, whatever part of it was
+// wrong: the command, a flag, or how many arguments.
+func TestUsageErrorsExit2(t *testing.T) {
+	c := newCLI(t)
+	for _, args := range [][]string{
+		{"nope"}, {"compare", "1"}, {"compare", "1", "2", "3"}, {"report"}, {"runs", "x"}, {"doctor", "x"},
+		{"fleet", "nope"}, {"fleet", "down", "a", "b"}, {"image", "build", "x"}, {"scenarios", "x"}, {"runs", "--nope"},
+	} {
+		if _, stderr, code := c.run(args...); code != 2 {
+			t.Errorf("vfleet %q: exit %d, stderr %q; want 2", args, code, stderr)
+		}
+	}
+	if _, stderr, code := c.run("fleet", "dwn"); !strings.Contains(stderr, `did you mean "down"?`) {
+		t.Errorf("vfleet fleet dwn: exit %d, stderr %q; want the command it is close to", code, stderr)
+	}
+	if stdout, stderr, code := c.run(); code != 0 || !strings.Contains(stdout, "Available Commands") {
+		t.Errorf("vfleet alone: exit %d, stderr %q; want its help", code, stderr)
+	}
+}
+
+// The built-in scenarios can be found without an error message: listed
+// with what each measures, and named in the help.
+func TestScenariosListsTheBuiltins(t *testing.T) {
+	c := newCLI(t)
+	stdout, stderr, code := c.run("scenarios")
+	if code != 0 || stderr != "" {
+		t.Fatalf("vfleet scenarios: exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(lines) != len(scenarios.Names()) {
+		t.Errorf("%d lines for %d built-ins:\n%s", len(lines), len(scenarios.Names()), stdout)
+	}
+	for _, l := range lines {
+		if name, desc, _ := strings.Cut(l, " "); !slices.Contains(scenarios.Names(), name) || strings.TrimSpace(desc) == "" {
+			t.Errorf("line %q: want a built-in's name and its description", l)
+		}
+	}
+	help, _, _ := c.run("--help")
+	for _, want := range []string{"VMs", "'vfleet scenarios'"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("vfleet --help lacks %q:\n%s", want, help)
 		}
 	}
 }

@@ -47,10 +47,12 @@ func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "vfleet",
 		Short: "Measure what isolation costs: fleets of guests, standard benchmarks, statistics",
-		Long: `vfleet launches isolated guests (the bare host as baseline, OCI containers), runs the
-standard measuring tools inside them and reports overhead against bare metal with statistics.
+		Long: `vfleet launches fleets of isolated guests (the bare host as baseline, OCI containers, QEMU
+VMs and microVMs), runs the standard measuring tools inside them and reports overhead against
+bare metal with statistics.
 
-Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario).`,
+Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario);
+'vfleet scenarios' lists the built-in scenarios.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.String(),
@@ -72,8 +74,43 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario).`,
 		newCleanCommand(g),
 		newServeCommand(g),
 		newFleetCommand(g),
+		newScenariosCommand(),
 	)
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes a wrong number of arguments, and an unknown command,
+// usage errors (exit 2) in cmd and every command under it. A command that
+// only groups others gets a RunE, without which cobra would print its help
+// and exit 0 for a command it does not have.
+func usageArgs(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own, set only when it reports
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", cutRunes(args[0], 40), cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			}
+			return usageError{errors.New(msg)}
+		}
+		return
+	}
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
 }
 
 func (g *globalOptions) db() string {

@@ -37,7 +37,8 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 		Short: "Run a scenario (a YAML file or a built-in name; default: " + defaultScenario + ")",
 		Long: `Run a scenario: start its guests, run every workload in each, store every sample
 and print the comparison against the baseline. SCENARIO is a path to a YAML file or
-the name of a built-in scenario. An HTML report is written next to the results.
+the name of a built-in scenario ('vfleet scenarios' lists them). An HTML report is
+written next to the results.
 
 With --ab, two scenarios run as two runs at once, step by step in alternating order
 (A then B, then B then A, ...), so that drift of the machine cannot pass for a
