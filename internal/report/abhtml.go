@@ -194,12 +194,7 @@ func WriteABHTML(w io.Writer, c ABComparison) error {
 		if r.Verdict != VerdictOnlyA && r.Verdict != VerdictOnlyB {
 			hr.P = fmt.Sprintf("%.3g", r.P)
 			fewest = min(fewest, r.A.N, r.B.N)
-			if r.comparable() {
-				hr.Change = fmt.Sprintf("%s%% [%s, %s]", signedPercent(100*(r.Change.Ratio-1)),
-					signedPercent(100*(r.Change.CILow-1)), signedPercent(100*(r.Change.CIHigh-1)))
-			} else {
-				hr.Change = "n/a"
-			}
+			hr.Change = changeText(r)
 		}
 		if r.Verdict == VerdictOnlyA || r.Verdict == VerdictOnlyB {
 			hr.Class = "muted"

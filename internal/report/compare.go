@@ -16,13 +16,13 @@ import (
 // CompareOptions set what counts as a real difference between two runs.
 type CompareOptions struct {
 	// Alpha is the significance level of the permutation test.
-	Alpha float64
+	Alpha float64 `json:"alpha"`
 	// NoiseFloor is the smallest relative change worth reporting, however
 	// significant: a 0.5% difference can be real and still not matter.
-	NoiseFloor float64
+	NoiseFloor float64 `json:"noise_floor"`
 	// Rounds of the permutation test when the samples are too many to
 	// enumerate every split.
-	Rounds int
+	Rounds int `json:"rounds"`
 }
 
 // DefaultCompareOptions: p < 0.01 and more than 5% change, the thresholds
@@ -139,7 +139,7 @@ func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 	for _, r := range rows {
 		change, p := "—", "—"
 		if r.Verdict != VerdictOnlyA && r.Verdict != VerdictOnlyB {
-			change = fmt.Sprintf("%+.1f%% [%+.1f, %+.1f]", 100*(r.Change.Ratio-1), 100*(r.Change.CILow-1), 100*(r.Change.CIHigh-1))
+			change = changeText(r)
 			p = fmt.Sprintf("%.3g", r.P)
 			fewest = min(fewest, r.A.N, r.B.N)
 		}
@@ -164,6 +164,20 @@ func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 		fmt.Fprintf(w, "note: with %d repetitions a side no difference can reach p < %g; use at least %d.\n", fewest, c.Options.Alpha, need)
 	}
 	return w.err
+}
+
+// changeText is B's change against A in percent with its 95% interval;
+// with one sample on a side there is no interval, rather than one of no
+// width, and "n/a" when A's mean was 0.
+func changeText(r ABRow) string {
+	if !r.comparable() {
+		return "n/a"
+	}
+	s := signedPercent(100*(r.Change.Ratio-1)) + "%"
+	if r.A.N < 2 || r.B.N < 2 {
+		return s + " [no interval]"
+	}
+	return fmt.Sprintf("%s [%s, %s]", s, signedPercent(100*(r.Change.CILow-1)), signedPercent(100*(r.Change.CIHigh-1)))
 }
 
 func cellValue(s stats.Summary, unit string) string {

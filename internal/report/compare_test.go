@@ -170,3 +170,55 @@ func TestSymmetricAxis(t *testing.T) {
 		}
 	}
 }
+
+// One sample a side bounds nothing: the change is shown without an
+// interval, not with one of no width.
+func TestCompareOneSampleASideHasNoInterval(t *testing.T) {
+	a := abSamples(1, map[string][]float64{"events_per_sec": {100}})
+	b := abSamples(2, map[string][]float64{"events_per_sec": {90}})
+	c := CompareRuns(store.Run{ID: 1}, a, store.Run{ID: 2}, b, DefaultCompareOptions)
+	var table, page bytes.Buffer
+	if err := WriteABTable(&table, c, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteABHTML(&page, c); err != nil {
+		t.Fatal(err)
+	}
+	for what, out := range map[string]string{"table": table.String(), "html": page.String()} {
+		if !strings.Contains(out, "-10.0% [no interval]") || strings.Contains(out, "[-10.0, -10.0]") {
+			t.Errorf("%s: want the change without an interval:\n%s", what, out)
+		}
+	}
+}
+
+// The JSON's keys are snake_case throughout, the options' too.
+func TestCompareJSONKeysAreSnakeCase(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteABJSON(&buf, abFixture()); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if strings.ToLower(k) != k {
+					t.Errorf("%s.%s is not snake_case", at, k)
+				}
+				walk(x, at+"."+k)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x, at+"[]")
+			}
+		}
+	}
+	walk(doc, "$")
+	if o, _ := doc["options"].(map[string]any); o["alpha"] != 0.01 || o["noise_floor"] != 0.05 || o["rounds"] != 10000.0 {
+		t.Errorf("options = %v", doc["options"])
+	}
+}
