@@ -65,7 +65,7 @@ func (o *auditOptions) print(ctx context.Context, st *store.Store, id int64) err
 		return fmt.Errorf("run %d: no guest could be audited", id)
 	}
 	fmt.Printf("run %d · %s · audit\n", run.ID, run.ScenarioName)
-	if err := report.WriteAudit(os.Stdout, c); err != nil {
+	if err := report.WriteAudit(os.Stdout, c, tableOptions(os.Stdout)); err != nil {
 		return err
 	}
 	if o.jsonPath == "" {

@@ -133,8 +133,9 @@ func reachText(r audit.Reach) string {
 }
 
 // writeAudit prints the audit after the overhead figures: how much
-// isolation each group had, beside what it cost.
-func writeAudit(w io.Writer, rep *audit.Report, columns []Column) {
+// isolation each group had, beside what it cost. Cells too long for width
+// columns (a list of writable kernel settings) are folded.
+func writeAudit(w io.Writer, rep *audit.Report, columns []Column, width int) {
 	t := buildAuditTable(rep, columns)
 	if t == nil {
 		return
@@ -149,7 +150,7 @@ func writeAudit(w io.Writer, rep *audit.Report, columns []Column) {
 		rows = append(rows, line)
 	}
 	rows = append(rows, append([]string{"vs runtime default"}, t.Scores...))
-	writeAligned(w, rows, func(int, int) int { return 0 }, false)
+	writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
 	if len(t.Reach) > 0 {
 		fmt.Fprintln(w, "reachability (a TCP handshake from the group's guests; a refusal counts as reached)")
 		rows := [][]string{append([]string{"from → to"}, t.Targets...)}
@@ -160,15 +161,15 @@ func writeAudit(w io.Writer, rep *audit.Report, columns []Column) {
 			}
 			rows = append(rows, line)
 		}
-		writeAligned(w, rows, func(int, int) int { return 0 }, false)
+		writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
 	}
 }
 
 // WriteAudit prints the audit of a comparison alone, with its failures
-// (`vfleet audit`).
-func WriteAudit(out io.Writer, c Comparison) error {
+// (`vfleet audit`), folded to opts.Width.
+func WriteAudit(out io.Writer, c Comparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
-	writeAudit(w, c.Audit, c.Columns)
+	writeAudit(w, c.Audit, c.Columns, opts.Width)
 	writeFailures(w, c.Failures)
 	return w.err
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/stats"
@@ -39,7 +41,7 @@ func TestAuditInTableAndHTML(t *testing.T) {
 	c.Index = make([]stats.Estimate, len(c.Columns))
 	c.Audit = recordedAudit(t)
 	var table bytes.Buffer
-	if err := WriteAudit(&table, c); err != nil {
+	if err := WriteAudit(&table, c, TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(table.String(), "\n")
@@ -68,6 +70,47 @@ func TestAuditInTableAndHTML(t *testing.T) {
 	for _, want := range []string{"<h2>Isolation audit</h2>", `<td class="worse" title="/proc/self/status Seccomp: Seccomp: 0; Seccomp_filters: 0">none</td>`, "root namespace"} {
 		if !strings.Contains(page.String(), want) {
 			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
+
+// A long cell (the kernel settings a guest could write) is folded onto
+// lines of its own, so the table fits the terminal, and nothing is lost.
+func TestAuditFoldsLongCellsToTheWidth(t *testing.T) {
+	run := store.Run{ID: 3, ScenarioName: "s", Baseline: "host", Status: store.StatusComplete}
+	c := Build(run, nil, nil)
+	c.Columns = []Column{{Group: "host", Kind: "host", Baseline: true}, {Group: "u", Kind: "container"}, {Group: "c", Kind: "container"}}
+	c.Audit = recordedAudit(t)
+	var wide, narrow bytes.Buffer
+	if err := WriteAudit(&wide, c, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteAudit(&narrow, c, TableOptions{Width: 120}); err != nil {
+		t.Fatal(err)
+	}
+	widest := func(s string) int {
+		n := 0
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.HasPrefix(l, "isolation audit:") && !strings.HasPrefix(l, "reachability") { // prose, not the table
+				n = max(n, utf8.RuneCountInString(l))
+			}
+		}
+		return n
+	}
+	if w := widest(wide.String()); w <= 120 {
+		t.Fatalf("the unfolded audit is %d columns: the fixture must not fit in 120", w)
+	}
+	got := narrow.String()
+	if w := widest(got); w > 120 {
+		t.Errorf("the folded audit is %d columns wide, want at most 120:\n%s", w, got)
+	}
+	words := func(s string) []string { w := strings.Fields(s); slices.Sort(w); return w }
+	if !slices.Equal(words(got), words(wide.String())) {
+		t.Errorf("folding lost or added words:\n%s", got)
+	}
+	for _, setting := range []string{"/proc/sys/kernel/core_pattern,", "/sys/kernel/mm/ksm/run", "(−)"} {
+		if !strings.Contains(got, setting) {
+			t.Errorf("the folded audit lacks %q:\n%s", setting, got)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -47,7 +48,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 			fmt.Fprintln(w, "note: "+note)
 		}
 	}
-	writeAudit(w, c.Audit, c.Columns)
+	writeAudit(w, c.Audit, c.Columns, opts.Width)
 	writeInterference(w, c.Interference)
 	writeLatency(w, c.Latency)
 	writeCost(w, c.Cost)
@@ -118,6 +119,81 @@ func writeComparison(w io.Writer, c Comparison, opts TableOptions) {
 			lines = lines[1:]
 		}
 	}
+}
+
+// minFold is the narrowest foldCells makes a column: narrower, a cell's
+// words would stand one a line.
+const minFold = 20
+
+// foldCells wraps long cells at their spaces onto lines of their own, so
+// that rows fit width columns: every column but the first (the rows'
+// names) is held to the same limit, the highest that fits and at least
+// minFold. A folded row becomes several, its other cells blank after its
+// first line. A width of 0 leaves rows as they are.
+func foldCells(rows [][]string, width int) [][]string {
+	if width <= 0 || tableWidth(rows) <= width {
+		return rows
+	}
+	widths := columnWidths(rows)
+	// A word longer than the limit (a path) keeps its line whole, so its
+	// column is as wide as it anyway, and wraps there.
+	longest := make([]int, len(widths))
+	for _, r := range rows {
+		for j, cell := range r {
+			for _, word := range strings.Fields(cell) {
+				longest[j] = max(longest[j], utf8.RuneCountInString(word))
+			}
+		}
+	}
+	at := func(j, limit int) int { return max(limit, longest[j]) }
+	fits := func(limit int) bool {
+		total := widths[0] + 2*(len(widths)-1)
+		for j := 1; j < len(widths); j++ {
+			total += min(widths[j], at(j, limit))
+		}
+		return total <= width
+	}
+	limit := slices.Max(widths)
+	for limit > minFold && !fits(limit) {
+		limit--
+	}
+	var out [][]string
+	for _, r := range rows {
+		var lines [][]string
+		for j, cell := range r {
+			wrapped := []string{cell}
+			if j > 0 {
+				wrapped = wrapWords(cell, at(j, limit))
+			}
+			for i, l := range wrapped {
+				if i == len(lines) {
+					lines = append(lines, make([]string, len(r)))
+				}
+				lines[i][j] = l
+			}
+		}
+		out = append(out, lines...)
+	}
+	return out
+}
+
+// wrapWords breaks s at spaces into lines of at most limit runes; a word
+// longer than that (a path) keeps a line of its own, whole.
+func wrapWords(s string, limit int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= limit:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return append(lines, line)
 }
 
 // tableWidth is how many columns writeAligned needs for rows.
