@@ -95,7 +95,7 @@ func (p *parser) cpuList(n *yaml.Node, path, list string) {
 func (p *parser) memoryOnHost(n *yaml.Node, path, size string, bytes int64) {
 	h, ok := p.host(n, path)
 	if ok && bytes > h.MemoryBytes {
-		p.errorf(n, path, "%q is not allowed: more than this host's memory (%s)", size, formatMiB(h.MemoryBytes))
+		p.errorf(n, path, "%q is not allowed: want at most this host's memory, %s", size, formatMiB(h.MemoryBytes))
 	}
 }
 

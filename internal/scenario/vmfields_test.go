@@ -82,7 +82,7 @@ workloads:
 		{`irq_affinity: "1"`, `irq_affinity: "99"`, `t.yaml:2:31: host_settings.irq_affinity: "99" is not allowed: this host has no CPU 99 (its CPUs: 0-1)`},
 		{`cpus: "0"}`, `cpus: "0,2"}`, `t.yaml:3:38: noise.cpus: "0,2" is not allowed: this host has no CPU 2 (its CPUs: 0-1)`},
 		{`pin_vcpus: "0-1"`, `pin_vcpus: "1-2"`, `t.yaml:6:37: guests[1].pin_vcpus: "1-2" is not allowed: this host has no CPU 2 (its CPUs: 0-1)`},
-		{`memory: 2GiB`, `memory: 2049MiB`, `t.yaml:6:52: guests[1].memory: "2049MiB" is not allowed: more than this host's memory (2048MiB)`},
+		{`memory: 2GiB`, `memory: 2049MiB`, `t.yaml:6:52: guests[1].memory: "2049MiB" is not allowed: want at most this host's memory, 2048MiB`},
 		{`cpus: "1"}`, `cpus: "3"}`, `t.yaml:7:29: guests[2].cpus: "3" is not allowed: this host has no CPU 3 (its CPUs: 0-1)`},
 	} {
 		_, err := Parse("t.yaml", []byte(strings.Replace(src, tc.old, tc.new, 1)), o)
