@@ -211,9 +211,8 @@ func (r *run) runTogether(ctx context.Context, st scenario.Step) error {
 	for _, m := range members {
 		if m.err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.g.Spec().Name, m.err))
-			continue
 		}
-		if st.Warmup {
+		if m.err != nil && len(m.m.parsed) == 0 || st.Warmup {
 			continue
 		}
 		samples, err := r.record(ctx, m.g, st, m.m)

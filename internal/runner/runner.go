@@ -708,11 +708,11 @@ func describe(st scenario.Step) string {
 // unless the run was interrupted.
 func (r *run) runStep(ctx context.Context, g guest.Guest, st scenario.Step) error {
 	m, err := r.measure(ctx, g, st, 0, 1)
-	if err != nil || st.Warmup {
+	if err != nil && len(m.parsed) == 0 || st.Warmup {
 		return err
 	}
-	_, err = r.record(ctx, g, st, m)
-	return err
+	_, rerr := r.record(ctx, g, st, m)
+	return errors.Join(err, rerr)
 }
 
 // measurement is one guest's outcome of one step.
@@ -726,7 +726,8 @@ type measurement struct {
 }
 
 // measure runs the step's tool in g, at startAt on the agent's clock (0:
-// at once), and parses its output; a failure is recorded.
+// at once), and parses its output; a failure is recorded. A measurement
+// with samples may come with an error: some metrics failed.
 // stretch (at least 1) multiplies the tool's time limit: guests sharing
 // CPUs each run their tool that many times slower.
 func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, startAt int64, stretch float64) (measurement, error) {
@@ -755,14 +756,14 @@ func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, star
 	}
 	parsed, err := workload.ParseOutput(w, st.Params, reply.Stdout, reply.Stderr)
 	if err != nil {
-		ferr := r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
-		if len(parsed) == 0 || errors.Is(ferr, ErrStore) {
-			return measurement{}, ferr
+		err = r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		if len(parsed) == 0 || errors.Is(err, ErrStore) {
+			return measurement{}, err
 		}
-		// The step's other metrics were read: they are stored, beside the
-		// failure of those that were not.
 	}
-	return measurement{parsed: parsed, reply: reply, use: use, partial: err != nil}, nil
+	// With an error, the step's other metrics were read: the caller stores
+	// them, beside the failure of those that were not.
+	return measurement{parsed: parsed, reply: reply, use: use, partial: err != nil}, err
 }
 
 // record stores a guest's samples of a step and returns them.

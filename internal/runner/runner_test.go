@@ -435,10 +435,27 @@ func TestCleanPutsHostSettingsBackAfterACrash(t *testing.T) {
 	}
 }
 
+// failedItems is a progress display that keeps the errors of its items.
+type failedItems struct {
+	silent
+	mu   sync.Mutex
+	errs []error
+}
+
+func (f *failedItems) Item(_ string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.errs = append(f.errs, err)
+	}
+}
+
 // A metric of the user's that cannot be read fails on its own: the step's
 // other metrics are stored, and the failure names the one that was not.
 func TestAMetricThatCannotBeReadFailsAlone(t *testing.T) {
 	_, opts := setup(t)
+	progress := &failedItems{}
+	opts.Progress = progress
 	fake.Reset([]byte(`{"a": 2.5, "b": 1e999}`))
 	plan := fakePlan(t, `name: t
 repetitions: 1
@@ -470,5 +487,8 @@ workloads:
 	failures, _ := opts.Store.Failures(ctx, id)
 	if len(failures) != 1 || !strings.Contains(failures[0].Error, "metric b: $.b selects 1e999, a number out of range") {
 		t.Errorf("failures = %+v, want metric b's", failures)
+	}
+	if len(progress.errs) != 1 || !strings.Contains(progress.errs[0].Error(), "metric b") {
+		t.Errorf("progress errors = %v, want the step shown failed", progress.errs)
 	}
 }
