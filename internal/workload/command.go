@@ -232,12 +232,21 @@ func (w command) ParseParams(p Params, stdout, _ []byte) ([]Sample, error) {
 	parsedDoc := false
 	out := make([]Sample, 0, len(c.metrics))
 	var errs []error
+	// The start of the output is quoted once, however many metrics miss.
+	quoted := false
+	begins := func(intro string) string {
+		if quoted {
+			return ""
+		}
+		quoted = true
+		return intro + head(stdout)
+	}
 	for i, m := range c.metrics {
 		var v float64
 		if re := c.regexps[i]; re != nil {
 			g := re.FindSubmatch(stdout)
 			if g == nil {
-				errs = append(errs, fmt.Errorf("%w: metric %s: /%s/ matches nothing in the output, which begins:\n%s", ErrParse, m.Name, m.Regex, head(stdout)))
+				errs = append(errs, fmt.Errorf("%w: metric %s: /%s/ matches nothing in the output%s", ErrParse, m.Name, m.Regex, begins(", which begins:\n")))
 				continue
 			}
 			if v, err = strconv.ParseFloat(strings.TrimSpace(string(g[1])), 64); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -250,7 +259,7 @@ func (w command) ParseParams(p Params, stdout, _ []byte) ([]Sample, error) {
 				parsedDoc = true
 			}
 			if docErr != nil {
-				errs = append(errs, fmt.Errorf("%w: metric %s: the output is not one JSON document (%v); it begins:\n%s", ErrParse, m.Name, docErr, head(stdout)))
+				errs = append(errs, fmt.Errorf("%w: metric %s: the output is not one JSON document (%v)%s", ErrParse, m.Name, docErr, begins("; it begins:\n")))
 				continue
 			}
 			if v, err = jsonNumber(c.paths[i].Get(doc)); err != nil {

@@ -137,8 +137,9 @@ func TestCommandNumberOutOfRangeFailsItsMetricAlone(t *testing.T) {
 			t.Errorf("err = %v, want %q", err, want)
 		}
 	}
-	if _, err := w.ParseParams(p, []byte(`{"b": 2} {"b": 3}`), nil); err == nil || !strings.Contains(err.Error(), "not one JSON document") {
-		t.Errorf("two documents: %v", err)
+	_, err = w.ParseParams(p, []byte(`{"b": 2} {"b": 3}`), nil)
+	if err == nil || strings.Count(err.Error(), "not one JSON document") != 3 || strings.Count(err.Error(), `{"b": 2} {"b": 3}`) != 1 {
+		t.Errorf("two documents: %v; want each metric failed, the output quoted once", err)
 	}
 }
 
