@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +18,13 @@ func TestLoadRefusesWhatIsNotAScenarioFile(t *testing.T) {
 	if err := os.WriteFile(big, []byte("name: x\n"+strings.Repeat("# padding\n", MaxFileBytes/10+1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Opening a named pipe for reading waits for a writer: Load must not.
+	fifo := filepath.Join(t.TempDir(), "f.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ ref, want string }{
+		{fifo, "scenario " + fifo + " is a named pipe, not a regular file: give a YAML file"},
 		{os.DevNull, "is a device"},
 		{"/dev/zero", "is a device"},
 		{t.TempDir(), "is a directory"},
