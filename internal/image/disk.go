@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/vfleet/vfleet/internal/guest"
 )
 
 // ErrBadDisk says a path does not hold a VM disk image vfleet can boot.
@@ -95,14 +96,8 @@ func WriteBesideInitramfs(dst, agentBinary, userInitrd, initPath string) error {
 	defer out.Close()
 	var n int64
 	if userInitrd != "" {
-		in, err := os.Open(userInitrd)
-		if err != nil {
+		if n, err = guest.CopyFile(out, userInitrd, guest.MaxInitrdBytes); err != nil {
 			return fmt.Errorf("vm initramfs: %w", err)
-		}
-		n, err = io.Copy(out, in)
-		in.Close()
-		if err != nil {
-			return fmt.Errorf("vm initramfs: %s: %w", userInitrd, err)
 		}
 	}
 	// The kernel looks for the next archive's magic only at an offset

@@ -2,10 +2,13 @@ package image
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
 )
 
 // The recordings are `qemu-img info -U --output=json` of QEMU 7.2: a
@@ -89,5 +92,11 @@ func TestWriteBesideInitramfs(t *testing.T) {
 	}
 	if err := WriteBesideInitramfs(filepath.Join(dir, "x"), agentBin, filepath.Join(dir, "missing"), "/vfleet/init"); err == nil {
 		t.Error("a missing initrd accepted")
+	}
+	// A copy from a device would only end when the disk is full.
+	for _, initrd := range []string{"/dev/zero", dir} {
+		if err := WriteBesideInitramfs(filepath.Join(dir, "x"), agentBin, initrd, "/vfleet/init"); !errors.Is(err, guest.ErrNotRegular) {
+			t.Errorf("initrd %s: err = %v, want guest.ErrNotRegular", initrd, err)
+		}
 	}
 }
