@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -82,6 +84,28 @@ workloads:
 		_, stderr, code = c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - "+group+"\nworkloads:\n  - workload: cpu\n"))
 		if code != 2 || !strings.Contains(stderr, want) {
 			t.Errorf("%s: exit %d, want 2 and %q:\n%s", group, code, want, stderr)
+		}
+	}
+}
+
+// A damaged image is refused when the scenario is loaded, at its field's
+// line, naming the blob: a layer that is no tar.gz, and a layer swapped
+// for another (its manifest unchanged).
+func TestDamagedOCIImageRefusedAtLoad(t *testing.T) {
+	whole := testutil.TarGz(t, map[string]string{"etc/os-release": "ID=x\n"})
+	corrupt, corruptBlobs := testutil.OCILayout(t, whole[:len(whole)-10])
+	swapped, swappedBlobs := testutil.OCILayout(t, whole)
+	if err := os.WriteFile(swappedBlobs[0], testutil.TarGz(t, map[string]string{"etc/os-release": "ID=y\n"}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t)
+	for dir, want := range map[string]string{
+		corrupt: "layer 1 (sha256:" + filepath.Base(corruptBlobs[0]) + "): unexpected EOF",
+		swapped: "layer 1 (sha256:" + filepath.Base(swappedBlobs[0]) + "): blob does not match its descriptor",
+	} {
+		_, stderr, code := c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - {kind: container, image: "+dir+"}\nworkloads:\n  - workload: cpu\n"))
+		if code != exitUsage || !strings.Contains(stderr, "s.yaml:4:30: guests[1].image: not a usable OCI image") || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, want %d, the field's line and %q:\n%s", code, exitUsage, want, stderr)
 		}
 	}
 }

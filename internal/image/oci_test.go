@@ -63,7 +63,7 @@ func TestCheckOCIExplainsWhatIsWrong(t *testing.T) {
 		brokenIndex:                "no image for linux/",
 		emptyOCITar:                "no image for linux/",
 	} {
-		err := CheckOCI(path)
+		err := CheckOCI(t.TempDir(), path)
 		if !errors.Is(err, ErrBadOCI) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", filepath.Base(path), err, want)
 		}
