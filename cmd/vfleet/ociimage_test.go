@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // A user's image (not vfleet's: systemd as init, no agent) runs in
@@ -73,13 +74,19 @@ workloads:
 		!regexp.MustCompile(`(?m)^ctxswitch +stress-ng +no`).MatchString(stdout) {
 		t.Errorf("image inspect (exit %d):\n%s", code, stdout)
 	}
+	// qcow2 version 3, and nothing QEMU can read after that.
+	garbled := filepath.Join(t.TempDir(), "garbled.qcow2")
+	if err := os.WriteFile(garbled, append([]byte("QFI\xfb\x00\x00\x00\x03"), make([]byte, 4096)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for group, want := range map[string]string{
 		"{kind: container, image: " + t.TempDir() + "}":                        "s.yaml:4:30: guests[1].image: not a usable OCI image",
-		"{kind: vm, image: " + t.TempDir() + ", kernel: " + d.Kernel + "}":     "s.yaml:4:23: guests[1].image: not a usable VM disk image: QEMU cannot read",
+		"{kind: vm, image: " + t.TempDir() + ", kernel: " + d.Kernel + "}":     "is a directory, not a regular file: give a regular file of at most 1 TiB",
+		"{kind: vm, image: " + garbled + ", kernel: " + d.Kernel + "}":         "s.yaml:4:23: guests[1].image: not a usable VM disk image: QEMU cannot read",
 		"{kind: vm, image: " + d.QCOW2 + "}":                                   "s.yaml:4:5: guests[1]: guest vm: a user's disk boots either with the user's kernel (kernel:",
 		"{kind: vm, runtime: microvm, image: " + d.QCOW2 + ", firmware: uefi}": "firmware: uefi needs runtime q35",
 		"{kind: container, kernel: " + d.Kernel + "}":                          "kernel",
-		"{kind: vm, image: " + d.QCOW2 + ", kernel: " + d.Kernel + "-gone}":    "guests[1].kernel: " + d.Kernel + "-gone does not exist",
+		"{kind: vm, image: " + d.QCOW2 + ", kernel: " + d.Kernel + "-gone}":    "guests[1].kernel: " + workload.Clip(d.Kernel+"-gone") + " does not exist",
 	} {
 		_, stderr, code = c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - "+group+"\nworkloads:\n  - workload: cpu\n"))
 		if code != 2 || !strings.Contains(stderr, want) {

@@ -117,10 +117,12 @@ func (p *parser) checkSize(s *Spec) {
 	}
 }
 
-// clipQuoted clips the string arguments that format quotes (%q): those
-// are the user's values, which may be a megabyte long; the others are
-// vfleet's own words, such as the list of what is allowed.
-func clipQuoted(format string, args []any) []any {
+// clipValues clips what format quotes of the user's values, which may be
+// a megabyte long: a string quoted whole (%q) to its first MaxQuoted
+// runes, and each word of the others (a path in a sentence, an error that
+// names one), so that vfleet's own words around them, such as the list of
+// what is allowed, stay whole.
+func clipValues(format string, args []any) []any {
 	out := append([]any(nil), args...)
 	arg := 0
 	for i := 0; i < len(format); i++ {
@@ -135,8 +137,15 @@ func clipQuoted(format string, args []any) []any {
 			continue
 		}
 		if arg < len(out) {
-			if s, ok := out[arg].(string); ok && format[i] == 'q' {
-				out[arg] = workload.Clip(s)
+			switch v := out[arg].(type) {
+			case string:
+				if format[i] == 'q' {
+					out[arg] = workload.Clip(v)
+				} else {
+					out[arg] = workload.ClipWords(v)
+				}
+			case error:
+				out[arg] = workload.ClipWords(v.Error())
 			}
 		}
 		arg++

@@ -70,7 +70,7 @@ type parser struct {
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
-	e := &FieldError{Source: p.source, Path: workload.Clip(path), Msg: fmt.Sprintf(format, clipQuoted(format, args)...)}
+	e := &FieldError{Source: p.source, Path: workload.Clip(path), Msg: fmt.Sprintf(format, clipValues(format, args)...)}
 	if n != nil {
 		e.Line, e.Column = n.Line, n.Column
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 func TestVMFieldsParseAndExpand(t *testing.T) {
@@ -90,14 +91,16 @@ func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An error quotes a long path's first characters only.
+	clip := workload.Clip
 	for _, tc := range []struct{ field, value, want string }{
-		{"kernel", dir, "guests[1].kernel: " + dir + " is a directory, not a regular file: give a regular file of at most 256 MiB"},
+		{"kernel", dir, "guests[1].kernel: " + clip(dir) + " is a directory, not a regular file: give a regular file of at most 256 MiB"},
 		{"kernel", "/dev/zero", "guests[1].kernel: /dev/zero is a device, not a regular file"},
 		{"initrd", "/dev/zero", "guests[1].initrd: /dev/zero is a device, not a regular file: give a regular file of at most 2 GiB"},
-		{"initrd", fifo, "guests[1].initrd: " + fifo + " is a named pipe, not a regular file"},
-		{"initrd", huge, "guests[1].initrd: " + huge + " is too large: 2147483649 bytes, and at most 2 GiB are allowed"},
-		{"kernel", huge, "guests[1].kernel: " + huge + " is too large: 2147483649 bytes, and at most 256 MiB are allowed"},
-		{"image", dir, "guests[1].image: " + dir + " is a directory, not a regular file: give a regular file of at most 1 TiB"},
+		{"initrd", fifo, "guests[1].initrd: " + clip(fifo) + " is a named pipe, not a regular file"},
+		{"initrd", huge, "guests[1].initrd: " + clip(huge) + " is too large: 2147483649 bytes, and at most 2 GiB are allowed"},
+		{"kernel", huge, "guests[1].kernel: " + clip(huge) + " is too large: 2147483649 bytes, and at most 256 MiB are allowed"},
+		{"image", dir, "guests[1].image: " + clip(dir) + " is a directory, not a regular file: give a regular file of at most 1 TiB"},
 	} {
 		k, img := kernel, disk
 		if tc.field == "kernel" {
