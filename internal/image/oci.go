@@ -1,21 +1,15 @@
 package image
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/opencontainers/umoci/oci/layer"
 )
@@ -49,8 +43,7 @@ func ociDir(root string) string { return filepath.Join(imagesDir(root), "oci") }
 // layers are read through (not unpacked) unless the image is unpacked
 // under root already: the unpacked copy was checked when it was made.
 func CheckOCI(root, path string) error {
-	src, done, err := openOCI(path)
-	defer done()
+	src, err := openOCI(path)
 	if err != nil {
 		return err
 	}
@@ -74,8 +67,7 @@ func EnsureOCI(ctx context.Context, root, path string, progress func(string)) (*
 	if progress == nil {
 		progress = func(string) {}
 	}
-	src, done, err := openOCI(path)
-	defer done()
+	src, err := openOCI(path)
 	if err != nil {
 		return nil, err
 	}
@@ -162,129 +154,32 @@ func unpackOCI(ctx context.Context, src ociSource, path, dir string, progress fu
 }
 
 // openOCI reads the one image at path: an OCI image layout directory, an
-// OCI archive (a layout in a tar file), or a `docker save` archive. done
-// releases what reading it needed, and must be called whatever the error.
-func openOCI(path string) (src ociSource, done func(), err error) {
-	done = func() {}
+// OCI archive (a layout in a tar file, read in place), or a `docker save`
+// archive.
+func openOCI(path string) (ociSource, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return src, done, fmt.Errorf("%w: %v", ErrBadOCI, err)
+		return ociSource{}, fmt.Errorf("%w: %v", ErrBadOCI, err)
 	}
 	if fi.IsDir() {
-		src, err := fromLayout(path)
-		return src, done, err
+		return fromLayout(dirFiles(path), path)
 	}
 	members, err := tarMembers(path)
 	if err != nil {
-		return src, done, fmt.Errorf("%w: %s: not a directory or a tar archive: %v", ErrBadOCI, path, err)
+		return ociSource{}, fmt.Errorf("%w: %s: not a directory or a tar archive: %v", ErrBadOCI, path, err)
 	}
+	_, docker := members["manifest.json"]
+	_, layout := members["oci-layout"]
+	_, index := members["index.json"]
 	switch {
-	case members["manifest.json"]:
+	case docker:
 		img, err := tarball.ImageFromPath(path, nil)
 		if err != nil {
-			return src, done, fmt.Errorf("%w: %s: docker archive: %v", ErrBadOCI, path, err)
+			return ociSource{}, fmt.Errorf("%w: %s: docker archive: %v", ErrBadOCI, path, err)
 		}
-		return ociSource{img: img}, done, nil
-	case members["oci-layout"] && members["index.json"]:
-		tmp, err := os.MkdirTemp("", "vfleet-oci-")
-		if err != nil {
-			return src, done, err
-		}
-		done = func() { os.RemoveAll(tmp) }
-		// tar itself, which refuses members that would land outside tmp.
-		out, err := exec.Command("tar", "-x", "-f", path, "-C", tmp, "--no-same-owner").CombinedOutput()
-		if err != nil {
-			return src, done, fmt.Errorf("%w: %s: extract the OCI archive: %v: %s", ErrBadOCI, path, err, strings.TrimSpace(string(out)))
-		}
-		src, err := fromLayout(tmp)
-		if err != nil {
-			err = fmt.Errorf("%w (in the archive %s)", err, path)
-		}
-		return src, done, err
+		return ociSource{img: img}, nil
+	case layout && index:
+		return fromLayout(tarFiles{path: path, members: members}, path)
 	}
-	return src, done, fmt.Errorf("%w: %s: a tar archive with no image manifest: neither an OCI archive (oci-layout and index.json) nor a docker save archive (manifest.json)", ErrBadOCI, path)
-}
-
-// tarMembers lists the top-level names of a tar archive's members.
-func tarMembers(path string) (map[string]bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names := map[string]bool{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		names[strings.TrimPrefix(h.Name, "./")] = true
-	}
-	if len(names) == 0 {
-		return nil, errors.New("empty")
-	}
-	return names, nil
-}
-
-// fromLayout picks the image of this host's platform in a layout.
-func fromLayout(dir string) (ociSource, error) {
-	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
-		return ociSource{}, fmt.Errorf("%w: %s: a directory without oci-layout is not an OCI image layout", ErrBadOCI, dir)
-	}
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return ociSource{}, fmt.Errorf("%w: %s: %v", ErrBadOCI, dir, err)
-	}
-	src, err := pickImage(idx, 0)
-	if err != nil {
-		return ociSource{}, fmt.Errorf("%w: %s: %v", ErrBadOCI, dir, err)
-	}
-	return src, nil
-}
-
-// pickImage follows an index (and nested indexes, as docker writes them)
-// to the one image for this host's platform, each nested index checked
-// against the descriptor that names it; the image's manifest is checked
-// against its own when it is read (walkOCI).
-func pickImage(idx v1.ImageIndex, depth int) (ociSource, error) {
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return ociSource{}, err
-	}
-	var fits []v1.Descriptor
-	for _, d := range m.Manifests {
-		if p := d.Platform; p != nil && (p.OS != "linux" || p.Architecture != runtime.GOARCH) {
-			continue
-		}
-		if d.MediaType.IsImage() || d.MediaType.IsIndex() {
-			fits = append(fits, d)
-		}
-	}
-	switch {
-	case len(fits) == 0:
-		return ociSource{}, fmt.Errorf("no image for linux/%s in its index (%d entries)", runtime.GOARCH, len(m.Manifests))
-	case len(fits) > 1:
-		return ociSource{}, fmt.Errorf("%d images for linux/%s in its index: keep one in the layout", len(fits), runtime.GOARCH)
-	case fits[0].MediaType.IsImage():
-		img, err := idx.Image(fits[0].Digest)
-		return ociSource{img: img, desc: &fits[0]}, err
-	case depth >= 2:
-		return ociSource{}, errors.New("indexes nested more than two deep")
-	}
-	inner, err := idx.ImageIndex(fits[0].Digest)
-	if err != nil {
-		return ociSource{}, err
-	}
-	raw, err := inner.RawManifest()
-	if err != nil {
-		return ociSource{}, err
-	}
-	if err := verifyBytes(raw, "index "+fits[0].Digest.String(), fits[0].Digest, fits[0].Size); err != nil {
-		return ociSource{}, err
-	}
-	return pickImage(inner, depth+1)
+	return ociSource{}, fmt.Errorf("%w: %s: a tar archive with no image manifest: neither an OCI archive (oci-layout and index.json) nor a docker save archive (manifest.json)", ErrBadOCI, path)
 }

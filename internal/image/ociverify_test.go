@@ -2,6 +2,7 @@ package image_test
 
 import (
 	"errors"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,5 +24,20 @@ func TestCheckOCIRefusesACorruptLayer(t *testing.T) {
 	good, _ := testutil.OCILayout(t, whole)
 	if err := image.CheckOCI(t.TempDir(), good); err != nil {
 		t.Errorf("a sound layout: %v", err)
+	}
+}
+
+// An OCI archive is read where its members lie, never extracted: with no
+// directory to extract it into, it is read all the same, every blob
+// checked.
+func TestCheckOCIReadsAnArchiveInPlace(t *testing.T) {
+	dir, _ := testutil.OCILayout(t, testutil.TarGz(t, map[string]string{"etc/os-release": "ID=x\n"}))
+	archive := filepath.Join(t.TempDir(), "oci.tar")
+	if out, err := exec.Command("tar", "-cf", archive, "-C", dir, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v: %s", err, out)
+	}
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "gone"))
+	if err := image.CheckOCI(t.TempDir(), archive); err != nil {
+		t.Fatal(err)
 	}
 }
