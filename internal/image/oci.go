@@ -134,7 +134,7 @@ func unpackOCI(ctx context.Context, src ociSource, path, dir string, progress fu
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	progress(fmt.Sprintf("unpacking %s", path))
-	cfg, layers, err := walkOCI(src, func(_ int, tar io.Reader) error {
+	cfg, layers, err := walkOCI(src, func(tar io.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)
 		}

@@ -103,7 +103,7 @@ func (l *verifiedLayer) Compressed() (io.ReadCloser, error) {
 // apply gets each layer's tar in order; with a nil apply the tar is only
 // read through, which finds a corrupt layer as unpacking would. An error
 // names the blob.
-func walkOCI(src ociSource, apply func(i int, tar io.Reader) error) (*v1.ConfigFile, int, error) {
+func walkOCI(src ociSource, apply func(tar io.Reader) error) (*v1.ConfigFile, int, error) {
 	raw, err := src.img.RawManifest()
 	if err != nil {
 		return nil, 0, fmt.Errorf("manifest: %w", err)
@@ -136,14 +136,12 @@ func walkOCI(src ociSource, apply func(i int, tar io.Reader) error) (*v1.ConfigF
 		// Without one descriptor per layer, a layer could not be checked.
 		return nil, 0, fmt.Errorf("%d layers in the manifest, %d diff_ids in config %s", len(m.Layers), len(cfg.RootFS.DiffIDs), m.Config.Digest)
 	}
+	if apply == nil {
+		apply = readTar
+	}
 	for i, l := range layers {
 		what := fmt.Sprintf("layer %d (%s)", i+1, m.Layers[i].Digest)
-		if err := walkLayer(src, l, m.Layers[i], cfg.RootFS.DiffIDs[i], what, func(r io.Reader) error {
-			if apply == nil {
-				return readTar(r)
-			}
-			return apply(i, r)
-		}); err != nil {
+		if err := walkLayer(src, l, m.Layers[i], cfg.RootFS.DiffIDs[i], what, apply); err != nil {
 			return nil, 0, err
 		}
 	}
