@@ -187,7 +187,7 @@ out when exactly one fleet is up.`,
 }
 
 func fleetUp(g *globalOptions, ref, name string) error {
-	spec, err := scenario.Load(ref, scenarioOptions())
+	spec, err := scenario.Load(ref, scenarioOptions(g))
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 				printRunnable(os.Stdout, img.RootFS)
 				return nil
 			}
-			if err := image.CheckOCI(args[0]); err != nil {
+			if err := image.CheckOCI(g.stateDir, args[0]); err != nil {
 				return usageError{err}
 			}
 			if err := requireRoot("vfleet image inspect OCI-IMAGE"); err != nil {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // A user's image (not vfleet's: systemd as init, no agent) runs in
@@ -71,17 +74,47 @@ workloads:
 		!regexp.MustCompile(`(?m)^ctxswitch +stress-ng +no`).MatchString(stdout) {
 		t.Errorf("image inspect (exit %d):\n%s", code, stdout)
 	}
+	// qcow2 version 3, and nothing QEMU can read after that.
+	garbled := filepath.Join(t.TempDir(), "garbled.qcow2")
+	if err := os.WriteFile(garbled, append([]byte("QFI\xfb\x00\x00\x00\x03"), make([]byte, 4096)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for group, want := range map[string]string{
 		"{kind: container, image: " + t.TempDir() + "}":                        "s.yaml:4:30: guests[1].image: not a usable OCI image",
-		"{kind: vm, image: " + t.TempDir() + ", kernel: " + d.Kernel + "}":     "s.yaml:4:23: guests[1].image: not a usable VM disk image: QEMU cannot read",
+		"{kind: vm, image: " + t.TempDir() + ", kernel: " + d.Kernel + "}":     "is a directory, not a regular file: give a regular file of at most 1 TiB",
+		"{kind: vm, image: " + garbled + ", kernel: " + d.Kernel + "}":         "s.yaml:4:23: guests[1].image: not a usable VM disk image: QEMU cannot read",
 		"{kind: vm, image: " + d.QCOW2 + "}":                                   "s.yaml:4:5: guests[1]: guest vm: a user's disk boots either with the user's kernel (kernel:",
 		"{kind: vm, runtime: microvm, image: " + d.QCOW2 + ", firmware: uefi}": "firmware: uefi needs runtime q35",
 		"{kind: container, kernel: " + d.Kernel + "}":                          "kernel",
-		"{kind: vm, image: " + d.QCOW2 + ", kernel: " + d.Kernel + "-gone}":    "guests[1].kernel: " + d.Kernel + "-gone does not exist",
+		"{kind: vm, image: " + d.QCOW2 + ", kernel: " + d.Kernel + "-gone}":    "guests[1].kernel: " + workload.Clip(d.Kernel+"-gone") + " does not exist",
 	} {
 		_, stderr, code = c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - "+group+"\nworkloads:\n  - workload: cpu\n"))
 		if code != 2 || !strings.Contains(stderr, want) {
 			t.Errorf("%s: exit %d, want 2 and %q:\n%s", group, code, want, stderr)
+		}
+	}
+}
+
+// A damaged image is refused when the scenario is loaded, at its field's
+// line, naming the blob: a layer that is no tar.gz, and a layer swapped
+// for another (its manifest unchanged).
+func TestDamagedOCIImageRefusedAtLoad(t *testing.T) {
+	whole := testutil.TarGz(t, map[string]string{"etc/os-release": "ID=x\n"})
+	corrupt, corruptBlobs := testutil.OCILayout(t, whole[:len(whole)-10])
+	swapped, swappedBlobs := testutil.OCILayout(t, whole)
+	if err := os.WriteFile(swappedBlobs[0], testutil.TarGz(t, map[string]string{"etc/os-release": "ID=y\n"}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t)
+	for dir, want := range map[string]string{
+		corrupt: "layer 1 (sha256:" + filepath.Base(corruptBlobs[0]) + "): unexpected EOF",
+		swapped: "layer 1 (sha256:" + filepath.Base(swappedBlobs[0]) + "): blob does not match its descriptor",
+	} {
+		_, stderr, code := c.run("run", c.scenario("name: bad\nguests:\n  - {kind: host}\n  - {kind: container, image: "+dir+"}\nworkloads:\n  - workload: cpu\n"))
+		// The digest is a word over the 60 characters an error quotes.
+		want = workload.ClipWords(want)
+		if code != exitUsage || !strings.Contains(stderr, "s.yaml:4:30: guests[1].image: not a usable OCI image") || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, want %d, the field's line and %q:\n%s", code, exitUsage, want, stderr)
 		}
 	}
 }

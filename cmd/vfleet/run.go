@@ -67,7 +67,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	began := time.Now()
 	var specs []*scenario.Spec
 	for _, ref := range refs {
-		spec, err := scenario.Load(ref, scenarioOptions())
+		spec, err := scenario.Load(ref, scenarioOptions(g))
 		if err != nil {
 			return usageError{err}
 		}
@@ -271,16 +271,19 @@ func abortOrphans(ctx context.Context, st *store.Store, cleanedKeys map[string]b
 	}
 }
 
-func scenarioOptions() scenario.Options {
-	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest, CheckImage: checkImage}
+func scenarioOptions(g *globalOptions) scenario.Options {
+	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest,
+		CheckImage: func(kind, path string) error { return checkImage(g.stateDir, kind, path) }}
 }
 
 // checkImage says whether a group of the kind can run the image at path:
 // a VM boots a disk QEMU can read, the others run an OCI image's root
-// file system. Without qemu-img, the kind's probe says what to install.
-func checkImage(kind, path string) error {
+// file system, whose blobs all match their descriptors unless it is
+// unpacked under stateDir already. Without qemu-img, the kind's probe
+// says what to install.
+func checkImage(stateDir, kind, path string) error {
 	if !guest.TraitsOf(kind).AgentInGuest {
-		return image.CheckOCI(path)
+		return image.CheckOCI(stateDir, path)
 	}
 	qemuImg, err := tools.Find("qemu-img")
 	if err != nil {

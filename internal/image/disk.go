@@ -3,14 +3,18 @@ package image
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/vfleet/vfleet/internal/guest"
 )
 
 // ErrBadDisk says a path does not hold a VM disk image vfleet can boot.
@@ -95,14 +99,8 @@ func WriteBesideInitramfs(dst, agentBinary, userInitrd, initPath string) error {
 	defer out.Close()
 	var n int64
 	if userInitrd != "" {
-		in, err := os.Open(userInitrd)
-		if err != nil {
+		if n, err = guest.CopyFile(out, userInitrd, guest.MaxInitrdBytes); err != nil {
 			return fmt.Errorf("vm initramfs: %w", err)
-		}
-		n, err = io.Copy(out, in)
-		in.Close()
-		if err != nil {
-			return fmt.Errorf("vm initramfs: %s: %w", userInitrd, err)
 		}
 	}
 	// The kernel looks for the next archive's magic only at an offset
@@ -127,4 +125,60 @@ func WriteBesideInitramfs(dst, agentBinary, userInitrd, initPath string) error {
 		return fmt.Errorf("vm initramfs: %w", err)
 	}
 	return out.Close()
+}
+
+// maxBackingDepth bounds a qcow2 backing chain: a loop (a disk backed by
+// itself through others) ends here instead of never.
+const maxBackingDepth = 16
+
+// BackingChain lists the files a qcow2 disk at path is backed by, nearest
+// first, from each qcow2 header (QEMU resolves a relative name from the
+// directory of the disk that names it); a disk that is not qcow2 has no
+// backing file. A backing that is not a plain file name (json:, a URL)
+// is refused: what it reads could not be checked.
+func BackingChain(path string) ([]string, error) {
+	var chain []string
+	for range maxBackingDepth {
+		next, err := qcow2Backing(path)
+		if err != nil || next == "" {
+			return chain, err
+		}
+		chain = append(chain, next)
+		path = next
+	}
+	return nil, fmt.Errorf("%w: %s: a backing chain over %d files deep", ErrBadDisk, chain[0], maxBackingDepth)
+}
+
+// qcow2Backing reads the backing file a qcow2 header names: a big-endian
+// 64-bit offset at byte 8 and a 32-bit length at byte 16 (at most 1023
+// bytes, as QEMU allows).
+func qcow2Backing(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var h [20]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:4]) != "QFI\xfb" {
+		return "", nil // shorter than a qcow2 header, or not qcow2: raw
+	}
+	off, size := binary.BigEndian.Uint64(h[8:16]), binary.BigEndian.Uint32(h[16:20])
+	if off == 0 || size == 0 {
+		return "", nil
+	}
+	if size > 1023 {
+		return "", fmt.Errorf("%w: %s: a backing file name of %d bytes (at most 1023)", ErrBadDisk, path, size)
+	}
+	name := make([]byte, size)
+	if _, err := f.ReadAt(name, int64(min(off, math.MaxInt64))); err != nil {
+		return "", fmt.Errorf("%w: %s: backing file name: %v", ErrBadDisk, path, err)
+	}
+	backing := string(name)
+	if strings.HasPrefix(backing, "json:") || strings.Contains(backing, "://") {
+		return "", fmt.Errorf("%w: %s: backing %q is not a file", ErrBadDisk, path, backing)
+	}
+	if !filepath.IsAbs(backing) {
+		backing = filepath.Join(filepath.Dir(path), backing)
+	}
+	return backing, nil
 }

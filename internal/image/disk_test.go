@@ -2,10 +2,15 @@ package image
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
 )
 
 // The recordings are `qemu-img info -U --output=json` of QEMU 7.2: a
@@ -89,5 +94,50 @@ func TestWriteBesideInitramfs(t *testing.T) {
 	}
 	if err := WriteBesideInitramfs(filepath.Join(dir, "x"), agentBin, filepath.Join(dir, "missing"), "/vfleet/init"); err == nil {
 		t.Error("a missing initrd accepted")
+	}
+	// A copy from a device would only end when the disk is full.
+	for _, initrd := range []string{"/dev/zero", dir} {
+		if err := WriteBesideInitramfs(filepath.Join(dir, "x"), agentBin, initrd, "/vfleet/init"); !errors.Is(err, guest.ErrNotRegular) {
+			t.Errorf("initrd %s: err = %v, want guest.ErrNotRegular", initrd, err)
+		}
+	}
+}
+
+// The backing chain is read from the qcow2 headers qemu-img writes: a
+// relative name from the directory of the disk naming it, an absolute one
+// as it is, and a raw disk ends the chain.
+func TestBackingChain(t *testing.T) {
+	qemuImg, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Skip("qemu-img not installed (Debian package qemu-utils)")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base, mid, top := filepath.Join(dir, "sub", "base.raw"), filepath.Join(dir, "sub", "mid.qcow2"), filepath.Join(dir, "top.qcow2")
+	for _, argv := range [][]string{
+		{"create", "-q", "-f", "raw", base, "1M"},
+		{"create", "-q", "-f", "qcow2", "-F", "raw", "-b", "base.raw", mid},
+		{"create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", mid, top},
+	} {
+		if out, err := exec.Command(qemuImg, argv...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img %v: %v: %s", argv, err, out)
+		}
+	}
+	chain, err := BackingChain(top)
+	if err != nil || !slices.Equal(chain, []string{mid, base}) {
+		t.Errorf("BackingChain(top) = %v, %v, want [%s %s]", chain, err, mid, base)
+	}
+	if chain, err := BackingChain(base); err != nil || len(chain) != 0 {
+		t.Errorf("BackingChain(raw) = %v, %v", chain, err)
+	}
+	// A disk backed by itself is a loop, not a hang.
+	loop := filepath.Join(dir, "loop.qcow2")
+	if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2", "-b", "loop.qcow2", loop, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v: %s", err, out)
+	}
+	if _, err := BackingChain(loop); !errors.Is(err, ErrBadDisk) {
+		t.Errorf("a loop: %v", err)
 	}
 }

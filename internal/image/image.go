@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/flock"
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image/native"
 )
 
@@ -299,6 +300,10 @@ func writeManifest(dir string, m Manifest) error {
 	return os.Rename(tmp, filepath.Join(dir, "manifest.json"))
 }
 
+// maxAgentBytes bounds the agent binary copied into an image: it is a few
+// MiB, so a path to anything else is refused before it fills the image.
+const maxAgentBytes = 256 << 20
+
 // installAgent copies the agent into the image when it differs from the
 // one there, so a rebuilt vfleet never talks to a stale agent.
 func installAgent(img *Image, binary string, progress func(string)) error {
@@ -313,7 +318,7 @@ func installAgent(img *Image, binary string, progress func(string)) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	if err := CopyFile(binary, dst+".new", 0o755); err != nil {
+	if err := CopyFile(binary, dst+".new", 0o755, maxAgentBytes); err != nil {
 		return fmt.Errorf("image: install agent: %w", err)
 	}
 	if err := os.Rename(dst+".new", dst); err != nil {
@@ -337,18 +342,14 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// CopyFile copies src to dst, created with mode.
-func CopyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
+// CopyFile copies the regular file src, of at most max bytes, to dst,
+// created with mode.
+func CopyFile(src, dst string, mode os.FileMode, max int64) error {
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if _, err := guest.CopyFile(out, src, max); err != nil {
 		out.Close()
 		return err
 	}

@@ -1,21 +1,15 @@
 package image
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/opencontainers/umoci/oci/layer"
 )
@@ -43,27 +37,41 @@ type OCI struct {
 // ociDir is where unpacked OCI images live, by digest.
 func ociDir(root string) string { return filepath.Join(imagesDir(root), "oci") }
 
-// CheckOCI opens the image at path as EnsureOCI would, without unpacking
-// it, so that a scenario naming a path that holds no usable image is
-// refused when it is loaded.
-func CheckOCI(path string) error {
-	_, done, err := openOCI(path)
-	done()
-	return err
+// CheckOCI opens the image at path as EnsureOCI would and checks every
+// blob against its descriptor, so that a scenario naming a path that holds
+// no usable image, or a damaged one, is refused when it is loaded. Its
+// layers are read through (not unpacked) unless the image is unpacked
+// under root already: the unpacked copy was checked when it was made.
+func CheckOCI(root, path string) error {
+	src, err := openOCI(path)
+	if err != nil {
+		return err
+	}
+	digest, err := src.img.Digest()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadOCI, path, err)
+	}
+	if _, err := readOCI(filepath.Join(ociDir(root), digest.Hex)); err == nil {
+		return nil
+	}
+	if _, _, err := walkOCI(src, nil); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrBadOCI, path, err)
+	}
+	return nil
 }
 
 // EnsureOCI returns the image at path unpacked, unpacking it once per
-// manifest digest under a lock.
+// manifest digest under a lock. Only an image whose every blob matched its
+// descriptor is kept.
 func EnsureOCI(ctx context.Context, root, path string, progress func(string)) (*OCI, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
-	img, done, err := openOCI(path)
-	defer done()
+	src, err := openOCI(path)
 	if err != nil {
 		return nil, err
 	}
-	digest, err := img.Digest()
+	digest, err := src.img.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadOCI, path, err)
 	}
@@ -86,7 +94,7 @@ func EnsureOCI(ctx context.Context, root, path string, progress func(string)) (*
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed
-	o, err := unpackOCI(ctx, img, path, tmp, progress)
+	o, err := unpackOCI(ctx, src, path, tmp, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -119,156 +127,59 @@ func readOCI(dir string) (*OCI, error) {
 	return &o, nil
 }
 
-func unpackOCI(ctx context.Context, img v1.Image, path, dir string, progress func(string)) (*OCI, error) {
+func unpackOCI(ctx context.Context, src ociSource, path, dir string, progress func(string)) (*OCI, error) {
 	began := time.Now()
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: image config: %v", ErrBadOCI, path, err)
-	}
-	layers, err := img.Layers()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadOCI, path, err)
-	}
 	rootfs := filepath.Join(dir, "rootfs")
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	progress(fmt.Sprintf("unpacking %s (%d layers)", path, len(layers)))
-	for i, l := range layers {
+	progress(fmt.Sprintf("unpacking %s", path))
+	cfg, layers, err := walkOCI(src, func(tar io.Reader) error {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("unpacking %s interrupted: %w", path, err)
-		}
-		rc, err := l.Uncompressed()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: layer %d: %v", ErrBadOCI, path, i+1, err)
+			return fmt.Errorf("interrupted: %w", err)
 		}
 		// umoci applies the layer as the OCI image spec says: whiteouts,
 		// opaque directories, hard links, owners and modes, never outside
 		// the root.
-		err = layer.UnpackLayer(rootfs, rc, &layer.UnpackOptions{OnDiskFormat: layer.DirRootfs{}})
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: layer %d: %v", ErrBadOCI, path, i+1, err)
-		}
+		return layer.UnpackLayer(rootfs, tar, &layer.UnpackOptions{OnDiskFormat: layer.DirRootfs{}})
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("unpacking %s interrupted: %w", path, err)
 	}
-	progress(fmt.Sprintf("unpacked %s in %s", path, time.Since(began).Round(time.Millisecond)))
-	return &OCI{Source: path, Env: cfg.Config.Env, Layers: len(layers), Unpacked: time.Since(began)}, nil
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadOCI, path, err)
+	}
+	progress(fmt.Sprintf("unpacked %s (%d layers) in %s", path, layers, time.Since(began).Round(time.Millisecond)))
+	return &OCI{Source: path, Env: cfg.Config.Env, Layers: layers, Unpacked: time.Since(began)}, nil
 }
 
 // openOCI reads the one image at path: an OCI image layout directory, an
-// OCI archive (a layout in a tar file), or a `docker save` archive. done
-// releases what reading it needed, and must be called whatever the error.
-func openOCI(path string) (img v1.Image, done func(), err error) {
-	done = func() {}
+// OCI archive (a layout in a tar file, read in place), or a `docker save`
+// archive.
+func openOCI(path string) (ociSource, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, done, fmt.Errorf("%w: %v", ErrBadOCI, err)
+		return ociSource{}, fmt.Errorf("%w: %v", ErrBadOCI, err)
 	}
 	if fi.IsDir() {
-		img, err := fromLayout(path)
-		return img, done, err
+		return fromLayout(dirFiles(path), path)
 	}
 	members, err := tarMembers(path)
 	if err != nil {
-		return nil, done, fmt.Errorf("%w: %s: not a directory or a tar archive: %v", ErrBadOCI, path, err)
+		return ociSource{}, fmt.Errorf("%w: %s: not a directory or a tar archive: %v", ErrBadOCI, path, err)
 	}
+	_, docker := members["manifest.json"]
+	_, layout := members["oci-layout"]
+	_, index := members["index.json"]
 	switch {
-	case members["manifest.json"]:
+	case docker:
 		img, err := tarball.ImageFromPath(path, nil)
 		if err != nil {
-			return nil, done, fmt.Errorf("%w: %s: docker archive: %v", ErrBadOCI, path, err)
+			return ociSource{}, fmt.Errorf("%w: %s: docker archive: %v", ErrBadOCI, path, err)
 		}
-		return img, done, nil
-	case members["oci-layout"] && members["index.json"]:
-		tmp, err := os.MkdirTemp("", "vfleet-oci-")
-		if err != nil {
-			return nil, done, err
-		}
-		done = func() { os.RemoveAll(tmp) }
-		// tar itself, which refuses members that would land outside tmp.
-		out, err := exec.Command("tar", "-x", "-f", path, "-C", tmp, "--no-same-owner").CombinedOutput()
-		if err != nil {
-			return nil, done, fmt.Errorf("%w: %s: extract the OCI archive: %v: %s", ErrBadOCI, path, err, strings.TrimSpace(string(out)))
-		}
-		img, err := fromLayout(tmp)
-		if err != nil {
-			err = fmt.Errorf("%w (in the archive %s)", err, path)
-		}
-		return img, done, err
+		return ociSource{img: img}, nil
+	case layout && index:
+		return fromLayout(tarFiles{path: path, members: members}, path)
 	}
-	return nil, done, fmt.Errorf("%w: %s: a tar archive with no image manifest: neither an OCI archive (oci-layout and index.json) nor a docker save archive (manifest.json)", ErrBadOCI, path)
-}
-
-// tarMembers lists the top-level names of a tar archive's members.
-func tarMembers(path string) (map[string]bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names := map[string]bool{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		names[strings.TrimPrefix(h.Name, "./")] = true
-	}
-	if len(names) == 0 {
-		return nil, errors.New("empty")
-	}
-	return names, nil
-}
-
-// fromLayout picks the image of this host's platform in a layout.
-func fromLayout(dir string) (v1.Image, error) {
-	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
-		return nil, fmt.Errorf("%w: %s: a directory without oci-layout is not an OCI image layout", ErrBadOCI, dir)
-	}
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadOCI, dir, err)
-	}
-	img, err := pickImage(idx, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadOCI, dir, err)
-	}
-	return img, nil
-}
-
-// pickImage follows an index (and nested indexes, as docker writes them)
-// to the one image for this host's platform.
-func pickImage(idx v1.ImageIndex, depth int) (v1.Image, error) {
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	var fits []v1.Descriptor
-	for _, d := range m.Manifests {
-		if p := d.Platform; p != nil && (p.OS != "linux" || p.Architecture != runtime.GOARCH) {
-			continue
-		}
-		if d.MediaType.IsImage() || d.MediaType.IsIndex() {
-			fits = append(fits, d)
-		}
-	}
-	switch {
-	case len(fits) == 0:
-		return nil, fmt.Errorf("no image for linux/%s in its index (%d entries)", runtime.GOARCH, len(m.Manifests))
-	case len(fits) > 1:
-		return nil, fmt.Errorf("%d images for linux/%s in its index: keep one in the layout", len(fits), runtime.GOARCH)
-	case fits[0].MediaType.IsImage():
-		return idx.Image(fits[0].Digest)
-	case depth >= 2:
-		return nil, errors.New("indexes nested more than two deep")
-	}
-	inner, err := idx.ImageIndex(fits[0].Digest)
-	if err != nil {
-		return nil, err
-	}
-	return pickImage(inner, depth+1)
+	return ociSource{}, fmt.Errorf("%w: %s: a tar archive with no image manifest: neither an OCI archive (oci-layout and index.json) nor a docker save archive (manifest.json)", ErrBadOCI, path)
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func writeTar(t *testing.T, path string, files map[string]string) {
@@ -63,9 +65,31 @@ func TestCheckOCIExplainsWhatIsWrong(t *testing.T) {
 		brokenIndex:                "no image for linux/",
 		emptyOCITar:                "no image for linux/",
 	} {
-		err := CheckOCI(path)
+		err := CheckOCI(t.TempDir(), path)
 		if !errors.Is(err, ErrBadOCI) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", filepath.Base(path), err, want)
+		}
+	}
+}
+
+// A blob is judged at its end: another blob of the same size by its
+// digest, a longer one as soon as it is longer, a shorter one by its size.
+func TestVerifierRefusesAnotherBlob(t *testing.T) {
+	want, _, err := v1.SHA256(strings.NewReader("genuine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyBytes([]byte("genuine"), "config", want, 7); err != nil {
+		t.Errorf("the genuine blob: %v", err)
+	}
+	for _, tc := range []struct{ blob, msg string }{
+		{"GENUINE", "config: blob does not match its descriptor: 7 bytes of digest sha256:"},
+		{"genuine!", "config: blob does not match its descriptor: longer than its 7 bytes"},
+		{"genuin", "config: blob does not match its descriptor: 6 bytes of digest"},
+	} {
+		err := verifyBytes([]byte(tc.blob), "config", want, 7)
+		if !errors.Is(err, ErrBlobMismatch) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%q: %v, want %q", tc.blob, err, tc.msg)
 		}
 	}
 }

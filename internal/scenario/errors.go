@@ -64,6 +64,14 @@ func (l ErrorList) Unwrap() []error {
 	return out
 }
 
+// clippedError is an error that names a user's value (the scenario's
+// path), its words clipped as those of a FieldError are; it matches what
+// it wraps.
+type clippedError struct{ err error }
+
+func (e clippedError) Error() string { return workload.ClipWords(e.err.Error()) }
+func (e clippedError) Unwrap() error { return e.err }
+
 // suggest returns the known name closest to s, if it is close enough to be
 // a likely typo.
 func suggest(s string, known []string) string {

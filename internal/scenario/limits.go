@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -28,28 +27,19 @@ const (
 var ErrTooLarge = errors.New("scenario too large")
 
 // readFile reads a scenario file, refusing anything that is not a regular
-// file (a device such as /dev/zero would never end) or is over
-// MaxFileBytes. The limit is enforced on what is read, not on what stat
-// said, so a file growing meanwhile cannot get past it.
+// file (a device such as /dev/zero would never end, a named pipe would
+// block) before reading it, or is over MaxFileBytes. The limit is enforced
+// on what is read, not on what stat said, so a file growing meanwhile
+// cannot get past it.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, _, err := guest.OpenRegular(path)
+	if errors.Is(err, guest.ErrNotRegular) {
+		return nil, fmt.Errorf("scenario %w: give a YAML file or a built-in scenario's name", err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		what := "not a regular file"
-		if fi.IsDir() {
-			what = "a directory"
-		} else if fi.Mode()&fs.ModeDevice != 0 {
-			what = "a device"
-		}
-		return nil, fmt.Errorf("scenario %s is %s: give a YAML file or a built-in scenario's name", path, what)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read scenario %s: %w", path, err)
@@ -127,10 +117,12 @@ func (p *parser) checkSize(s *Spec) {
 	}
 }
 
-// clipQuoted clips the string arguments that format quotes (%q): those
-// are the user's values, which may be a megabyte long; the others are
-// vfleet's own words, such as the list of what is allowed.
-func clipQuoted(format string, args []any) []any {
+// clipValues clips what format quotes of the user's values, which may be
+// a megabyte long: a string quoted whole (%q) to its first MaxQuoted
+// runes, and each word of the others (a path in a sentence, an error that
+// names one), so that vfleet's own words around them, such as the list of
+// what is allowed, stay whole.
+func clipValues(format string, args []any) []any {
 	out := append([]any(nil), args...)
 	arg := 0
 	for i := 0; i < len(format); i++ {
@@ -145,8 +137,15 @@ func clipQuoted(format string, args []any) []any {
 			continue
 		}
 		if arg < len(out) {
-			if s, ok := out[arg].(string); ok && format[i] == 'q' {
-				out[arg] = workload.Clip(s)
+			switch v := out[arg].(type) {
+			case string:
+				if format[i] == 'q' {
+					out[arg] = workload.Clip(v)
+				} else {
+					out[arg] = workload.ClipWords(v)
+				}
+			case error:
+				out[arg] = workload.ClipWords(v.Error())
 			}
 		}
 		arg++

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +18,15 @@ func TestLoadRefusesWhatIsNotAScenarioFile(t *testing.T) {
 	if err := os.WriteFile(big, []byte("name: x\n"+strings.Repeat("# padding\n", MaxFileBytes/10+1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Opening a named pipe for reading waits for a writer: Load must not.
+	fifo := filepath.Join(t.TempDir(), "f.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ ref, want string }{
+		{strings.Repeat("d/", 3000), "file name too long"}, // and its error quotes it clipped
+		{filepath.Join(t.TempDir(), strings.Repeat("n", 250)), "no such file, and no built-in scenario of that name"},
+		{fifo, "scenario " + workload.Clip(fifo) + " is a named pipe, not a regular file: give a YAML file"},
 		{os.DevNull, "is a device"},
 		{"/dev/zero", "is a device"},
 		{t.TempDir(), "is a directory"},
@@ -25,8 +34,8 @@ func TestLoadRefusesWhatIsNotAScenarioFile(t *testing.T) {
 	} {
 		began := time.Now()
 		_, err := Load(tc.ref, opts)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Load(%s): %v, want %q", tc.ref, err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || len(err.Error()) > 500 {
+			t.Errorf("Load(%.100s): %.600v, want %q in under 500 bytes", tc.ref, err, tc.want)
 		}
 		if d := time.Since(began); d > 10*time.Second {
 			t.Errorf("Load(%s) took %s", tc.ref, d)
@@ -54,23 +63,32 @@ func TestScenarioOverTheLimitsSaysHowManyItWouldMake(t *testing.T) {
 
 func TestErrorsQuoteOnlyAPrefixOfAHugeValue(t *testing.T) {
 	huge := strings.Repeat("x", 1<<20)
-	for _, text := range []string{
-		"name: " + huge + "\nguests: [{kind: host}]\nworkloads: [{workload: " + testName + "}]\n",
-		"name: x\nguests: [{kind: " + huge + "}]\nworkloads: [{workload: " + testName + "}]\n",
-		"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + huge + "}]\n",
-		"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + testName + ", params: {mode: " + huge + "}}]\n",
+	quoted := `"` + strings.Repeat("x", workload.MaxQuoted) + `…"`
+	for _, tc := range []struct{ text, want string }{
+		{"name: " + huge + "\nguests: [{kind: host}]\nworkloads: [{workload: " + testName + "}]\n", quoted},
+		{"name: x\nguests: [{kind: " + huge + "}]\nworkloads: [{workload: " + testName + "}]\n", quoted},
+		{"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + huge + "}]\n", quoted},
+		{"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + testName + ", params: {mode: " + huge + "}}]\n", quoted},
+		// A path is quoted in a sentence, and in the errors of what looked at it.
+		{"name: x\nguests: [{kind: host}, {kind: container, kernel: /" + huge[:6000] + "}]\nworkloads: [{workload: " + testName + "}]\n",
+			" /" + strings.Repeat("x", workload.MaxQuoted-1) + "… "},
+		{"name: x\nguests: [{kind: host}, {kind: container, image: /" + strings.Repeat("x/", 3000) + "}]\nworkloads: [{workload: " + testName + "}]\n",
+			" " + strings.Repeat("/x", workload.MaxQuoted/2) + "… "},
 	} {
-		_, err := Parse("huge.yaml", []byte(text), opts)
-		if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), strings.Repeat("x", workload.MaxQuoted)+"…") {
-			t.Errorf("error of %d bytes, want a clipped quote under 1000: %.200v", len(fmt.Sprint(err)), err)
+		_, err := Parse("huge.yaml", []byte(tc.text), opts)
+		if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error of %d bytes, want a clipped quote (%s) under 1000: %.200v", len(fmt.Sprint(err)), tc.want, err)
 		}
 	}
 }
 
-func TestClipQuotedClipsOnlyQuotedStrings(t *testing.T) {
+func TestClipValuesClipsTheUsersValuesOnly(t *testing.T) {
 	long := strings.Repeat("y", 2*workload.MaxQuoted)
-	got := fmt.Sprintf("%q is not %5.2f%% of %s (%d)", clipQuoted("%q is not %5.2f%% of %s (%d)", []any{long, 1.5, long, 3})...)
-	want := fmt.Sprintf("%q is not  1.50%% of %s (3)", long[:workload.MaxQuoted]+"…", long)
+	clipped := long[:workload.MaxQuoted] + "…"
+	allowed := strings.Repeat("allowed, ", 20) + "last"
+	format := "%q is not %5.2f%% of %s (%d); %v; want one of %s"
+	got := fmt.Sprintf(format, clipValues(format, []any{long, 1.5, "/dir/" + long + " here", 3, errors.New("open " + long + ": denied"), allowed})...)
+	want := fmt.Sprintf("%q is not  1.50%% of %s here (3); open %s denied; want one of %s", clipped, ("/dir/" + long)[:workload.MaxQuoted]+"…", clipped, allowed)
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/workload"
 	"github.com/vfleet/vfleet/scenarios"
 )
 
@@ -17,14 +18,14 @@ func Load(ref string, opts Options) (*Spec, error) {
 		return Parse(ref, data, opts)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		return nil, clippedError{err}
 	}
 	data, err = scenarios.Lookup(ref)
 	if err != nil {
 		// Wrapping fs.ErrNotExist lets the CLI tell "nothing there" from a
 		// file it could not read.
 		return nil, fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (built-ins: %s): %w",
-			ref, strings.Join(scenarios.Names(), ", "), fs.ErrNotExist)
+			workload.Clip(ref), strings.Join(scenarios.Names(), ", "), fs.ErrNotExist)
 	}
 	return Parse("builtin:"+ref, data, opts)
 }

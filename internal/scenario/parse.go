@@ -79,7 +79,7 @@ type parser struct {
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
-	e := &FieldError{Source: p.source, Path: workload.Clip(path), Msg: fmt.Sprintf(format, clipQuoted(format, args)...)}
+	e := &FieldError{Source: p.source, Path: workload.Clip(path), Msg: fmt.Sprintf(format, clipValues(format, args)...)}
 	if n != nil {
 		e.Line, e.Column = n.Line, n.Column
 	}
@@ -466,12 +466,13 @@ func (p *parser) guestNetwork(v *yaml.Node, path string, s *Spec, g *GuestGroup)
 // directory, that exists. Whether the group's kind can run it is checked
 // once the kind is known, whichever order the keys come in.
 func (p *parser) image(n *yaml.Node, path string, s *Spec, g *GuestGroup) {
-	p.file(n, path, s, &g.Image, "an OCI image layout or archive, or a VM disk, or remove image to use vfleet's own")
+	p.file(n, path, s, &g.Image, "an OCI image layout or archive, or a VM disk, or remove image to use vfleet's own", 0)
 }
 
 // file reads the path of something that must exist, relative to the
-// scenario file's directory; want says what to give when it is empty.
-func (p *parser) file(n *yaml.Node, path string, s *Spec, dst *string, want string) {
+// scenario file's directory; want says what to give when it is empty. A
+// max above 0 asks for a regular file of at most max bytes.
+func (p *parser) file(n *yaml.Node, path string, s *Spec, dst *string, want string, max int64) {
 	ref, ok := p.scalar(n, path)
 	if !ok {
 		return
@@ -495,7 +496,23 @@ func (p *parser) file(n *yaml.Node, path string, s *Spec, dst *string, want stri
 		p.errorf(n, path, "%v", err)
 		return
 	}
+	if max > 0 && !p.regularFile(n, path, abs, max) {
+		return
+	}
 	*dst = abs
+}
+
+// regularFile says whether the file at abs is a regular file of at most
+// max bytes, and if not, why, at n.
+func (p *parser) regularFile(n *yaml.Node, path, abs string, max int64) bool {
+	err := guest.CheckFile(abs, max)
+	switch {
+	case errors.Is(err, guest.ErrNotRegular):
+		p.errorf(n, path, "%v: give a regular file of at most %s", err, guest.Bytes(max))
+	case err != nil:
+		p.errorf(n, path, "%v", err)
+	}
+	return err == nil
 }
 
 func (p *parser) list(n *yaml.Node, path, what string) []*yaml.Node {
@@ -531,10 +548,10 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"network": func(v *yaml.Node, path string) { p.guestNetwork(v, path, s, &g) },
 			"image":   func(v *yaml.Node, path string) { p.image(v, path, s, &g) },
 			"kernel": func(v *yaml.Node, path string) {
-				p.file(v, path, s, &g.Boot.Kernel, "the kernel image a VM boots its disk with")
+				p.file(v, path, s, &g.Boot.Kernel, "the kernel image a VM boots its disk with", guest.MaxKernelBytes)
 			},
 			"initrd": func(v *yaml.Node, path string) {
-				p.file(v, path, s, &g.Boot.Initrd, "the kernel's initrd, or remove initrd to boot without one")
+				p.file(v, path, s, &g.Boot.Initrd, "the kernel's initrd, or remove initrd to boot without one", guest.MaxInitrdBytes)
 			},
 			"cmdline":  p.str(&g.Boot.Cmdline),
 			"firmware": p.oneOf(&g.Firmware, guest.FirmwareUEFI),
@@ -596,7 +613,10 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				g.Name = fmt.Sprintf("%s-%d", g.Kind, kindCount[g.Kind])
 			}
 		}
-		if g.Image != "" && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
+		// A VM's disk is a file: a device or a directory would only be
+		// found out by QEMU, after the run has begun.
+		diskOK := g.Image == "" || !p.opts.traits(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
+		if g.Image != "" && diskOK && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
 			if err := p.opts.CheckImage(g.Kind, g.Image); err != nil {
 				p.errorf(seen["image"], path+".image", "%v", err)
 			}

@@ -1,8 +1,16 @@
 package scenario
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 func TestVMFieldsParseAndExpand(t *testing.T) {
@@ -102,5 +110,59 @@ func TestSettingsAreCheckedAgainstThisHostByDefault(t *testing.T) {
 	_, err = Parse("t.yaml", []byte(src), Options{KnownKinds: []string{"host"}, Traits: testTraits})
 	if err == nil || !strings.Contains(err.Error(), "this host has no CPU 8191") {
 		t.Errorf("a CPU this machine lacks: %v", err)
+	}
+}
+
+// The files a VM is given whole are regular files of a bounded size,
+// refused at their field's line otherwise: QEMU would load a directory or
+// /dev/zero only after the run began, and vfleet's copy of an initrd from
+// /dev/zero would never end.
+func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}, Traits: testTraits}
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, guest.MaxInitrdBytes+1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	disk, kernel := filepath.Join(dir, "disk.qcow2"), filepath.Join(dir, "vmlinuz")
+	for _, f := range []string{disk, kernel} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An error quotes a long path's first characters only.
+	clip := workload.Clip
+	for _, tc := range []struct{ field, value, want string }{
+		{"kernel", dir, "guests[1].kernel: " + clip(dir) + " is a directory, not a regular file: give a regular file of at most 256 MiB"},
+		{"kernel", "/dev/zero", "guests[1].kernel: /dev/zero is a device, not a regular file"},
+		{"initrd", "/dev/zero", "guests[1].initrd: /dev/zero is a device, not a regular file: give a regular file of at most 2 GiB"},
+		{"initrd", fifo, "guests[1].initrd: " + clip(fifo) + " is a named pipe, not a regular file"},
+		{"initrd", huge, "guests[1].initrd: " + clip(huge) + " is too large: 2147483649 bytes, and at most 2 GiB are allowed"},
+		{"kernel", huge, "guests[1].kernel: " + clip(huge) + " is too large: 2147483649 bytes, and at most 256 MiB are allowed"},
+		{"image", dir, "guests[1].image: " + clip(dir) + " is a directory, not a regular file: give a regular file of at most 1 TiB"},
+	} {
+		k, img := kernel, disk
+		if tc.field == "kernel" {
+			k = tc.value
+		}
+		if tc.field == "image" {
+			img = tc.value
+		}
+		group := "{kind: vm, image: " + img + ", kernel: " + k + "}"
+		if tc.field == "initrd" {
+			group = "{kind: vm, image: " + img + ", kernel: " + k + ", initrd: " + tc.value + "}"
+		}
+		_, err := Parse("t.yaml", []byte("name: t\nguests:\n  - kind: host\n  - "+group+"\nworkloads:\n  - workload: scenario-test\n"), o)
+		at := fmt.Sprintf("t.yaml:4:%d: ", 5+strings.Index(group, tc.field+": ")+len(tc.field)+2)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), at+tc.want) {
+			t.Errorf("%s: %s: err = %v, want %q", tc.field, tc.value, err, tc.want)
+		}
 	}
 }

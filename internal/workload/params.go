@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 var (
@@ -28,6 +30,33 @@ func Clip(v string) string {
 		return v
 	}
 	return string(r[:MaxQuoted]) + "…"
+}
+
+// ClipWords clips each word of s (a run without white space) to its first
+// MaxQuoted runes: a message that embeds a user's value, such as a path,
+// stays readable while the short words around it are kept whole.
+func ClipWords(s string) string {
+	var b strings.Builder
+	word := -1 // start of the current word, or -1 between words
+	for i, r := range s + " " {
+		switch {
+		case !unicode.IsSpace(r) && word < 0:
+			word = i
+		case unicode.IsSpace(r) && word >= 0:
+			w := s[word:i]
+			// A value clipped already, quoted and followed by a comma,
+			// stays as it is.
+			if !strings.Contains(w, "…") || utf8.RuneCountInString(w) > MaxQuoted+4 {
+				w = Clip(w)
+			}
+			b.WriteString(w)
+			word = -1
+		}
+		if unicode.IsSpace(r) && i < len(s) {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // checkKeys rejects parameters the workload does not define.

@@ -1,8 +1,9 @@
 package qemu
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -50,8 +51,12 @@ func (f uefiFirmware) check(machine string) error {
 		return fmt.Errorf("firmware: uefi needs runtime %s (%s has no UEFI firmware)", strings.Join(f.machines, " or "), machine)
 	}
 	for _, p := range []string{f.code, f.vars} {
-		if _, err := os.Stat(p); err != nil {
+		err := guest.CheckFile(p, guest.MaxFirmwareBytes)
+		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("firmware: uefi: %s not found: install the Debian package %s", p, f.pkg)
+		}
+		if err != nil {
+			return fmt.Errorf("firmware: uefi: %w (reinstall the Debian package %s)", err, f.pkg)
 		}
 	}
 	return nil

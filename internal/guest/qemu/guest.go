@@ -312,12 +312,13 @@ func (g *Guest) confine(cfg *launchConfig, accel string, img *image.Image, baseD
 		return nil, err
 	}
 	cfg.Sandbox = true
-	reads := []string{cfg.Kernel, cfg.Initramfs, cfg.Seed}
-	if g.disk == "" || g.disk == DiskOverlay {
-		reads = append(reads, baseDisk)
-	}
+	fwVars := ""
 	if cfg.Firmware != nil {
-		reads = append(reads, cfg.Firmware.Code)
+		fwVars = g.archSpec.uefi.vars
+	}
+	reads, err := sandboxReads(*cfg, g.Spec().Boot.Initrd, fwVars, baseDisk)
+	if err != nil {
+		return nil, err
 	}
 	roots := []string{filepath.Dir(filepath.Dir(g.env.StateDir)), filepath.Dir(filepath.Dir(img.Dir))}
 	return cred, openToSandbox(g.dir, roots, reads)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
 )
 
 // sandboxFilter is QEMU's own seccomp filter at its strictest, as libvirt
@@ -51,22 +52,32 @@ func sandboxCredential(accel string) (*syscall.Credential, error) {
 	return cred, nil
 }
 
-// openToSandbox gives the guest's directory to the sandboxed QEMU's user
-// and checks that it can read every other file it opens. Directories of
-// vfleet's own (under one of roots) that others cannot search are made
-// searchable, never listable; anything else it cannot read is refused,
-// naming the file.
-func openToSandbox(guestDir string, roots, reads []string) error {
-	err := filepath.WalkDir(guestDir, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, guest.SandboxHostID, guest.SandboxHostID)
-	})
-	if err != nil {
-		return fmt.Errorf("security sandbox: give %s to QEMU's user: %w", guestDir, err)
+// sandboxReads are the files outside the guest's directory that a
+// sandboxed guest gets, which its QEMU's user must be able to read: those
+// QEMU opens, those root copies for it into the guest's directory (the
+// user's initrd into the initramfs, the firmware's variables, the disk
+// in the copy and raw modes), and every file of the disk's backing chain,
+// which QEMU opens through the guest's overlay or copy.
+func sandboxReads(cfg launchConfig, userInitrd, firmwareVars, baseDisk string) ([]string, error) {
+	reads := []string{cfg.Kernel, cfg.Initramfs, cfg.Seed, userInitrd, firmwareVars, baseDisk}
+	if cfg.Firmware != nil {
+		reads = append(reads, cfg.Firmware.Code)
 	}
-	for _, f := range append([]string{guestDir}, reads...) {
+	chain, err := image.BackingChain(baseDisk)
+	if err != nil {
+		return nil, fmt.Errorf("security sandbox: %w", err)
+	}
+	return append(reads, chain...), nil
+}
+
+// openToSandbox gives the guest's directory to the sandboxed QEMU's user
+// once it has checked that the user can read every other file it opens.
+// Directories of vfleet's own (under one of roots) that others cannot
+// search are made searchable, never listable; anything else it cannot
+// read is refused, naming the file, before the directory (with root's
+// copies in it) is given.
+func openToSandbox(guestDir string, roots, reads []string) error {
+	for _, f := range append(reads, guestDir) {
 		if f == "" {
 			continue
 		}
@@ -86,6 +97,15 @@ func openToSandbox(guestDir string, roots, reads []string) error {
 			return fmt.Errorf("security sandbox: QEMU runs as user %d and cannot read %s (mode %v): make it readable by others or use security unconfined",
 				guest.SandboxHostID, f, st.Mode().Perm())
 		}
+	}
+	err := filepath.WalkDir(guestDir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, guest.SandboxHostID, guest.SandboxHostID)
+	})
+	if err != nil {
+		return fmt.Errorf("security sandbox: give %s to QEMU's user: %w", guestDir, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,5 +87,62 @@ func TestOpenToSandbox(t *testing.T) {
 	}
 	if st, _ := os.Stat(private); st.Mode().Perm() != 0o700 {
 		t.Errorf("a directory outside vfleet's own was changed to %v", st.Mode().Perm())
+	}
+}
+
+// What root copies for a sandboxed guest (the user's initrd) and what
+// QEMU opens through the guest's disk (its backing chain) must be
+// readable by QEMU's user, as the kernel is: else root's copy or QEMU's
+// own open would hand that user a file it may not read.
+func TestSandboxReadsTheInitrdAndTheBackingChain(t *testing.T) {
+	qemuImg, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Skip("qemu-img not installed (Debian package qemu-utils)")
+	}
+	top := t.TempDir()
+	for _, d := range []string{filepath.Dir(top), top} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	guestDir := filepath.Join(top, "state", "vm")
+	if err := os.MkdirAll(guestDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	kernel, initrd := filepath.Join(top, "vmlinuz"), filepath.Join(top, "initrd.img")
+	backing, disk := filepath.Join(top, "backing.raw"), filepath.Join(top, "disk.qcow2")
+	for _, f := range []string{kernel, initrd} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, argv := range [][]string{{"create", "-q", "-f", "raw", backing, "1M"}, {"create", "-q", "-f", "qcow2", "-F", "raw", "-b", backing, disk}} {
+		if out, err := exec.Command(qemuImg, argv...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img %v: %v: %s", argv, err, out)
+		}
+	}
+	open := func() error {
+		reads, err := sandboxReads(launchConfig{Kernel: kernel}, initrd, "", disk)
+		if err != nil {
+			return err
+		}
+		return openToSandbox(guestDir, []string{filepath.Join(top, "state")}, reads)
+	}
+	for _, f := range []string{initrd, backing} {
+		if err := os.Chmod(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := open(); err == nil || !strings.Contains(err.Error(), "cannot read "+f) {
+			t.Errorf("%s unreadable by QEMU's user: %v", filepath.Base(f), err)
+		}
+		if st, _ := os.Stat(guestDir); st.Sys().(*syscall.Stat_t).Uid == guest.SandboxHostID {
+			t.Errorf("%s unreadable: the guest's directory was given to QEMU's user all the same", filepath.Base(f))
+		}
+		if err := os.Chmod(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := open(); err != nil {
+		t.Errorf("all readable: %v", err)
 	}
 }

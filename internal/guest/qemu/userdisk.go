@@ -42,7 +42,7 @@ func (g *Guest) userBoot(ctx context.Context, qemuImg string, tscKHz int64) (use
 			return userDiskBoot{}, err
 		}
 		fw := &firmwareFiles{Code: g.archSpec.uefi.code, Vars: filepath.Join(g.dir, "efivars.fd")}
-		if err := image.CopyFile(g.archSpec.uefi.vars, fw.Vars, 0o600); err != nil {
+		if err := image.CopyFile(g.archSpec.uefi.vars, fw.Vars, 0o600, guest.MaxFirmwareBytes); err != nil {
 			return userDiskBoot{}, err
 		}
 		seed := filepath.Join(g.dir, "seed.iso")
