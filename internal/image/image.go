@@ -314,7 +314,7 @@ func writeManifest(dir string, m Manifest) error {
 // installAgent copies the agent into the image when it differs from the
 // one there, so a rebuilt vfleet never talks to a stale agent.
 func installAgent(img *Image, binary string, progress func(string)) error {
-	sum, err := fileSHA256(binary)
+	sum, err := FileSHA256(binary)
 	if err != nil {
 		return fmt.Errorf("image: agent: %w", err)
 	}
@@ -336,7 +336,8 @@ func installAgent(img *Image, binary string, progress func(string)) error {
 	return writeManifest(img.Dir, img.Manifest)
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex sha256 of a file's contents.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

@@ -100,7 +100,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		probeKernel = boot.Kernel
 	}
 	// Whether KVM works is asked of vfleet's kernel, which is known to boot.
-	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool.Path, probeKernel)
+	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile))
 	if emulated(g.arch) {
 		accel, accelWhy, err = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch), nil
 	}

@@ -19,6 +19,7 @@ import (
 	_ "github.com/vfleet/vfleet/internal/guest/container"
 	_ "github.com/vfleet/vfleet/internal/guest/host"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden QEMU command lines in testdata")
@@ -298,12 +299,69 @@ func TestOtherKindsRefuseVMFields(t *testing.T) {
 }
 
 func TestChooseAccelTCGNeedsNoProbe(t *testing.T) {
-	a, _, err := chooseAccel(context.Background(), AccelTCG, "/nonexistent/qemu", "/nonexistent/kernel")
+	a, _, err := chooseAccel(context.Background(), AccelTCG, tools.Tool{Path: "/nonexistent/qemu"}, "/nonexistent/kernel", "")
 	if err != nil || a != AccelTCG {
 		t.Fatalf("tcg: %s %v", a, err)
 	}
-	if _, _, err := chooseAccel(context.Background(), "hvf", "", ""); !errors.Is(err, guest.ErrNotSupported) {
+	if _, _, err := chooseAccel(context.Background(), "hvf", tools.Tool{}, "", ""); !errors.Is(err, guest.ErrNotSupported) {
 		t.Fatalf("unknown accel: %v", err)
+	}
+}
+
+// The KVM boot probe's answer is kept for its key: the same boot, host
+// kernel, QEMU and guest kernel get it without a probe (a "cannot boot"
+// says where it came from), any other key probes again, and an interrupted
+// probe is no answer.
+func TestKVMProbeAnswerIsKeptForItsKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), kvmAnswerFile)
+	key := probeKey{BootID: "b1", HostKernel: "6.1.0-18-amd64", QEMU: "/usr/bin/qemu-system-x86_64 7.2.9", KernelSHA256: "aa"}
+	probes := 0
+	hangs := func(context.Context) error {
+		probes++
+		return errors.New("boot a kernel under kvm: no boot within 10 s")
+	}
+	ctx := context.Background()
+	if err := rememberedProbe(ctx, file, key, hangs); err == nil || probes != 1 {
+		t.Fatalf("first probe: %v after %d probes", err, probes)
+	}
+	err := rememberedProbe(ctx, file, key, hangs)
+	if probes != 1 {
+		t.Fatal("a kept answer was probed again")
+	}
+	if err == nil || !strings.Contains(err.Error(), "no boot within 10 s") || !strings.Contains(err.Error(), "vfleet doctor` probes afresh") {
+		t.Fatalf("kept answer said %v", err)
+	}
+	for field, change := range map[string]func(*probeKey){
+		"boot id":     func(k *probeKey) { k.BootID = "b2" },
+		"host kernel": func(k *probeKey) { k.HostKernel = "6.1.0-19-amd64" },
+		"qemu":        func(k *probeKey) { k.QEMU = "/usr/bin/qemu-system-x86_64 8.0.0" },
+		"kernel":      func(k *probeKey) { k.KernelSHA256 = "bb" },
+	} {
+		other := key
+		change(&other)
+		before := probes
+		if rememberedProbe(ctx, file, other, hangs); probes != before+1 {
+			t.Errorf("another %s got the kept answer", field)
+		}
+	}
+	works := func(context.Context) error { probes++; return nil }
+	rememberedProbe(ctx, file, key, works)
+	before := probes
+	if err := rememberedProbe(ctx, file, key, hangs); err != nil || probes != before {
+		t.Fatalf("a kept working answer: %v, %d probes", err, probes-before)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	interrupted := func(ctx context.Context) error { probes++; return ctx.Err() }
+	key.BootID = "b3"
+	rememberedProbe(cancelled, file, key, interrupted)
+	before = probes
+	if rememberedProbe(ctx, file, key, works); probes != before+1 {
+		t.Error("an interrupted probe was kept as an answer")
+	}
+	if rememberedProbe(ctx, "", key, works); probes != before+2 {
+		t.Error("without a file every call must probe")
 	}
 }
 
