@@ -41,8 +41,9 @@ var kvmProbe struct {
 
 // kvmUsable runs doctor's boot probe once per process for qemu and kernel,
 // and once per host boot while qemu and kernel stay the same: answers, when
-// not empty, is the file that keeps its last answer.
-func kvmUsable(ctx context.Context, qemu tools.Tool, kernel, answers string) error {
+// not empty, is the file that keeps its last answer. say is told when it
+// probes.
+func kvmUsable(ctx context.Context, qemu tools.Tool, kernel, answers string, say func(string)) error {
 	kvmProbe.mu.Lock()
 	defer kvmProbe.mu.Unlock()
 	memo := [2]string{qemu.Path, kernel}
@@ -54,6 +55,7 @@ func kvmUsable(ctx context.Context, qemu tools.Tool, kernel, answers string) err
 		answers = "" // an answer that cannot be told apart from another's is not kept
 	}
 	err := rememberedProbe(ctx, answers, key, func(ctx context.Context) error {
+		say(fmt.Sprintf("probing whether KVM boots a kernel (at most %s; the answer is kept for this host boot)", kvmProbeTimeout))
 		_, err := doctor.BootProbe(ctx, qemu.Path, AccelKVM, kernel, kvmProbeTimeout)
 		return err
 	})
@@ -139,12 +141,12 @@ func rememberedProbe(ctx context.Context, file string, key probeKey, probe func(
 // for; auto takes kvm when it works and tcg otherwise. TCG is not probed:
 // a guest that cannot boot under it fails with the serial console's
 // reason anyway.
-func chooseAccel(ctx context.Context, want string, qemu tools.Tool, kernel, answers string) (accel, why string, err error) {
+func chooseAccel(ctx context.Context, want string, qemu tools.Tool, kernel, answers string, say func(string)) (accel, why string, err error) {
 	switch want {
 	case AccelTCG:
 		return AccelTCG, "asked for", nil
 	case AccelKVM:
-		if err := kvmUsable(ctx, qemu, kernel, answers); err != nil {
+		if err := kvmUsable(ctx, qemu, kernel, answers, say); err != nil {
 			if ctx.Err() != nil {
 				return "", "", ctx.Err()
 			}
@@ -152,7 +154,7 @@ func chooseAccel(ctx context.Context, want string, qemu tools.Tool, kernel, answ
 		}
 		return AccelKVM, "asked for", nil
 	case "", AccelAuto:
-		err := kvmUsable(ctx, qemu, kernel, answers)
+		err := kvmUsable(ctx, qemu, kernel, answers, say)
 		if err == nil {
 			return AccelKVM, "auto: kvm boots a kernel", nil
 		}

@@ -94,13 +94,13 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	var boot image.VMBoot
 	probeKernel := img.KernelPath
 	if spec.Image == "" {
-		if boot, err = image.EnsureVMBoot(ctx, img, nil); err != nil {
+		if boot, err = image.EnsureVMBoot(ctx, img, g.env.Say); err != nil {
 			return fail(err)
 		}
 		probeKernel = boot.Kernel
 	}
 	// Whether KVM works is asked of vfleet's kernel, which is known to boot.
-	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile))
+	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile), g.env.Say)
 	if emulated(g.arch) {
 		accel, accelWhy, err = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch), nil
 	}

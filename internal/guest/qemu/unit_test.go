@@ -299,11 +299,11 @@ func TestOtherKindsRefuseVMFields(t *testing.T) {
 }
 
 func TestChooseAccelTCGNeedsNoProbe(t *testing.T) {
-	a, _, err := chooseAccel(context.Background(), AccelTCG, tools.Tool{Path: "/nonexistent/qemu"}, "/nonexistent/kernel", "")
+	a, _, err := chooseAccel(context.Background(), AccelTCG, tools.Tool{Path: "/nonexistent/qemu"}, "/nonexistent/kernel", "", nil)
 	if err != nil || a != AccelTCG {
 		t.Fatalf("tcg: %s %v", a, err)
 	}
-	if _, _, err := chooseAccel(context.Background(), "hvf", tools.Tool{}, "", ""); !errors.Is(err, guest.ErrNotSupported) {
+	if _, _, err := chooseAccel(context.Background(), "hvf", tools.Tool{}, "", "", nil); !errors.Is(err, guest.ErrNotSupported) {
 		t.Fatalf("unknown accel: %v", err)
 	}
 }
