@@ -74,6 +74,9 @@ type vm struct {
 	err    error         // QEMU's exit, valid after exited
 	mon    monitor
 	booted bool // the guest's init runs and can power the machine off
+	// paused: the guest's vCPUs are stopped (a template once its state is
+	// saved), so it cannot answer the power button.
+	paused bool
 	// noPowerButton: the guest's kernel cannot see QEMU's power button, so
 	// stopping it quits QEMU at once (its disk goes with it anyway).
 	noPowerButton bool
@@ -386,7 +389,7 @@ func (m *vm) stop() {
 			defer cancel()
 			_ = f(ctx)
 		}
-		pressed := m.booted && !m.noPowerButton
+		pressed := m.booted && !m.noPowerButton && !m.paused
 		if pressed {
 			ask(m.mon.Powerdown)
 		}

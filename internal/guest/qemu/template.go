@@ -229,11 +229,15 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 	saved := time.Now()
 	qctx, qcancel := context.WithTimeout(ctx, time.Minute)
 	defer qcancel()
+	// The save stops the vCPUs for good: pressing the power button after
+	// it, or after a failed save, would only wait out powerdownWait (10 s
+	// of every template's build).
+	m.paused = true
 	if err := mon.saveState(qctx, state); err != nil {
 		return t, fmt.Errorf("save: %w", err)
 	}
 	t.SaveTime = time.Since(saved)
-	m.stop() // paused, so no power-down: QEMU quits
+	m.stop()
 	if err := state.Sync(); err != nil {
 		return t, err
 	}

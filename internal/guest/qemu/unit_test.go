@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
@@ -597,6 +598,35 @@ func TestQEMUArgvUEFI(t *testing.T) {
 			if strings.Contains(a, never) {
 				t.Errorf("%s argv has %s:\n%s", c.arch, never, a)
 			}
+		}
+	}
+}
+
+// stopMonitor is a QEMU monitor whose guest powers off when its power
+// button is pressed; it counts the presses.
+type stopMonitor struct {
+	exited  chan struct{}
+	once    sync.Once
+	presses int
+}
+
+func (m *stopMonitor) exit() { m.once.Do(func() { close(m.exited) }) }
+
+func (m *stopMonitor) VCPUThreads(context.Context) ([]int, error) { return nil, nil }
+func (m *stopMonitor) Powerdown(context.Context) error            { m.presses++; m.exit(); return nil }
+func (m *stopMonitor) Quit(context.Context) error                 { m.exit(); return nil }
+func (m *stopMonitor) Close() error                               { return nil }
+
+// A booted guest is asked to power off; a paused one (a template whose
+// state is saved) cannot answer the button, so QEMU is told to quit at
+// once instead of after powerdownWait.
+func TestStopPressesThePowerButtonOnlyForARunningGuest(t *testing.T) {
+	for paused, want := range map[bool]int{false: 1, true: 0} {
+		mon := &stopMonitor{exited: make(chan struct{})}
+		m := &vm{mon: mon, exited: mon.exited, booted: true, paused: paused}
+		m.stop()
+		if mon.presses != want {
+			t.Errorf("paused %v: power button pressed %d times, want %d", paused, mon.presses, want)
 		}
 	}
 }
