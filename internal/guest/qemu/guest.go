@@ -367,9 +367,25 @@ func startQEMU(qemu string, cfg launchConfig, cred *syscall.Credential, extra []
 		return env.Ledger.Done(pidEntry)
 	})
 	if recErr != nil {
-		return nil, recErr
+		return nil, unrecorded(m, logPath, recErr)
 	}
 	return m, nil
+}
+
+// exitedGrace is how long a QEMU that could not be recorded gets to be
+// reaped: its /proc entry is gone once it is.
+const exitedGrace = time.Second
+
+// unrecorded explains a QEMU that could not be recorded: one that exited
+// at once (a bad option, a missing file) was already reaped, and what it
+// said is the reason, not its missing /proc entry.
+func unrecorded(m *vm, logPath string, recErr error) error {
+	select {
+	case <-m.exited:
+		return fmt.Errorf("start qemu: %w", qemuExited(m, logPath))
+	case <-time.After(exitedGrace):
+		return recErr
+	}
 }
 
 // stop ends QEMU: a booted guest is asked to power off, then QEMU to quit,
@@ -427,16 +443,7 @@ func waitQMP(ctx context.Context, path string, exited <-chan struct{}) (*qmpClie
 func bootError(m *vm, dir, consoleLog string, cause error) error {
 	select {
 	case <-m.exited:
-		qlog, _ := os.ReadFile(filepath.Join(dir, "qemu.log"))
-		switch said := tailLines(qlog, 5); {
-		case m.err == nil:
-			// -no-reboot: the guest reset or powered itself off.
-			cause = errors.New("qemu exited: the guest rebooted or powered off")
-		case said == "":
-			cause = fmt.Errorf("qemu exited (%v)", m.err)
-		default:
-			cause = fmt.Errorf("qemu exited (%v): %s", m.err, said)
-		}
+		cause = qemuExited(m, filepath.Join(dir, "qemu.log"))
 	default:
 	}
 	console, _ := os.ReadFile(consoleLog)
@@ -453,6 +460,21 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 		return fmt.Errorf("%w: %v; guest kernel: %s", ErrBootFailed, cause, p)
 	}
 	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))
+}
+
+// qemuExited says why QEMU, which has exited, did: its exit status and
+// the end of its log (its stdout and stderr).
+func qemuExited(m *vm, logPath string) error {
+	qlog, _ := os.ReadFile(logPath)
+	switch said := tailLines(qlog, 5); {
+	case m.err == nil:
+		// -no-reboot: the guest reset or powered itself off.
+		return errors.New("qemu exited: the guest rebooted or powered off")
+	case said == "":
+		return fmt.Errorf("qemu exited (%v)", m.err)
+	default:
+		return fmt.Errorf("qemu exited (%v): %s", m.err, said)
+	}
 }
 
 // makeDisk gives the guest its own disk of base's contents (base is in

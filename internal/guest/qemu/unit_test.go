@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
@@ -628,5 +631,37 @@ func TestStopPressesThePowerButtonOnlyForARunningGuest(t *testing.T) {
 		if mon.presses != want {
 			t.Errorf("paused %v: power button pressed %d times, want %d", paused, mon.presses, want)
 		}
+	}
+}
+
+// A QEMU that exits at once is reaped before it can be recorded: the
+// error is what QEMU said, not that its /proc entry is gone. One still
+// running keeps the recording's own error.
+func TestQEMUThatExitsAtOnceSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "qemu-system-x86_64")
+	script := "#!/bin/sh\necho 'qemu-system-x86_64: -machine microvm,x-option-roms=off: Property not found' >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "qemu.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(fake)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	m := &vm{cmd: cmd, exited: make(chan struct{})}
+	m.err = cmd.Run()
+	logf.Close()
+	close(m.exited)
+	recErr := fmt.Errorf("record process: process %d: read /proc/%d/stat: %w", cmd.Process.Pid, cmd.Process.Pid, syscall.ESRCH)
+	err = unrecorded(m, logPath, recErr)
+	if err == nil || !strings.Contains(err.Error(), "Property not found") || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("QEMU that exited at once: %v", err)
+	}
+	running := &vm{exited: make(chan struct{})}
+	if err := unrecorded(running, logPath, recErr); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("QEMU still running: %v, want the recording's error", err)
 	}
 }
