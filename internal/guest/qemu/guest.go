@@ -141,7 +141,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		diskMode = DiskOverlay
 	}
 	if spec.Image != "" {
-		user, err := g.userBoot(ctx, qemuImg.Path, tscKHz)
+		user, err := g.userBoot(ctx, qemuImg.Path, tscKHz, filepath.Join(img.Dir, besideDir))
 		if err != nil {
 			return fail(err)
 		}
