@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -296,5 +297,23 @@ func TestExecOutputLimitPerRequest(t *testing.T) {
 		if _, err := c.Do(context.Background(), Request{Argv: argv, MaxOutput: bad}); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "max_output") {
 			t.Errorf("max_output %d: err = %v", bad, err)
 		}
+	}
+}
+
+// Each session's hello carries the hostname the guest has when it begins:
+// a VM clone, resumed as a copy of its template's agent, takes its own
+// name after the agent started.
+func TestHelloCarriesTheCurrentHostname(t *testing.T) {
+	var name atomic.Value
+	name.Store("template")
+	sock := startServerWith(t, func(s *Server) {
+		s.hostname = func() (string, error) { return name.Load().(string), nil }
+	})
+	if got := dial(t, sock).Hello().Hostname; got != "template" {
+		t.Fatalf("first hello: hostname %q", got)
+	}
+	name.Store("vm-7")
+	if got := dial(t, sock).Hello().Hostname; got != "vm-7" {
+		t.Fatalf("hello after the rename: hostname %q, want vm-7", got)
 	}
 }

@@ -37,6 +37,10 @@ type Server struct {
 	// process and answered when done (a VM clone's taking on its
 	// identity): cheaper than executing a program for them.
 	Ops map[string]func(ctx context.Context, arg string) error
+	// hostname, when set, gives each session's Hello the name the guest
+	// has then: a VM clone takes its own after it resumes as a copy of
+	// its template's agent.
+	hostname func() (string, error)
 }
 
 // NewServer returns a server that introduces itself with the current
@@ -53,6 +57,7 @@ func NewServer(agentVersion string) *Server {
 		},
 		KillGrace: 2 * time.Second,
 		StartGate: StartGatePath,
+		hostname:  os.Hostname,
 	}
 }
 
@@ -110,7 +115,13 @@ const maxInFlight = 64
 // interrupted run).
 func (s *Server) ServeConn(ctx context.Context, rw io.ReadWriter) error {
 	c := &conn{srv: s, enc: json.NewEncoder(rw), running: map[uint64]context.CancelCauseFunc{}}
-	if err := c.send(s.Hello); err != nil {
+	hello := s.Hello
+	if s.hostname != nil {
+		if name, err := s.hostname(); err == nil {
+			hello.Hostname = name
+		}
+	}
+	if err := c.send(hello); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
 	connCtx, hangUp := context.WithCancelCause(ctx)

@@ -230,6 +230,17 @@ type Env struct {
 	// long-lived fleet): kinds whose guests are vfleet's children must not
 	// tie their lives to it. Their ledger still records every resource.
 	Detached bool
+	// Progress, when set, is told what a start is doing that takes long
+	// and is done once for many guests (a VM's base disk and template, the
+	// KVM probe), so that nobody waits in silence.
+	Progress func(line string)
+}
+
+// Say tells Progress a line, if there is one to tell.
+func (e Env) Say(line string) {
+	if e.Progress != nil {
+		e.Progress(line)
+	}
 }
 
 // Info describes a running guest; it is stored with the run.

@@ -3,7 +3,9 @@ package image
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/guest"
 )
@@ -181,4 +186,96 @@ func qcow2Backing(path string) (string, error) {
 		backing = filepath.Join(filepath.Dir(path), backing)
 	}
 	return backing, nil
+}
+
+// besideFormat changes whenever WriteBesideInitramfs writes something
+// else for the same agent and initrd, so that kept ones are not reused.
+const besideFormat = 1
+
+// besideMu serialises EnsureBesideInitramfs within a process, so that a
+// fleet's guests starting together write each initramfs once.
+var besideMu sync.Mutex
+
+// EnsureBesideInitramfs returns WriteBesideInitramfs's initramfs of
+// agentBinary and userInitrd (empty for none), made once per contents of
+// the two in dir, where guests share it: QEMU only reads it, and a copy
+// per guest of a user's initrd came to 1.5 GB for 100 guests. It is
+// readable by all, for a sandboxed QEMU, unless the user's initrd is not:
+// root may boot a guest from a file others must not read, and its copy
+// must not become readable where the original was not.
+func EnsureBesideInitramfs(dir, agentBinary, userInitrd, initPath string) (string, error) {
+	besideMu.Lock()
+	defer besideMu.Unlock()
+	agentSum, err := contentSum(agentBinary)
+	if err != nil {
+		return "", fmt.Errorf("vm initramfs: agent: %w", err)
+	}
+	initrdSum, mode := "none", os.FileMode(0o644)
+	if userInitrd != "" {
+		if initrdSum, err = contentSum(userInitrd); err != nil {
+			return "", fmt.Errorf("vm initramfs: %w", err)
+		}
+		st, err := os.Stat(userInitrd)
+		if err != nil {
+			return "", fmt.Errorf("vm initramfs: %w", err)
+		}
+		if st.Mode().Perm()&0o004 == 0 {
+			mode = 0o600
+		}
+	}
+	key := sha256.Sum256(fmt.Appendf(nil, "%d\n%s\n%s\n%s\n%v\n", besideFormat, agentSum, initrdSum, initPath, mode))
+	dst := filepath.Join(dir, hex.EncodeToString(key[:12])+".img")
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("vm initramfs: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".partial-")
+	if err != nil {
+		return "", fmt.Errorf("vm initramfs: %w", err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name()) // fails once renamed
+	if err := WriteBesideInitramfs(tmp.Name(), agentBinary, userInitrd, initPath); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp.Name(), mode); err != nil {
+		return "", fmt.Errorf("vm initramfs: %w", err)
+	}
+	// Another vfleet may rename the same bytes into place meanwhile.
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("vm initramfs: %w", err)
+	}
+	return dst, nil
+}
+
+// sums remembers contentSum's answers by a file's identity, so that the
+// hundred guests of a fleet hash the agent and initrd (tens of MB) once.
+var sums = map[fileIdentity]string{}
+
+type fileIdentity struct {
+	path        string
+	dev, ino    uint64
+	size, mtime int64
+}
+
+// contentSum is FileSHA256 of path, remembered while the file is the
+// same (device, inode, size and modification time); the caller holds
+// besideMu.
+func contentSum(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	id := fileIdentity{path: path, dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+	if sum, ok := sums[id]; ok {
+		return sum, nil
+	}
+	sum, err := FileSHA256(path)
+	if err != nil {
+		return "", err
+	}
+	sums[id] = sum
+	return sum, nil
 }

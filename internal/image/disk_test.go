@@ -141,3 +141,64 @@ func TestBackingChain(t *testing.T) {
 		t.Errorf("a loop: %v", err)
 	}
 }
+
+// Guests of one agent and one initrd share one initramfs, made once;
+// another agent, another initrd's contents or none get their own.
+func TestBesideInitramfsIsSharedPerAgentAndInitrd(t *testing.T) {
+	dir, shared := t.TempDir(), filepath.Join(t.TempDir(), "beside")
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	agent, other := write("agent", []byte("\x7fELF one")), write("agent2", []byte("\x7fELF two"))
+	initrd := write("initrd", bytes.Repeat([]byte("u"), 1000))
+	if err := os.Chmod(initrd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ensure := func(agent, initrd string) string {
+		t.Helper()
+		p, err := EnsureBesideInitramfs(shared, agent, initrd, "/vfleet/init")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := ensure(agent, initrd)
+	if again := ensure(agent, initrd); again != first {
+		t.Fatalf("the same agent and initrd made %s, then %s", first, again)
+	}
+	want := filepath.Join(dir, "want")
+	if err := WriteBesideInitramfs(want, agent, initrd, "/vfleet/init"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(first)
+	if w, _ := os.ReadFile(want); !bytes.Equal(got, w) {
+		t.Fatal("the shared initramfs is not the user's initrd with the agent appended")
+	}
+	if st, err := os.Stat(first); err != nil || st.Mode().Perm()&0o004 == 0 {
+		t.Fatalf("shared initramfs not readable by a sandboxed QEMU: %v %v", st.Mode(), err)
+	}
+	seen := map[string]string{first: "first"}
+	for what, p := range map[string]string{"another agent": ensure(other, initrd), "no initrd": ensure(agent, "")} {
+		if by, ok := seen[p]; ok {
+			t.Errorf("%s got the initramfs of %s", what, by)
+		}
+		seen[p] = what
+	}
+	write("initrd", bytes.Repeat([]byte("v"), 1024)) // the user rebuilt it
+	if p := ensure(agent, initrd); seen[p] != "" {
+		t.Errorf("a changed initrd got the initramfs of %s", seen[p])
+	}
+	// An initrd others may not read keeps its copy from them too.
+	private := write("private", bytes.Repeat([]byte("s"), 1000))
+	if st, err := os.Stat(ensure(agent, private)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the copy of an initrd others cannot read: %v %v, want -rw-------", st.Mode(), err)
+	}
+	entries, _ := os.ReadDir(shared)
+	if len(entries) != 5 {
+		t.Errorf("shared directory holds %d files, want the 5 initramfs made", len(entries))
+	}
+}

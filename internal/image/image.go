@@ -100,16 +100,15 @@ func Ensure(ctx context.Context, o EnsureOptions) (*Image, error) {
 	if o.Progress == nil {
 		o.Progress = func(string) {}
 	}
-	dir := imagesDir(o.Root)
-	unlock, err := lockDir(ctx, dir)
+	hash := o.Recipe.Hash()
+	final := filepath.Join(imagesDir(o.Root), hash)
+	unlock, err := lockBuild(ctx, final, "preparing the "+o.Recipe.String(), o.Progress)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 
-	hash := o.Recipe.Hash()
-	final := filepath.Join(dir, hash)
-	removeStaleBuilds(dir)
+	removeStaleBuilds(final)
 	if o.Rebuild {
 		if err := os.RemoveAll(final); err != nil {
 			return nil, fmt.Errorf("image: remove old image: %w", err)
@@ -135,13 +134,26 @@ func Ensure(ctx context.Context, o EnsureOptions) (*Image, error) {
 
 const buildPrefix = ".build-"
 
-// lockDir makes dir and takes its lock, under which what is built in it
-// is built once.
-func lockDir(ctx context.Context, dir string) (func(), error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// lockBuild takes the lock of what is built into final (an image, an
+// unpacked OCI image), under which it is built once. Each has its own
+// lock, so that one build never holds up another's users; a caller that
+// must wait says at once (through progress) who holds it and for what.
+func lockBuild(ctx context.Context, final, what string, progress func(string)) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	return flock.Lock(ctx, filepath.Join(dir, ".lock"))
+	lock := final + ".lock"
+	return flock.LockFor(ctx, lock, what, func(h flock.Holder) {
+		progress(fmt.Sprintf("waiting for %s (lock %s)", h, lock))
+	})
+}
+
+// buildDirPrefix names the temporary directories in which final is built:
+// its own, so that removing a killed build's leftovers never touches
+// another build under way beside it.
+func buildDirPrefix(final string) string {
+	name := filepath.Base(final)
+	return buildPrefix + name[:min(len(name), 16)] + "-"
 }
 
 // build runs mmdebstrap into a temporary directory and renames it into
@@ -160,7 +172,7 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 			return fmt.Errorf("%w: vfleet's own programs: %v", ErrMissingTool, err)
 		}
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(final), buildPrefix)
+	tmp, err := os.MkdirTemp(filepath.Dir(final), buildDirPrefix(final))
 	if err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
@@ -307,7 +319,7 @@ const maxAgentBytes = 256 << 20
 // installAgent copies the agent into the image when it differs from the
 // one there, so a rebuilt vfleet never talks to a stale agent.
 func installAgent(img *Image, binary string, progress func(string)) error {
-	sum, err := fileSHA256(binary)
+	sum, err := FileSHA256(binary)
 	if err != nil {
 		return fmt.Errorf("image: agent: %w", err)
 	}
@@ -329,7 +341,8 @@ func installAgent(img *Image, binary string, progress func(string)) error {
 	return writeManifest(img.Dir, img.Manifest)
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex sha256 of a file's contents.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -356,12 +369,13 @@ func CopyFile(src, dst string, mode os.FileMode, max int64) error {
 	return out.Close()
 }
 
-// removeStaleBuilds deletes temporary build directories a killed build
-// left; the caller holds the lock, so none of them is in use.
-func removeStaleBuilds(dir string) {
+// removeStaleBuilds deletes the temporary directories a killed build of
+// final left; the caller holds final's lock, so none of them is in use.
+func removeStaleBuilds(final string) {
+	dir, prefix := filepath.Dir(final), buildDirPrefix(final)
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), buildPrefix) {
+		if strings.HasPrefix(e.Name(), prefix) {
 			removeBuildDir(filepath.Join(dir, e.Name()))
 		}
 	}

@@ -1,10 +1,15 @@
 package image
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRecipeHashIsStableAndSensitive(t *testing.T) {
@@ -77,5 +82,45 @@ func TestMountPointsBelowDeepestFirst(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "/b/.build-1/rootfs/dev/pts /b/.build-1/rootfs/proc /b/.build-1/rootfs/dev" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// Each image has its own lock: a build of one (here its lock held) does
+// not hold up Ensure of another, built already, and Ensure of the one
+// being built says at once whose build it waits for.
+func TestImageLockIsPerRecipe(t *testing.T) {
+	root := t.TempDir()
+	building, built := RecipeFor("arm64"), RecipeFor("amd64")
+	dir := filepath.Join(imagesDir(root), built.Hash())
+	if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeManifest(dir, Manifest{Recipe: built, Hash: built.Hash()}); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := lockBuild(context.Background(), filepath.Join(imagesDir(root), building.Hash()), "building the "+building.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := Ensure(ctx, EnsureOptions{Root: root, Recipe: built}); err != nil {
+		t.Fatalf("another image's build held up a built one: %v", err)
+	}
+	var said []string
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	_, err = Ensure(ctx, EnsureOptions{Root: root, Recipe: building, Progress: func(line string) {
+		said = append(said, line)
+		cancel()
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ensure of the image being built: %v, want to wait until cancelled", err)
+	}
+	want := fmt.Sprintf("waiting for pid %d building the arm64 bookworm image %s since ", os.Getpid(), building.Hash()[:12])
+	if len(said) != 1 || !strings.HasPrefix(said[0], want) {
+		t.Fatalf("progress while waiting: %q, want one line starting %q", said, want)
 	}
 }

@@ -80,7 +80,7 @@ func EnsureOCI(ctx context.Context, root, path string, progress func(string)) (*
 	if o, err := readOCI(final); err == nil {
 		return o, nil
 	}
-	unlock, err := lockDir(ctx, dir)
+	unlock, err := lockBuild(ctx, final, "unpacking "+path, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -88,8 +88,8 @@ func EnsureOCI(ctx context.Context, root, path string, progress func(string)) (*
 	if o, err := readOCI(final); err == nil {
 		return o, nil // unpacked by another vfleet while this one waited
 	}
-	removeStaleBuilds(dir)
-	tmp, err := os.MkdirTemp(dir, buildPrefix)
+	removeStaleBuilds(final)
+	tmp, err := os.MkdirTemp(dir, buildDirPrefix(final))
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}

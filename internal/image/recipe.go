@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"sort"
 	"strings"
@@ -113,6 +114,13 @@ func sortedCopy(s []string) []string {
 	out := append([]string(nil), s...)
 	sort.Strings(out)
 	return out
+}
+
+// String names the recipe's image for people: its architecture, suite and
+// the start of its hash, e.g. "arm64 bookworm image 1a2b3c4d5e6f".
+func (r Recipe) String() string {
+	h := r.Hash()
+	return fmt.Sprintf("%s %s image %s", r.ArchOf(), r.Suite, h[:12])
 }
 
 // mmdebstrapArgs builds the image builder's argv for a target directory.

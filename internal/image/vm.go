@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/vfleet/vfleet/internal/flock"
 )
 
 // vmFormat changes whenever the way a VM's boot files are made changes, so
@@ -135,7 +133,8 @@ func EnsureVMBoot(ctx context.Context, img *Image, progress func(string)) (VMBoo
 	if have() {
 		return boot, nil
 	}
-	unlock, err := flock.Lock(ctx, filepath.Join(filepath.Dir(img.Dir), ".lock"))
+	// The image's own lock: the agent Ensure installs is what goes on the disk.
+	unlock, err := lockBuild(ctx, img.Dir, "making the VM base disk of the "+img.Manifest.Recipe.String(), progress)
 	if err != nil {
 		return VMBoot{}, err
 	}

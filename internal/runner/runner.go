@@ -465,7 +465,8 @@ func (r *run) setup(ctx context.Context) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led, Detached: r.detached}
+	env := guest.Env{RunID: r.key, RootFS: r.opts.RootFS, AgentPath: r.opts.AgentPath, StateDir: stateDir, Ledger: led, Detached: r.detached,
+		Progress: func(line string) { r.opts.Progress.Logf("%s%s", r.label, line) }}
 	r.env = env
 	r.guests = map[string]guest.Guest{}
 	r.records = map[string]store.GuestRecord{}

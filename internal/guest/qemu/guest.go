@@ -74,6 +74,9 @@ type vm struct {
 	err    error         // QEMU's exit, valid after exited
 	mon    monitor
 	booted bool // the guest's init runs and can power the machine off
+	// paused: the guest's vCPUs are stopped (a template once its state is
+	// saved), so it cannot answer the power button.
+	paused bool
 	// noPowerButton: the guest's kernel cannot see QEMU's power button, so
 	// stopping it quits QEMU at once (its disk goes with it anyway).
 	noPowerButton bool
@@ -94,13 +97,13 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	var boot image.VMBoot
 	probeKernel := img.KernelPath
 	if spec.Image == "" {
-		if boot, err = image.EnsureVMBoot(ctx, img, nil); err != nil {
+		if boot, err = image.EnsureVMBoot(ctx, img, g.env.Say); err != nil {
 			return fail(err)
 		}
 		probeKernel = boot.Kernel
 	}
 	// Whether KVM works is asked of vfleet's kernel, which is known to boot.
-	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool.Path, probeKernel)
+	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile), g.env.Say)
 	if emulated(g.arch) {
 		accel, accelWhy, err = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch), nil
 	}
@@ -138,7 +141,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		diskMode = DiskOverlay
 	}
 	if spec.Image != "" {
-		user, err := g.userBoot(ctx, qemuImg.Path, tscKHz)
+		user, err := g.userBoot(ctx, qemuImg.Path, tscKHz, filepath.Join(img.Dir, besideDir))
 		if err != nil {
 			return fail(err)
 		}
@@ -365,9 +368,25 @@ func startQEMU(qemu string, cfg launchConfig, cred *syscall.Credential, extra []
 		return env.Ledger.Done(pidEntry)
 	})
 	if recErr != nil {
-		return nil, recErr
+		return nil, unrecorded(m, logPath, recErr)
 	}
 	return m, nil
+}
+
+// exitedGrace is how long a QEMU that could not be recorded gets to be
+// reaped: its /proc entry is gone once it is.
+const exitedGrace = time.Second
+
+// unrecorded explains a QEMU that could not be recorded: one that exited
+// at once (a bad option, a missing file) was already reaped, and what it
+// said is the reason, not its missing /proc entry.
+func unrecorded(m *vm, logPath string, recErr error) error {
+	select {
+	case <-m.exited:
+		return fmt.Errorf("start qemu: %w", qemuExited(m, logPath))
+	case <-time.After(exitedGrace):
+		return recErr
+	}
 }
 
 // stop ends QEMU: a booted guest is asked to power off, then QEMU to quit,
@@ -387,7 +406,7 @@ func (m *vm) stop() {
 			defer cancel()
 			_ = f(ctx)
 		}
-		pressed := m.booted && !m.noPowerButton
+		pressed := m.booted && !m.noPowerButton && !m.paused
 		if pressed {
 			ask(m.mon.Powerdown)
 		}
@@ -425,16 +444,7 @@ func waitQMP(ctx context.Context, path string, exited <-chan struct{}) (*qmpClie
 func bootError(m *vm, dir, consoleLog string, cause error) error {
 	select {
 	case <-m.exited:
-		qlog, _ := os.ReadFile(filepath.Join(dir, "qemu.log"))
-		switch said := tailLines(qlog, 5); {
-		case m.err == nil:
-			// -no-reboot: the guest reset or powered itself off.
-			cause = errors.New("qemu exited: the guest rebooted or powered off")
-		case said == "":
-			cause = fmt.Errorf("qemu exited (%v)", m.err)
-		default:
-			cause = fmt.Errorf("qemu exited (%v): %s", m.err, said)
-		}
+		cause = qemuExited(m, filepath.Join(dir, "qemu.log"))
 	default:
 	}
 	console, _ := os.ReadFile(consoleLog)
@@ -451,6 +461,21 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 		return fmt.Errorf("%w: %v; guest kernel: %s", ErrBootFailed, cause, p)
 	}
 	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))
+}
+
+// qemuExited says why QEMU, which has exited, did: its exit status and
+// the end of its log (its stdout and stderr).
+func qemuExited(m *vm, logPath string) error {
+	qlog, _ := os.ReadFile(logPath)
+	switch said := tailLines(qlog, 5); {
+	case m.err == nil:
+		// -no-reboot: the guest reset or powered itself off.
+		return errors.New("qemu exited: the guest rebooted or powered off")
+	case said == "":
+		return fmt.Errorf("qemu exited (%v)", m.err)
+	default:
+		return fmt.Errorf("qemu exited (%v): %s", m.err, said)
+	}
 }
 
 // makeDisk gives the guest its own disk of base's contents (base is in

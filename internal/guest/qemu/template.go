@@ -117,7 +117,9 @@ func ensureTemplate(ctx context.Context, b templateBuilder, shape templateShape)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return template{}, err
 	}
-	unlock, err := flock.Lock(ctx, filepath.Join(root, key+".lock"))
+	unlock, err := flock.LockFor(ctx, filepath.Join(root, key+".lock"), "booting the VM template "+key[:8], func(h flock.Holder) {
+		b.env.Say("waiting for " + h.String())
+	})
 	if err != nil {
 		return template{}, err
 	}
@@ -131,10 +133,12 @@ func ensureTemplate(ctx context.Context, b templateBuilder, shape templateShape)
 	if err := errors.Join(os.RemoveAll(t.Dir), os.RemoveAll(t.Dir+partialSuffix)); err != nil {
 		return template{}, err
 	}
+	b.env.Say(fmt.Sprintf("booting the VM template %s under %s, once for every clone of its shape", key[:8], shape.Accel))
 	built, err := buildTemplate(ctx, b, shape, t.Dir)
 	if err != nil {
 		return template{}, fmt.Errorf("build the VM template: %w", err)
 	}
+	b.env.Say(fmt.Sprintf("VM template %s booted in %s and saved in %s", key[:8], built.BuildTime.Round(100*time.Millisecond), built.SaveTime.Round(100*time.Millisecond)))
 	return built, nil
 }
 
@@ -225,11 +229,15 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 	saved := time.Now()
 	qctx, qcancel := context.WithTimeout(ctx, time.Minute)
 	defer qcancel()
+	// The save stops the vCPUs for good: pressing the power button after
+	// it, or after a failed save, would only wait out powerdownWait (10 s
+	// of every template's build).
+	m.paused = true
 	if err := mon.saveState(qctx, state); err != nil {
 		return t, fmt.Errorf("save: %w", err)
 	}
 	t.SaveTime = time.Since(saved)
-	m.stop() // paused, so no power-down: QEMU quits
+	m.stop()
 	if err := state.Sync(); err != nil {
 		return t, err
 	}

@@ -5,20 +5,25 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	_ "github.com/vfleet/vfleet/internal/guest/container"
 	_ "github.com/vfleet/vfleet/internal/guest/host"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden QEMU command lines in testdata")
@@ -298,12 +303,69 @@ func TestOtherKindsRefuseVMFields(t *testing.T) {
 }
 
 func TestChooseAccelTCGNeedsNoProbe(t *testing.T) {
-	a, _, err := chooseAccel(context.Background(), AccelTCG, "/nonexistent/qemu", "/nonexistent/kernel")
+	a, _, err := chooseAccel(context.Background(), AccelTCG, tools.Tool{Path: "/nonexistent/qemu"}, "/nonexistent/kernel", "", nil)
 	if err != nil || a != AccelTCG {
 		t.Fatalf("tcg: %s %v", a, err)
 	}
-	if _, _, err := chooseAccel(context.Background(), "hvf", "", ""); !errors.Is(err, guest.ErrNotSupported) {
+	if _, _, err := chooseAccel(context.Background(), "hvf", tools.Tool{}, "", "", nil); !errors.Is(err, guest.ErrNotSupported) {
 		t.Fatalf("unknown accel: %v", err)
+	}
+}
+
+// The KVM boot probe's answer is kept for its key: the same boot, host
+// kernel, QEMU and guest kernel get it without a probe (a "cannot boot"
+// says where it came from), any other key probes again, and an interrupted
+// probe is no answer.
+func TestKVMProbeAnswerIsKeptForItsKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), kvmAnswerFile)
+	key := probeKey{BootID: "b1", HostKernel: "6.1.0-18-amd64", QEMU: "/usr/bin/qemu-system-x86_64 7.2.9", KernelSHA256: "aa"}
+	probes := 0
+	hangs := func(context.Context) error {
+		probes++
+		return errors.New("boot a kernel under kvm: no boot within 10 s")
+	}
+	ctx := context.Background()
+	if err := rememberedProbe(ctx, file, key, hangs); err == nil || probes != 1 {
+		t.Fatalf("first probe: %v after %d probes", err, probes)
+	}
+	err := rememberedProbe(ctx, file, key, hangs)
+	if probes != 1 {
+		t.Fatal("a kept answer was probed again")
+	}
+	if err == nil || !strings.Contains(err.Error(), "no boot within 10 s") || !strings.Contains(err.Error(), "vfleet doctor` probes afresh") {
+		t.Fatalf("kept answer said %v", err)
+	}
+	for field, change := range map[string]func(*probeKey){
+		"boot id":     func(k *probeKey) { k.BootID = "b2" },
+		"host kernel": func(k *probeKey) { k.HostKernel = "6.1.0-19-amd64" },
+		"qemu":        func(k *probeKey) { k.QEMU = "/usr/bin/qemu-system-x86_64 8.0.0" },
+		"kernel":      func(k *probeKey) { k.KernelSHA256 = "bb" },
+	} {
+		other := key
+		change(&other)
+		before := probes
+		if rememberedProbe(ctx, file, other, hangs); probes != before+1 {
+			t.Errorf("another %s got the kept answer", field)
+		}
+	}
+	works := func(context.Context) error { probes++; return nil }
+	rememberedProbe(ctx, file, key, works)
+	before := probes
+	if err := rememberedProbe(ctx, file, key, hangs); err != nil || probes != before {
+		t.Fatalf("a kept working answer: %v, %d probes", err, probes-before)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	interrupted := func(ctx context.Context) error { probes++; return ctx.Err() }
+	key.BootID = "b3"
+	rememberedProbe(cancelled, file, key, interrupted)
+	before = probes
+	if rememberedProbe(ctx, file, key, works); probes != before+1 {
+		t.Error("an interrupted probe was kept as an answer")
+	}
+	if rememberedProbe(ctx, "", key, works); probes != before+2 {
+		t.Error("without a file every call must probe")
 	}
 }
 
@@ -540,5 +602,66 @@ func TestQEMUArgvUEFI(t *testing.T) {
 				t.Errorf("%s argv has %s:\n%s", c.arch, never, a)
 			}
 		}
+	}
+}
+
+// stopMonitor is a QEMU monitor whose guest powers off when its power
+// button is pressed; it counts the presses.
+type stopMonitor struct {
+	exited  chan struct{}
+	once    sync.Once
+	presses int
+}
+
+func (m *stopMonitor) exit() { m.once.Do(func() { close(m.exited) }) }
+
+func (m *stopMonitor) VCPUThreads(context.Context) ([]int, error) { return nil, nil }
+func (m *stopMonitor) Powerdown(context.Context) error            { m.presses++; m.exit(); return nil }
+func (m *stopMonitor) Quit(context.Context) error                 { m.exit(); return nil }
+func (m *stopMonitor) Close() error                               { return nil }
+
+// A booted guest is asked to power off; a paused one (a template whose
+// state is saved) cannot answer the button, so QEMU is told to quit at
+// once instead of after powerdownWait.
+func TestStopPressesThePowerButtonOnlyForARunningGuest(t *testing.T) {
+	for paused, want := range map[bool]int{false: 1, true: 0} {
+		mon := &stopMonitor{exited: make(chan struct{})}
+		m := &vm{mon: mon, exited: mon.exited, booted: true, paused: paused}
+		m.stop()
+		if mon.presses != want {
+			t.Errorf("paused %v: power button pressed %d times, want %d", paused, mon.presses, want)
+		}
+	}
+}
+
+// A QEMU that exits at once is reaped before it can be recorded: the
+// error is what QEMU said, not that its /proc entry is gone. One still
+// running keeps the recording's own error.
+func TestQEMUThatExitsAtOnceSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "qemu-system-x86_64")
+	script := "#!/bin/sh\necho 'qemu-system-x86_64: -machine microvm,x-option-roms=off: Property not found' >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "qemu.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(fake)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	m := &vm{cmd: cmd, exited: make(chan struct{})}
+	m.err = cmd.Run()
+	logf.Close()
+	close(m.exited)
+	recErr := fmt.Errorf("record process: process %d: read /proc/%d/stat: %w", cmd.Process.Pid, cmd.Process.Pid, syscall.ESRCH)
+	err = unrecorded(m, logPath, recErr)
+	if err == nil || !strings.Contains(err.Error(), "Property not found") || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("QEMU that exited at once: %v", err)
+	}
+	running := &vm{exited: make(chan struct{})}
+	if err := unrecorded(running, logPath, recErr); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("QEMU still running: %v, want the recording's error", err)
 	}
 }

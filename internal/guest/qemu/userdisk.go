@@ -26,8 +26,14 @@ type userDiskBoot struct {
 	seed      string
 }
 
-// userBoot prepares the boot of the user's disk in the guest's directory.
-func (g *Guest) userBoot(ctx context.Context, qemuImg string, tscKHz int64) (userDiskBoot, error) {
+// besideDir, beside vfleet's image, holds the initramfs files of users'
+// initrds with the agent appended, which guests share.
+const besideDir = "initramfs-beside"
+
+// userBoot prepares the boot of the user's disk in the guest's directory,
+// or for the initramfs, in shared, where guests of the same agent and
+// initrd find it made.
+func (g *Guest) userBoot(ctx context.Context, qemuImg string, tscKHz int64, shared string) (userDiskBoot, error) {
 	spec := g.Spec()
 	disk, err := image.InspectDisk(ctx, qemuImg, spec.Image)
 	if err != nil {
@@ -52,8 +58,8 @@ func (g *Guest) userBoot(ctx context.Context, qemuImg string, tscKHz int64) (use
 		}
 		return userDiskBoot{disk: disk, firmware: fw, seed: seed}, nil
 	}
-	initramfs := filepath.Join(g.dir, "initramfs.img")
-	if err := image.WriteBesideInitramfs(initramfs, g.env.AgentBinary, spec.Boot.Initrd, vminit.BesideInitPath); err != nil {
+	initramfs, err := image.EnsureBesideInitramfs(shared, g.env.AgentBinary, spec.Boot.Initrd, vminit.BesideInitPath)
+	if err != nil {
 		return userDiskBoot{}, err
 	}
 	return userDiskBoot{disk: disk, initrd: spec.Boot.Initrd, initramfs: initramfs,

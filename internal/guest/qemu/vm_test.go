@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestAccelKVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probeErr := kvmUsable(ctx, q.Path, vmImg.KernelPath)
+	probeErr := kvmUsable(ctx, q, vmImg.KernelPath, filepath.Join(vmImg.Dir, kvmAnswerFile), func(line string) { t.Log(line) })
 	err = g.Start(ctx)
 	defer g.Stop(ctx)
 	if probeErr == nil {
