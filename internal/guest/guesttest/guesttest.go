@@ -7,6 +7,8 @@ package guesttest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +35,10 @@ type Options struct {
 func env(t *testing.T, o Options) guest.Env {
 	t.Helper()
 	root, led := testutil.Ledger(t)
-	return guest.Env{RunID: "t" + strings.ToLower(t.Name()[len(t.Name())-3:]), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
+	// The run's id names its cgroups and containers, which are the host's:
+	// the pid keeps two packages' suites, run at once, apart.
+	id := fmt.Sprintf("t%d%s", os.Getpid(), strings.ToLower(t.Name()[len(t.Name())-3:]))
+	return guest.Env{RunID: id, RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
 }
 
 func newGuest(t *testing.T, o Options, name string) (guest.Guest, guest.Env) {
