@@ -43,11 +43,11 @@ func (c *cli) latestRunKey() string {
 // cgroups, and, a cross-check, for any `sleep ID` still running.
 func requireNothingRunning(t *testing.T, when, runKey string, sleeps ...string) {
 	t.Helper()
-	if left := testutil.RunningIn(t, cgroup.PathOf(runKey, "")); len(left) > 0 {
+	if left := testutil.Outliving(func() []string { return testutil.RunningIn(t, cgroup.PathOf(runKey, "")) }); len(left) > 0 {
 		t.Errorf("%s: still running in the run's cgroups: %v", when, left)
 	}
 	for _, id := range sleeps {
-		if pids := testutil.RunningWithArgs(t, "sleep", id); len(pids) > 0 {
+		if pids := testutil.Outliving(func() []int { return testutil.RunningWithArgs(t, "sleep", id) }); len(pids) > 0 {
 			t.Errorf("%s: sleep %s still running: pids %v", when, id, pids)
 		}
 	}

@@ -178,6 +178,9 @@ func (g *Group) Start(cmd *exec.Cmd, start func() error) error {
 		return err
 	}
 	for _, d := range g.dirs {
+		if d.V2 {
+			continue
+		}
 		if err := writeFile(filepath.Join(d.Dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()

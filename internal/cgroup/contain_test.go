@@ -44,7 +44,7 @@ func TestReleaseKillsADaemonStartedInTheGroup(t *testing.T) {
 	if err := led.Release(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
-	if left := testutil.RunningWithArgs(t, "sleep", "3181"); len(left) > 0 {
+	if left := testutil.Outliving(func() []int { return testutil.RunningWithArgs(t, "sleep", "3181") }); len(left) > 0 {
 		t.Errorf("the daemon survived its group: %v", left)
 	}
 	testutil.CheckLeaks(t, before)
@@ -79,13 +79,23 @@ func TestDrainKillsAForkingGroupUnderV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cgroup.Remove(path) })
-	cmd := exec.Command("timeout", "20", "sh", "-c", `while :; do setsid sleep 3182 & sleep 0.01; done`)
+	// The loop waits for a line on its input, so that it is in the group
+	// before it forks anything.
+	cmd := exec.Command("sh", "-c", `read go; exec timeout 20 sh -c 'while :; do setsid sleep 3182 & sleep 0.01; done'`)
+	release, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() { _ = cmd.Process.Kill() }()
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := release.Write([]byte("go\n")); err != nil {
 		t.Fatal(err)
 	}
 	for len(testutil.RunningWithArgs(t, "sleep", "3182")) < 3 {

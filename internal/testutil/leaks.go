@@ -199,6 +199,20 @@ func runOf(p string) string {
 	return cgroup.PathOf(run, "")
 }
 
+// Outliving returns what list still finds once it finds nothing or after
+// a few seconds: a killed process leaves its cgroup a moment before it is
+// a zombie, so a check right after a kill can see it still running.
+func Outliving[T any](list func() []T) []T {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		found := list()
+		if len(found) == 0 || time.Now().After(deadline) {
+			return found
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // RunningIn lists, as "PID (comm) in cgroup PATH", the running (not
 // zombie) processes in the cgroups of a run (cgroup.PathOf(run, "")).
 func RunningIn(t testing.TB, cgroupPath string) []string {

@@ -122,10 +122,10 @@ func lifecycle(t *testing.T, o Options) {
 		t.Fatal(err)
 	}
 	stopped = true
-	if left := testutil.RunningIn(t, runCgroup); len(left) > 0 {
+	if left := testutil.Outliving(func() []string { return testutil.RunningIn(t, runCgroup) }); len(left) > 0 {
 		t.Errorf("still running after stop: %v", left)
 	}
-	if left := testutil.RunningWithArgs(t, "sleep", "3191"); len(left) > 0 {
+	if left := testutil.Outliving(func() []int { return testutil.RunningWithArgs(t, "sleep", "3191") }); len(left) > 0 {
 		t.Errorf("the daemon outlived its guest: pids %v", left)
 	}
 	if err := g.Stop(ctx); err != nil {
