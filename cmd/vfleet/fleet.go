@@ -633,9 +633,10 @@ func fleetDown(g *globalOptions, name string) error {
 	return nil
 }
 
-// forgetFleet ends a fleet whose resources are gone: its run is marked
-// complete where `up` recorded it, and its state file removed. The store
-// is told on a best-effort basis: the fleet is gone either way.
+// forgetFleet ends a fleet whose resources are gone: its run, if still
+// running, is marked complete where `up` recorded it, and its state file
+// removed. The store is told on a best-effort basis: the fleet is gone
+// either way.
 func forgetFleet(ctx context.Context, fleets string, s fleetState) {
 	if err := finishFleetRun(ctx, s); err != nil {
 		fmt.Fprintf(os.Stderr, "vfleet: fleet %s: could not mark run %d complete: %v\n", s.Name, s.RunID, err)
@@ -655,6 +656,15 @@ func finishFleetRun(ctx context.Context, s fleetState) error {
 		return err
 	}
 	defer st.Close()
+	r, err := st.GetRun(ctx, s.RunID)
+	if err != nil {
+		return err
+	}
+	if r.Status != store.StatusRunning {
+		// Ended already: `vfleet clean` marks aborted the fleet it removed,
+		// and that is what happened to it.
+		return nil
+	}
 	return st.FinishRun(ctx, s.RunID, store.StatusComplete, "", time.Now().UTC())
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -163,5 +164,41 @@ func TestSignalNumber(t *testing.T) {
 	}
 	if n := signalNumber("no such"); n != 0 {
 		t.Errorf("unknown = %d, want 0", n)
+	}
+}
+
+func TestForgetFleetKeepsAnAbortedRun(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "results.db")
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	newFleetRun := func() int64 {
+		id, err := st.CreateRun(ctx, &store.Run{ScenarioName: "quick", ScenarioSource: "builtin:quick", ScenarioText: []byte("name: quick\n"),
+			Baseline: "host", Started: time.Now().UTC(), Key: "r-fleet"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	aborted, running := newFleetRun(), newFleetRun()
+	if _, err := st.AbortRun(ctx, aborted, "its fleet was removed by 'vfleet clean'", time.Now().UTC()); err != nil {
+		t.Fatal(err)
+	}
+	fleets := filepath.Join(dir, "fleets")
+	for _, id := range []int64{aborted, running} {
+		s := fleetState{Name: "quick", RunID: id, RunKey: "r-fleet", DB: db, Started: time.Now().UTC()}
+		if err := publishFleet(fleets, s); err != nil {
+			t.Fatal(err)
+		}
+		forgetFleet(ctx, fleets, s)
+	}
+	for id, want := range map[int64]string{aborted: store.StatusAborted, running: store.StatusComplete} {
+		if r, err := st.GetRun(ctx, id); err != nil || r.Status != want {
+			t.Errorf("run %d after forgetting its fleet: %q, %v; want %q", id, r.Status, err, want)
+		}
 	}
 }

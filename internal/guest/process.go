@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/vfleet/vfleet/internal/cgroup"
 )
 
 // ProcAttr is how a kind whose guest is a child process of vfleet (the
@@ -25,6 +28,26 @@ func (e Env) ProcAttr() *syscall.SysProcAttr {
 		return &syscall.SysProcAttr{Setsid: true}
 	}
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// StartContained starts cmd through start (which calls cmd.Start) in a
+// cgroup of the run's own, named for the guest, so that whatever the
+// process starts — a tool that daemonizes included — is killed when the
+// guest stops, or by `vfleet clean` after a crash. The cgroup is recorded
+// before it exists and its release (kill, then remove) pushed on undo, to
+// run after the process's own stop.
+func (e Env) StartContained(name string, cmd *exec.Cmd, start func() error, undo *Teardown) error {
+	path := cgroup.PathOf(e.RunID, name)
+	entry, err := e.Ledger.Record(cgroup.Kind, path, nil)
+	if err != nil {
+		return err
+	}
+	undo.PushRelease(e.Ledger, entry)
+	g, err := cgroup.Create(path)
+	if err != nil {
+		return err
+	}
+	return g.Start(cmd, start)
 }
 
 // defaultEnv is the environment a guest's agent, and so every tool it

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
@@ -23,6 +24,7 @@ type Snapshot struct {
 	mounts    map[string]bool
 	runc      map[string]bool
 	cgroups   map[string]bool
+	runs      map[string]bool // the run cgroups (/vfleet/RUN) that exist already
 	processes map[string]bool
 	netns     map[string]bool
 	links     map[string]bool
@@ -31,7 +33,12 @@ type Snapshot struct {
 // TakeSnapshot records the current state.
 func TakeSnapshot(t testing.TB) Snapshot {
 	t.Helper()
-	return Snapshot{mounts: mounts(t), runc: runcContainers(), cgroups: vfleetCgroups(), processes: processes(),
+	cgroups := vfleetCgroups()
+	runs := map[string]bool{}
+	for dir := range cgroups {
+		runs[runOf(dir)] = true
+	}
+	return Snapshot{mounts: mounts(t), runc: runcContainers(), cgroups: cgroups, runs: runs, processes: processes(runs),
 		netns: netns(), links: rootLinks()}
 }
 
@@ -58,7 +65,7 @@ func Leaks(t testing.TB, before Snapshot) []string {
 		leaks = append(leaks, added("cgroup", before.cgroups, vfleetCgroups())...)
 		leaks = append(leaks, added("network namespace", before.netns, netns())...)
 		leaks = append(leaks, added("link", before.links, rootLinks())...)
-		leaks = append(leaks, added("process", before.processes, processes())...)
+		leaks = append(leaks, added("process", before.processes, processes(before.runs))...)
 		if len(leaks) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -144,22 +151,23 @@ func netns() map[string]bool {
 	return out
 }
 
-// vfleetPrograms are the command names (as /proc/PID/comm cuts them, at 15
-// bytes) of what vfleet starts. A killed vfleet's processes are adopted by
-// init, so a leak is not always a child of the test; a process of another
+// outsidePrograms are the command names (as /proc/PID/comm cuts them, at
+// 15 bytes) of what vfleet runs outside any guest's cgroup: vfleet itself
+// and the ovs path's daemons. A killed vfleet's processes are adopted by
+// init, so such a leak is not always a child of the test; one of another
 // vfleet still running (a developer's run beside the tests) has its own
 // parent and is not counted.
-var vfleetPrograms = map[string]bool{
-	"vfleet": true, "vfleet-agent": true, "runc": true, "runc:[2:INIT]": true, "qemu-system-x86": true, "qemu-system-aar": true,
-	"stress-ng": true, "sysbench": true, "fio": true, "iperf3": true, "sockperf": true, "cyclictest": true,
-	"ovs-vswitchd": true, "ovsdb-server": true,
-}
+var outsidePrograms = map[string]bool{"vfleet": true, "ovs-vswitchd": true, "ovsdb-server": true}
 
-// processes lists the running (not zombie) processes that are this
-// process's children, or orphans adopted by init that run one of vfleet's
-// programs, as "PID (comm)".
-func processes() map[string]bool {
+// processes lists, as "PID (comm)", the running (not zombie) processes a
+// test could leave behind: every process in a cgroup of vfleet's (all a
+// guest, the peer or a VM started, however it detached itself) but those
+// of the runs in others (runs of another test beside this one), this
+// process's children, and orphans adopted by init that run one of
+// outsidePrograms.
+func processes(others map[string]bool) map[string]bool {
 	out := map[string]bool{}
+	inCgroups, _ := cgroup.ProcsBelow(cgroup.Parent)
 	self := os.Getpid()
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -172,8 +180,76 @@ func processes() map[string]bool {
 			continue
 		}
 		name := comm(pid)
-		if st.PPID == self || st.PPID == 1 && vfleetPrograms[name] {
+		if cg, ok := inCgroups[pid]; ok {
+			if !others[runOf(cg)] {
+				out[fmt.Sprintf("%d (%s) in cgroup %s", pid, name, cg)] = true
+			}
+		} else if st.PPID == self || st.PPID == 1 && outsidePrograms[name] {
 			out[fmt.Sprintf("%d (%s)", pid, name)] = true
+		}
+	}
+	return out
+}
+
+// runOf is the run cgroup (/vfleet/RUN) a cgroup path or directory is, or
+// is below.
+func runOf(p string) string {
+	_, rest, _ := strings.Cut(p, cgroup.Parent+"/")
+	run, _, _ := strings.Cut(rest, "/")
+	return cgroup.PathOf(run, "")
+}
+
+// Outliving returns what list still finds once it finds nothing or after
+// a few seconds: a killed process leaves its cgroup a moment before it is
+// a zombie, so a check right after a kill can see it still running.
+func Outliving[T any](list func() []T) []T {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		found := list()
+		if len(found) == 0 || time.Now().After(deadline) {
+			return found
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// RunningIn lists, as "PID (comm) in cgroup PATH", the running (not
+// zombie) processes in the cgroups of a run (cgroup.PathOf(run, "")).
+func RunningIn(t testing.TB, cgroupPath string) []string {
+	t.Helper()
+	procs, err := cgroup.ProcsBelow(cgroupPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for pid, cg := range procs {
+		if st, err := procfs.ReadStat(pid); err == nil && st.Running() {
+			out = append(out, fmt.Sprintf("%d (%s) in cgroup %s", pid, comm(pid), cg))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RunningWithArgs lists the running (not zombie) processes whose command
+// line is exactly argv: a test's distinctive command, looked for wherever
+// it went.
+func RunningWithArgs(t testing.TB, argv ...string) []int {
+	t.Helper()
+	want := strings.Join(argv, "\x00") + "\x00"
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || string(b) != want {
+			continue
+		}
+		if st, err := procfs.ReadStat(pid); err == nil && st.Running() {
+			out = append(out, pid)
 		}
 	}
 	return out

@@ -1,11 +1,16 @@
 package testutil
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/cgroup"
 )
 
 func TestMountPointsRecorded(t *testing.T) {
@@ -39,5 +44,39 @@ func TestLeakCheckSeesNewChildren(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
+	CheckLeaks(t, before)
+}
+
+// A process a guest left in its cgroup is a leak whoever its parent is,
+// whatever it runs.
+func TestLeakCheckSeesProcessesInVfleetCgroups(t *testing.T) {
+	RequiresRoot(t)
+	before := TakeSnapshot(t)
+	path := cgroup.PathOf("t-leaks-"+strconv.Itoa(os.Getpid()), "g")
+	g, err := cgroup.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `setsid sleep 3183 >/dev/null 2>&1 </dev/null &`)
+	if err := g.Start(cmd, cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	sleeps := RunningWithArgs(t, "sleep", "3183")
+	if len(sleeps) != 1 {
+		t.Fatalf("sleeps running: %v", sleeps)
+	}
+	want := fmt.Sprintf("process %d (sleep) in cgroup %s", sleeps[0], path)
+	if leaks := Leaks(t, before); !slices.Contains(leaks, want) {
+		t.Errorf("leaks = %q, want %q among them", leaks, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cgroup.Kill(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := cgroup.Remove(path); err != nil {
+		t.Fatal(err)
+	}
 	CheckLeaks(t, before)
 }

@@ -13,6 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/identity"
 	"github.com/vfleet/vfleet/internal/guest/overlay"
@@ -123,7 +124,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 
-	cgroupsPath := fmt.Sprintf("%s/%s/%s", cgroupParent, g.env.RunID, g.Spec().Name)
+	cgroupsPath := cgroup.PathOf(g.env.RunID, g.Spec().Name)
 	config, err := Bundle(BundleOptions{
 		Hostname: g.Spec().Name, RootPath: layer.Merged,
 		Args:        []string{g.env.AgentPath, "--listen", guest.AgentSocket, "--workdir", guest.ScratchDir},
@@ -144,7 +145,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 
-	cgEntry, err := led.Record(kindCgroup, cgroupsPath, nil)
+	cgEntry, err := led.Record(cgroup.Kind, cgroupsPath, nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -87,16 +87,6 @@ func TestBundleCarriesLimitsAndIsolation(t *testing.T) {
 	}
 }
 
-func TestCgroupMounts(t *testing.T) {
-	info := "35 25 0:30 / /sys/fs/cgroup/cpu rw,relatime shared:12 - cgroup cgroup rw,cpu\n" +
-		"36 25 0:31 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n" +
-		"37 25 0:32 / /proc rw - proc proc rw\n"
-	got, err := CgroupMounts(strings.NewReader(info))
-	if err != nil || strings.Join(got, ",") != "/sys/fs/cgroup/cpu,/sys/fs/cgroup/unified" {
-		t.Fatalf("got %v, %v", got, err)
-	}
-}
-
 func TestReadPidFile(t *testing.T) {
 	dir := t.TempDir()
 	for content, want := range map[string]int{"4242": 4242, "4242\n": 4242, "": 0, "0": 0, "-3": 0, "pid 12": 0} {

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 )
@@ -63,7 +65,7 @@ func probeRun(ctx context.Context, bin string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cgroupsPath := cgroupParent + "/" + id
+	cgroupsPath := path.Join(cgroup.Parent, id)
 	config, err := Bundle(BundleOptions{Hostname: "probe", RootPath: rootfs, Args: []string{"/usr/bin/true"}, CgroupsPath: cgroupsPath, Binds: binds})
 	if err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func probeRun(ctx context.Context, bin string) ([]byte, error) {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = deleteContainer(cctx, bin, id)
-		_ = undoCgroupPath(cgroupsPath)
+		_ = cgroup.Remove(cgroupsPath)
 	}()
 	cmd := exec.CommandContext(ctx, bin, "run", "--bundle", dir, id)
 	out, err := cmd.CombinedOutput()

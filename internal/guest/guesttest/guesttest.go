@@ -7,11 +7,14 @@ package guesttest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
@@ -32,7 +35,10 @@ type Options struct {
 func env(t *testing.T, o Options) guest.Env {
 	t.Helper()
 	root, led := testutil.Ledger(t)
-	return guest.Env{RunID: "t" + strings.ToLower(t.Name()[len(t.Name())-3:]), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
+	// The run's id names its cgroups and containers, which are the host's:
+	// the pid keeps two packages' suites, run at once, apart.
+	id := fmt.Sprintf("t%d%s", os.Getpid(), strings.ToLower(t.Name()[len(t.Name())-3:]))
+	return guest.Env{RunID: id, RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
 }
 
 func newGuest(t *testing.T, o Options, name string) (guest.Guest, guest.Env) {
@@ -62,7 +68,7 @@ func Run(t *testing.T, o Options) {
 func lifecycle(t *testing.T, o Options) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	g, _ := newGuest(t, o, "conf-a")
+	g, e := newGuest(t, o, "conf-a")
 	ctx := context.Background()
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -102,10 +108,26 @@ func lifecycle(t *testing.T, o Options) {
 	if err != nil || !r.TimedOut {
 		t.Errorf("timeout not enforced: %v %+v", err, r)
 	}
+	// A daemon leaves the agent's session and process group, and its
+	// parent exits: only the guest's cgroup still holds it.
+	r, err = g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", `setsid sh -c "sleep 3191" >/dev/null 2>&1 </dev/null & echo started`}})
+	if err != nil || !r.Succeeded() {
+		t.Fatalf("daemon: %v %+v", err, r)
+	}
+	runCgroup := cgroup.PathOf(e.RunID, "")
+	if len(testutil.RunningIn(t, runCgroup)) == 0 {
+		t.Errorf("nothing of the guest runs in its run's cgroups (%s)", runCgroup)
+	}
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stopped = true
+	if left := testutil.Outliving(func() []string { return testutil.RunningIn(t, runCgroup) }); len(left) > 0 {
+		t.Errorf("still running after stop: %v", left)
+	}
+	if left := testutil.Outliving(func() []int { return testutil.RunningWithArgs(t, "sleep", "3191") }); len(left) > 0 {
+		t.Errorf("the daemon outlived its guest: pids %v", left)
+	}
 	if err := g.Stop(ctx); err != nil {
 		t.Fatalf("second stop: %v", err)
 	}

@@ -8,8 +8,9 @@
 //
 // Lifecycle: Start records and creates the state directory, the overlay, the
 // /proc, /sys and /dev binds the tools need, then starts the agent with
-// chroot and waits for it; Stop kills the agent and undoes the rest, newest
-// first.
+// chroot, in a cgroup of the run that holds everything it starts, and waits
+// for it; Stop kills the agent, then what is left in its cgroup, and undoes
+// the rest, newest first.
 package host
 
 import (
@@ -134,7 +135,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = g.env.ProcAttr()
 	cmd.SysProcAttr.Chroot = layer.Merged
-	if err := startIn(g.Spec().NetNS, cmd); err != nil {
+	if err := g.env.StartContained(g.Spec().Name, cmd, func() error { return startIn(g.Spec().NetNS, cmd) }, undo); err != nil {
 		return nil, guest.Info{}, fmt.Errorf("start agent: %w", err)
 	}
 	exited := make(chan struct{})

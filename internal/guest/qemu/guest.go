@@ -354,7 +354,7 @@ func startQEMU(qemu string, cfg launchConfig, cred *syscall.Credential, extra []
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = env.ProcAttr()
 	cmd.SysProcAttr.Credential = cred
-	if err := cmd.Start(); err != nil {
+	if err := env.StartContained(cfg.Name, cmd, cmd.Start, undo); err != nil {
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
 	m := &vm{cmd: cmd, exited: make(chan struct{})}

@@ -1,0 +1,397 @@
+// Package cgroup keeps every process a run starts in a cgroup of the run,
+// below /vfleet/RUN/, so that nothing a guest starts — a daemon that forks
+// twice and leaves its session included — outlives the run: stopping the
+// guest, `vfleet fleet down` and `vfleet clean` kill every process in the
+// cgroup, then remove it. A container's runtime makes its cgroup itself;
+// the host baseline's agent, the peer's and QEMU are started in one made
+// here. Both cgroup v1 and v2 are handled, and the hybrid layout of both.
+package cgroup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/ledger"
+)
+
+// Kind is the ledger entry of a cgroup; ID is its path, the same below
+// every mounted hierarchy. Its undo kills what runs in it and removes it.
+const Kind = "cgroup"
+
+// Parent is where every vfleet cgroup lives.
+const Parent = "/vfleet"
+
+func init() { ledger.RegisterUndo(Kind, undo) }
+
+// ErrNoHierarchy says the host mounts neither a cgroup v2 hierarchy nor the
+// v1 freezer, the hierarchies processes are contained with.
+var ErrNoHierarchy = errors.New("no cgroup v2 hierarchy and no v1 freezer is mounted")
+
+// PathOf is the cgroup path of one guest (or the peer, or a VM template)
+// of a run.
+func PathOf(run, name string) string { return path.Join(Parent, run, name) }
+
+// Mount is one mounted cgroup hierarchy.
+type Mount struct {
+	Dir string
+	V2  bool
+	// Freezer says the v1 hierarchy carries the freezer controller.
+	Freezer bool
+}
+
+// Mounts lists the cgroup hierarchies (v1 and v2) in a
+// /proc/self/mountinfo text.
+func Mounts(mountinfo io.Reader) ([]Mount, error) {
+	var out []Mount
+	sc := bufio.NewScanner(mountinfo)
+	for sc.Scan() {
+		// Fields: id parent major:minor root mountpoint options [optional...] - fstype source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 1 {
+			continue
+		}
+		switch qf[0] {
+		case "cgroup2":
+			out = append(out, Mount{Dir: unescapeMountPath(pf[4]), V2: true})
+		case "cgroup":
+			var opts []string
+			if len(qf) >= 3 {
+				opts = strings.Split(qf[2], ",")
+			}
+			out = append(out, Mount{Dir: unescapeMountPath(pf[4]), Freezer: contains(opts, "freezer")})
+		}
+	}
+	return out, sc.Err()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes of space, tab, newline
+// and backslash.
+func unescapeMountPath(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+func hostMounts() ([]Mount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("cgroup mounts: %w", err)
+	}
+	defer f.Close()
+	return Mounts(f)
+}
+
+// holders are the hierarchies a contained process is put in: the v2
+// hierarchy, whose cgroup.kill ends every process at once, and the v1
+// freezer, which stops them forking while they are killed one by one.
+// Neither limits anything, so the host baseline still runs without limits
+// and keeps its real-time scheduling (a new cgroup of v1's cpu controller
+// would have no real-time budget).
+func holders(mounts []Mount) []Mount {
+	var out []Mount
+	for _, m := range mounts {
+		if m.V2 || m.Freezer {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Group is a cgroup made to contain a guest's processes.
+type Group struct {
+	Path string
+	dirs []Mount // the group's directory below each holding hierarchy
+}
+
+// Create makes the cgroup at cgroupPath below the holding hierarchies.
+// The caller records it in the ledger first (synced, before it exists, so
+// that `vfleet clean` finds it after a crash) and releases that entry when
+// the guest stops.
+func Create(cgroupPath string) (*Group, error) {
+	mounts, err := hostMounts()
+	if err != nil {
+		return nil, err
+	}
+	hold := holders(mounts)
+	if len(hold) == 0 {
+		return nil, ErrNoHierarchy
+	}
+	g := &Group{Path: cgroupPath}
+	for _, m := range hold {
+		dir := filepath.Join(m.Dir, cgroupPath)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		g.dirs = append(g.dirs, Mount{Dir: dir, V2: m.V2, Freezer: m.Freezer})
+	}
+	return g, nil
+}
+
+// Start starts cmd through start (which calls cmd.Start, perhaps from a
+// thread in another namespace) inside the group. Under v2 the kernel forks
+// it straight into the group (CLONE_INTO_CGROUP); a v1 hierarchy gets its
+// pid right after, before anything has been asked of it: the process is
+// an agent or QEMU, which start nothing until told to. Started but not
+// contained, it is killed and waited for.
+func (g *Group) Start(cmd *exec.Cmd, start func() error) error {
+	for _, d := range g.dirs {
+		if !d.V2 {
+			continue
+		}
+		fd, err := unix.Open(d.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	if err := start(); err != nil {
+		return err
+	}
+	for _, d := range g.dirs {
+		if d.V2 {
+			continue
+		}
+		if err := writeFile(filepath.Join(d.Dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return fmt.Errorf("put pid %d in cgroup %s: %w", cmd.Process.Pid, g.Path, err)
+		}
+	}
+	return nil
+}
+
+func writeFile(name, value string) error {
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(value)
+	return errors.Join(werr, f.Close())
+}
+
+func undo(ctx context.Context, e ledger.Entry) error {
+	if err := Kill(ctx, e.ID); err != nil {
+		return err
+	}
+	return Remove(e.ID)
+}
+
+// killPause is how long Kill lets killed processes exit before it looks
+// again.
+const killPause = 10 * time.Millisecond
+
+// Kill kills every process in the cgroup at cgroupPath, in every
+// hierarchy, and returns once none is left or ctx ends. Under v2 one write
+// to cgroup.kill does it; under v1 the freezer, where mounted, stops the
+// group while each listed process is sent SIGKILL, so none forks a new one
+// unseen, and the group is looked at again until it is empty.
+func Kill(ctx context.Context, cgroupPath string) error {
+	mounts, err := hostMounts()
+	if err != nil {
+		return err
+	}
+	freezer := ""
+	for _, m := range mounts {
+		if m.Freezer && exists(filepath.Join(m.Dir, cgroupPath)) {
+			freezer = filepath.Join(m.Dir, cgroupPath)
+		}
+	}
+	for _, m := range mounts {
+		dir := filepath.Join(m.Dir, cgroupPath)
+		if !exists(dir) {
+			continue
+		}
+		if err := drain(ctx, dir, m.V2, freezer); err != nil {
+			return fmt.Errorf("kill cgroup %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+func drain(ctx context.Context, dir string, v2 bool, freezer string) error {
+	for {
+		pids, err := Procs(dir)
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		// Under v2 one write kills every process, and any being forked;
+		// a kernel before 5.14 lacks the file.
+		if !v2 || writeFile(filepath.Join(dir, "cgroup.kill"), "1") != nil {
+			if err := killEach(ctx, dir, freezer); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(killPause):
+		}
+	}
+}
+
+// killEach sends SIGKILL to each process listed in dir while the group is
+// frozen; killed while frozen, they die as they thaw, without forking.
+func killEach(ctx context.Context, dir, freezer string) error {
+	thaw := freeze(ctx, freezer)
+	defer thaw()
+	pids, err := Procs(dir)
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("kill %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// freezeWait bounds the wait for a v1 group to be frozen; one not frozen
+// by then is killed as it is, and looked at again.
+const freezeWait = time.Second
+
+// freeze freezes the v1 freezer cgroup dir, when there is one, and returns
+// its thaw.
+func freeze(ctx context.Context, dir string) (thaw func()) {
+	if dir == "" {
+		return func() {}
+	}
+	state := filepath.Join(dir, "freezer.state")
+	thaw = func() { _ = writeFile(state, "THAWED") }
+	if writeFile(state, "FROZEN") != nil {
+		return thaw
+	}
+	deadline := time.Now().Add(freezeWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if b, err := os.ReadFile(state); err != nil || strings.TrimSpace(string(b)) == "FROZEN" {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return thaw
+}
+
+// Procs lists the processes in the cgroup directory dir.
+func Procs(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// ProcsBelow lists the processes in the cgroup at cgroupPath and in every
+// cgroup below it, in any hierarchy, each with the path of its cgroup.
+func ProcsBelow(cgroupPath string) (map[int]string, error) {
+	mounts, err := hostMounts()
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	for _, m := range mounts {
+		top := filepath.Join(m.Dir, cgroupPath)
+		err := filepath.WalkDir(top, func(dir string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil // a cgroup removed meanwhile
+			}
+			pids, err := Procs(dir)
+			if err != nil {
+				return nil
+			}
+			for _, pid := range pids {
+				out[pid] = "/" + strings.TrimPrefix(dir, m.Dir+"/")
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Remove removes the cgroup at cgroupPath in every hierarchy, then its
+// parents up to (and including) /vfleet when they are empty.
+func Remove(cgroupPath string) error {
+	mounts, err := hostMounts()
+	if err != nil {
+		return err
+	}
+	leaf := path.Clean(cgroupPath)
+	var errs []error
+	for _, m := range mounts {
+		for p := leaf; p != "/" && p != "."; p = path.Dir(p) {
+			err := rmdirCgroup(filepath.Join(m.Dir, p), p == leaf)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			if p != leaf && (errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EBUSY)) {
+				break // a parent still shared with another run's cgroups
+			}
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", filepath.Join(m.Dir, p), err))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// busyWait bounds how long removing a cgroup waits for its last task to be
+// gone: a container killed while starting (Ctrl-C during a launch) leaves
+// the runtime's init dying in it for a moment, and the cgroup refuses
+// removal (EBUSY) until the kernel has reaped it.
+const busyWait = 3 * time.Second
+
+func rmdirCgroup(dir string, leaf bool) error {
+	deadline := time.Now().Add(busyWait)
+	for {
+		err := unix.Rmdir(dir)
+		if !leaf || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
