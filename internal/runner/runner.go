@@ -748,11 +748,11 @@ func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, star
 		}
 	}
 	if err != nil {
-		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, withCuts(err, reply), reply.Stderr)
 	}
 	parsed, err := workload.ParseOutput(w, st.Params, reply.Stdout, reply.Stderr)
 	if err != nil {
-		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, withCuts(err, reply), reply.Stderr)
 	}
 	return measurement{parsed: parsed, reply: reply, use: use}, nil
 }
@@ -847,6 +847,15 @@ func execError(r agent.Reply) error {
 	default:
 		return fmt.Errorf("exit status %d: %s", r.ExitCode, firstLine(r.Stderr))
 	}
+}
+
+// withCuts adds to a step's failure what the agent dropped of the tool's
+// output: what the parser missed may have been there.
+func withCuts(err error, r agent.Reply) error {
+	if cuts := r.Cuts(); cuts != "" {
+		return fmt.Errorf("%w (%s)", err, cuts)
+	}
+	return err
 }
 
 func firstLine(b []byte) string {
