@@ -792,12 +792,8 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 		if r.net == nil {
 			return agent.Reply{}, nil, workload.ErrNeedsNetwork
 		}
-		// A user's net-command names no tool of its own: its programs are
-		// whatever the user wrote, and a missing one fails the step.
-		if tool := w.Tool(); tool != "" {
-			if err := r.tools.require(ctx, g, group, r.imageName(g), tool); err != nil {
-				return agent.Reply{}, nil, err
-			}
+		if err := r.requireNet(ctx, g, group, nw, st); err != nil {
+			return agent.Reply{}, nil, err
 		}
 		reply, u, err := r.net.exec(ctx, g, nw, st, startAt)
 		return reply, &u, err
