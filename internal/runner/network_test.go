@@ -78,3 +78,21 @@ func TestNetCommandProgramsAreFoundBeforeTheStepRuns(t *testing.T) {
 		}
 	}
 }
+
+// Where guests share CPUs, a network step's time limits stretch as any
+// step's do, the measured client's and those on the server's side.
+func TestNetworkStepTimeoutsStretchForSharedCPUs(t *testing.T) {
+	r, g := fakeNetRun(t)
+	w, st := netCommandStep(t, workload.Params{"pre": `["true"]`})
+	if _, _, err := r.exec(context.Background(), g, w, st, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	ne, err := w.NetCommand(st.Params, st.Duration, r.net.views["c"].peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fake.Timeouts()
+	if got["c"] != 3*ne.Timeout || got[scenario.PeerName] != 3*ne.ServerPre[0].Timeout {
+		t.Errorf("time limits: client %s, pre %s; want 3 times %s and %s", got["c"], got[scenario.PeerName], ne.Timeout, ne.ServerPre[0].Timeout)
+	}
+}

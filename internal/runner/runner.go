@@ -795,7 +795,7 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 		if err := r.requireNet(ctx, g, group, nw, st); err != nil {
 			return agent.Reply{}, nil, err
 		}
-		reply, u, err := r.net.exec(ctx, g, nw, st, startAt)
+		reply, u, err := r.net.exec(ctx, g, nw, st, startAt, stretch)
 		return reply, &u, err
 	}
 	ex, err := w.Command(st.Params, st.Duration)
@@ -811,10 +811,15 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if g.Spec().Kind == scenario.DefaultKind && r.placed.hostCPUs != "" {
 		ex.Argv = append([]string{"taskset", "--cpu-list", r.placed.hostCPUs}, ex.Argv...)
 	}
-	timeout := time.Duration(float64(ex.Timeout) * max(stretch, 1))
-	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: timeout.Milliseconds(), MaxOutput: ex.MaxOutput,
+	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: stretched(ex.Timeout, stretch).Milliseconds(), MaxOutput: ex.MaxOutput,
 		StartAtUnixNS: startAt, StopAfterMS: ex.StopAfter.Milliseconds()})
 	return reply, nil, err
+}
+
+// stretched is a tool's time limit where stretch (at least 1) guests'
+// tools share each CPU, each that many times slower than alone.
+func stretched(timeout time.Duration, stretch float64) time.Duration {
+	return time.Duration(float64(timeout) * max(stretch, 1))
 }
 
 func mergeDetails(a, b map[string]string) map[string]string {
