@@ -524,8 +524,8 @@ func fleetExec(g *globalOptions, fleetName, guestName string, argv []string, tim
 	if err != nil {
 		return 0, agentError(s.Name, gs.Name, err)
 	}
-	if reply.Truncated {
-		fmt.Fprintf(os.Stderr, "vfleet: output cut at %d bytes per stream\n", agent.MaxOutput)
+	if cuts := reply.Cuts(); cuts != "" {
+		fmt.Fprintf(os.Stderr, "vfleet: %s\n", cuts)
 	}
 	return exitStatus(reply, timeout), nil
 }

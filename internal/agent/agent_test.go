@@ -286,8 +286,8 @@ func TestExecOutputLimitPerRequest(t *testing.T) {
 	const size = MaxOutput + 1<<20
 	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
 	r, err := c.Do(context.Background(), Request{Argv: argv})
-	if err != nil || len(r.Stdout) != MaxOutput || !r.Truncated {
-		t.Fatalf("default limit: err %v, %d bytes kept, truncated %v", err, len(r.Stdout), r.Truncated)
+	if err != nil || len(r.Stdout) != MaxOutput || !r.Truncated || r.StdoutCut == nil || r.StdoutCut.Total != size || r.StderrCut != nil {
+		t.Fatalf("default limit: err %v, %d bytes kept, truncated %v, cut %+v", err, len(r.Stdout), r.Truncated, r.StdoutCut)
 	}
 	r, err = c.Do(context.Background(), Request{Argv: argv, MaxOutput: 2 * MaxOutput})
 	if err != nil || len(r.Stdout) != size || r.Truncated {

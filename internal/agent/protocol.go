@@ -2,6 +2,8 @@ package agent
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,7 +14,8 @@ import (
 const Version = 2
 
 // MaxOutput bounds the stdout and stderr kept per execution, so a runaway
-// tool cannot exhaust the host's memory through the agent.
+// tool cannot exhaust the host's memory through the agent. Of a longer
+// output the agent keeps the beginning and the end (see Cut).
 const MaxOutput = 8 << 20
 
 // MaxOutputLimit is the most a Request may raise MaxOutput to. Tools that
@@ -101,8 +104,11 @@ type Reply struct {
 	Stopped bool   `json:"stopped,omitempty"`
 	Stdout  []byte `json:"stdout,omitempty"`
 	Stderr  []byte `json:"stderr,omitempty"`
-	// Truncated is set when stdout or stderr exceeded the request's MaxOutput.
+	// Truncated is set when stdout or stderr exceeded the request's
+	// MaxOutput; StdoutCut and StderrCut say what was dropped of each.
 	Truncated bool   `json:"truncated,omitempty"`
+	StdoutCut *Cut   `json:"stdout_cut,omitempty"`
+	StderrCut *Cut   `json:"stderr_cut,omitempty"`
 	WallNS    int64  `json:"wall_ns"`
 	Rusage    Rusage `json:"rusage"`
 	// StartedUnixNS and EndedUnixNS bracket the process on the agent's
@@ -119,6 +125,37 @@ type Reply struct {
 	// AgentUnixNS is the agent's clock when it answered a ping: with the
 	// round trip around it, the offset of the guest's clock from the host's.
 	AgentUnixNS int64 `json:"agent_unix_ns,omitempty"`
+}
+
+// Cut is what the agent dropped of an output longer than the request's
+// MaxOutput: the reply keeps the output's first At bytes and its last
+// Total-At-Dropped, each cut back to whole lines, so the Dropped bytes from
+// offset At on are missing.
+type Cut struct {
+	At      int64 `json:"at"`
+	Dropped int64 `json:"dropped"`
+	Total   int64 `json:"total"`
+}
+
+// Cuts says, for a failure's message, what was cut of the reply's
+// output, or "" when it is whole.
+func (r Reply) Cuts() string {
+	var parts []string
+	for _, s := range []struct {
+		name string
+		cut  *Cut
+	}{{"stdout", r.StdoutCut}, {"stderr", r.StderrCut}} {
+		if c := s.cut; c != nil {
+			parts = append(parts, fmt.Sprintf("%s's bytes %d to %d of %d dropped, its beginning and end kept", s.name, c.At, c.At+c.Dropped, c.Total))
+		}
+	}
+	switch {
+	case len(parts) > 0:
+		return "output was cut: " + strings.Join(parts, "; ")
+	case r.Truncated:
+		return "output was cut" // by an agent that does not say where
+	}
+	return ""
 }
 
 // Wall is the execution's wall-clock time.

@@ -319,25 +319,6 @@ func decode(line []byte) (req Request, reply Reply, ok bool) {
 	return req, reply, true
 }
 
-// limitedBuffer keeps the first limit bytes and notes that more came.
-type limitedBuffer struct {
-	buf       bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	room := b.limit - b.buf.Len()
-	if room < len(p) {
-		b.truncated = true
-		if room > 0 {
-			b.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
 // checkExec says what is wrong with an execution request, before anything
 // runs; such a request is answered at once, in order.
 func checkExec(req Request) string {
@@ -374,8 +355,8 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 	// and killed with the agent, so a long-running server (the network
 	// peer's) never outlives the guest that started it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, stderr := limitedBuffer{limit: limit}, limitedBuffer{limit: limit}
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := newCutBuffer(limit), newCutBuffer(limit)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 
 	var moment time.Time
 	if req.StartAtUnixNS != 0 {
@@ -424,8 +405,9 @@ func (s *Server) exec(ctx context.Context, req Request) Reply {
 	}
 	reply.WallNS = time.Since(start).Nanoseconds()
 	reply.EndedUnixNS = start.UnixNano() + reply.WallNS
-	reply.Stdout, reply.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
-	reply.Truncated = stdout.truncated || stderr.truncated
+	reply.Stdout, reply.StdoutCut = stdout.result()
+	reply.Stderr, reply.StderrCut = stderr.result()
+	reply.Truncated = reply.StdoutCut != nil || reply.StderrCut != nil
 	fillStatus(&reply, cmd.ProcessState, waitErr)
 	return reply
 }

@@ -255,8 +255,9 @@ func (n *netRun) waitListening(ctx context.Context, g guest.Guest, s workload.Se
 // exec runs one measured network step: background load first, then the
 // measured client, on the side the step names, pinned as the scenario
 // says, with the host's CPU time sampled around it. A client on the peer
-// starts when asked: startAt is on the guest's clock.
-func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, st scenario.Step, startAt int64) (agent.Reply, cpuUse, error) {
+// starts when asked: startAt is on the guest's clock. stretch (at least
+// 1) multiplies the step's time limits, as for any other step.
+func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, st scenario.Step, startAt int64, stretch float64) (agent.Reply, cpuUse, error) {
 	e := n.endsOf(g, st.Params)
 	if err := n.ensureServers(ctx, g.Spec().Name, e, w, st.Params); err != nil {
 		return agent.Reply{}, cpuUse{}, err
@@ -264,6 +265,13 @@ func (n *netRun) exec(ctx context.Context, g guest.Guest, w workload.Networked, 
 	ne, err := w.NetCommand(st.Params, st.Duration, e.target)
 	if err != nil {
 		return agent.Reply{}, cpuUse{}, err
+	}
+	// Both ends, and the peer, share the host's CPUs with the guests.
+	ne.Timeout = stretched(ne.Timeout, stretch)
+	for _, execs := range [][]workload.Exec{ne.Background, ne.ServerPre, ne.ServerPost} {
+		for i := range execs {
+			execs[i].Timeout = stretched(execs[i].Timeout, stretch)
+		}
 	}
 	if e.client != g {
 		startAt = 0

@@ -753,11 +753,11 @@ func (r *run) measure(ctx context.Context, g guest.Guest, st scenario.Step, star
 		}
 	}
 	if err != nil {
-		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		return measurement{}, r.failure(ctx, name, group, st.WorkloadID, st.Repetition, withCuts(err, reply), reply.Stderr)
 	}
 	parsed, err := workload.ParseOutput(w, st.Params, reply.Stdout, reply.Stderr)
 	if err != nil {
-		err = r.failure(ctx, name, group, st.WorkloadID, st.Repetition, err, reply.Stderr)
+		err = r.failure(ctx, name, group, st.WorkloadID, st.Repetition, withCuts(err, reply), reply.Stderr)
 		if len(parsed) == 0 || errors.Is(err, ErrStore) {
 			return measurement{}, err
 		}
@@ -804,14 +804,10 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 		if r.net == nil {
 			return agent.Reply{}, nil, workload.ErrNeedsNetwork
 		}
-		// A user's net-command names no tool of its own: its programs are
-		// whatever the user wrote, and a missing one fails the step.
-		if tool := w.Tool(); tool != "" {
-			if err := r.tools.require(ctx, g, group, r.imageName(g), tool); err != nil {
-				return agent.Reply{}, nil, err
-			}
+		if err := r.requireNet(ctx, g, group, nw, st); err != nil {
+			return agent.Reply{}, nil, err
 		}
-		reply, u, err := r.net.exec(ctx, g, nw, st, startAt)
+		reply, u, err := r.net.exec(ctx, g, nw, st, startAt, stretch)
 		return reply, &u, err
 	}
 	ex, err := w.Command(st.Params, st.Duration)
@@ -827,10 +823,15 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if g.Spec().Kind == scenario.DefaultKind && r.placed.hostCPUs != "" {
 		ex.Argv = append([]string{"taskset", "--cpu-list", r.placed.hostCPUs}, ex.Argv...)
 	}
-	timeout := time.Duration(float64(ex.Timeout) * max(stretch, 1))
-	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: timeout.Milliseconds(), MaxOutput: ex.MaxOutput,
+	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: stretched(ex.Timeout, stretch).Milliseconds(), MaxOutput: ex.MaxOutput,
 		StartAtUnixNS: startAt, StopAfterMS: ex.StopAfter.Milliseconds()})
 	return reply, nil, err
+}
+
+// stretched is a tool's time limit where stretch (at least 1) guests'
+// tools share each CPU, each that many times slower than alone.
+func stretched(timeout time.Duration, stretch float64) time.Duration {
+	return time.Duration(float64(timeout) * max(stretch, 1))
 }
 
 func mergeDetails(a, b map[string]string) map[string]string {
@@ -859,6 +860,15 @@ func execError(r agent.Reply) error {
 	default:
 		return fmt.Errorf("exit status %d: %s", r.ExitCode, firstLine(r.Stderr))
 	}
+}
+
+// withCuts adds to a step's failure what the agent dropped of the tool's
+// output: what the parser missed may have been there.
+func withCuts(err error, r agent.Reply) error {
+	if cuts := r.Cuts(); cuts != "" {
+		return fmt.Errorf("%w (%s)", err, cuts)
+	}
+	return err
 }
 
 func firstLine(b []byte) string {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/scenario"
@@ -128,6 +129,27 @@ func TestMissingToolFailsItsStepsByName(t *testing.T) {
 	}
 	if f := failures[0]; f.Error != "missing tool: sysbench is not in vfleet's image" {
 		t.Errorf("failure = %q", f.Error)
+	}
+}
+
+// A step that fails on an output the agent cut says so, and where.
+func TestCutOutputIsNamedInTheStepsFailure(t *testing.T) {
+	_, opts := setup(t)
+	plan := fakePlan(t, strings.Replace(fakeScenario, "  - workload: cpu\n", `  - workload: command
+    params:
+      argv: [mybench]
+      metrics:
+        - {name: score, unit: score, better: higher, regex: 'score: (\d+)'}
+`, 1))
+	fake.CutOutput(agent.Cut{At: 10, Dropped: 90, Total: 200})
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures, _ := opts.Store.Failures(context.Background(), id)
+	const cut = "(output was cut: stdout's bytes 10 to 100 of 200 dropped, its beginning and end kept)"
+	if len(failures) == 0 || !strings.Contains(failures[0].Error, "matches nothing in the output") || !strings.HasSuffix(failures[0].Error, cut) {
+		t.Fatalf("failures = %+v, want a parse error ending %q", failures, cut)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // ErrToolMissing says a guest's image lacks the program a step runs.
@@ -45,6 +47,48 @@ func (c *toolCheck) require(ctx context.Context, g guest.Guest, group, image, to
 	c.found[key] = err
 	c.mu.Unlock()
 	return err
+}
+
+// requireNet finds, before a network step runs anything, the programs it
+// runs where they run: a built-in workload's tool in the guest; a user's
+// net-command's client, server, pre and post programs on the side each
+// runs on, the peer's included, so that a missing one fails the step by
+// name and place instead of as a server that never listens.
+func (r *run) requireNet(ctx context.Context, g guest.Guest, group string, w workload.Networked, st scenario.Step) error {
+	if tool := w.Tool(); tool != "" {
+		return r.tools.require(ctx, g, group, r.imageName(g), tool)
+	}
+	e := r.net.endsOf(g, st.Params)
+	ne, err := w.NetCommand(st.Params, st.Duration, e.target)
+	if err != nil {
+		return err
+	}
+	client := []string{ne.Argv[0]}
+	var server []string
+	for _, b := range ne.Background {
+		client = append(client, b.Argv[0])
+	}
+	for _, s := range w.Servers(st.Params, e.target.Port) {
+		server = append(server, s.Argv[0])
+	}
+	for _, x := range append(ne.ServerPre, ne.ServerPost...) {
+		server = append(server, x.Argv[0])
+	}
+	for _, side := range []struct {
+		g        guest.Guest
+		programs []string
+	}{{e.client, client}, {e.server, server}} {
+		group, where := group, r.imageName(side.g)
+		if side.g == r.net.peer {
+			group, where = scenario.PeerName, where+" on the network peer"
+		}
+		for _, p := range side.programs {
+			if err := r.tools.require(ctx, side.g, group, where, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // unsupportedSteps remembers, per guest group and workload, why the

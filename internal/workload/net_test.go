@@ -415,10 +415,13 @@ func TestParseSockperfFailures(t *testing.T) {
 	}{
 		{"tcp-refused", nil, "sockperf reported an error: ERROR: Can`t connect socket (errno=111 Connection refused)"},
 		{"udp-noserver", nil, "No messages were received from the server"},
+		// The server held still from 200 ms into a 1 s run to its end.
+		{"tcp-stalled", nil, "sockperf counted no round trip"},
 		{"empty", []byte("\n"), "no output on stdout"},
 		{"no full log", full[:bytes.Index(full, []byte("packet, txTime"))], "no full log"},
-		// The agent keeps only the first bytes of a too long output.
+		// Of a too long output the agent keeps the beginning and the end.
 		{"cut short", full[:len(full)/2], "full log has 35147 of the 70111 observations"},
+		{"cut in the middle", cutMiddle(full, len(full)/4, len(full)/2), "full log has 52631 of the 70111 observations"},
 		{"cut mid-row", full[:len(full)/2+17], "full log"},
 		{"row missing", bytes.Replace(full, []byte("\n1000, "), []byte("\nx"), 1), "row 1001"},
 		{"one-way latency", bytes.Replace(full, []byte("rtt(usec)"), []byte("latency(usec)"), 1), "--full-rtt"},
@@ -460,4 +463,13 @@ func TestSockperfAsksForRoomForItsFullLog(t *testing.T) {
 	if tp.MaxOutput != 0 {
 		t.Errorf("iperf3 asks for %d bytes of output; its JSON is small", tp.MaxOutput)
 	}
+}
+
+// cutMiddle drops the whole lines of b that lie between its first head
+// bytes and its last tail bytes, as the agent cuts a too long output.
+func cutMiddle(b []byte, head, tail int) []byte {
+	h := b[:bytes.LastIndexByte(b[:head], '\n')+1]
+	t := b[len(b)-tail:]
+	t = t[bytes.IndexByte(t, '\n')+1:]
+	return append(append([]byte{}, h...), t...)
 }

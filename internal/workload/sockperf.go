@@ -148,6 +148,7 @@ var (
 	ansiRE             = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 	sockperfTotalRE    = regexp.MustCompile(`(?m)^sockperf: Total ([0-9]+) observations`)
 	sockperfErrorRE    = regexp.MustCompile(`(?m)^sockperf: (ERROR: .*|No messages were received.*)$`)
+	sockperfNoValidRE  = regexp.MustCompile(`(?m)^sockperf: No valid observations found`)
 	sockperfLogHeadRE  = regexp.MustCompile(`(?m)^packet, txTime\(sec\), rxTime\(sec\), (\w+)\(usec\)$`)
 	sockperfLogEndLine = []byte("------------------------------")
 )
@@ -163,6 +164,13 @@ func (netLatency) Parse(stdout, stderr []byte) ([]Sample, error) {
 	// sockperf exits 0 on a refused connection or a silent server.
 	if m := sockperfErrorRE.FindSubmatch(text); m != nil {
 		return nil, fmt.Errorf("%w: sockperf reported an error: %s", ErrParse, bytes.TrimSpace(m[1]))
+	}
+	// sockperf counts only round trips sent from 400 ms after its first
+	// until 50 ms before its last send; a ping-pong that stalls early
+	// (a TCP retransmission timeout on a lossy path, twice over) and stays
+	// stalled leaves that window empty, and sockperf prints no full log.
+	if sockperfNoValidRE.Match(text) {
+		return nil, fmt.Errorf("%w: sockperf counted no round trip: none was sent and answered between 400 ms after its start and 50 ms before its last send, so the path stalled for most of the run; a longer duration measures past such a stall", ErrParse)
 	}
 	head := sockperfLogHeadRE.FindSubmatchIndex(text)
 	if head == nil {

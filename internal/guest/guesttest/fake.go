@@ -37,6 +37,9 @@ type Fake struct {
 	skew    map[string]time.Duration
 	wait    map[string]time.Duration
 	startAt map[string]time.Time
+	// timeout records each guest's latest execution's time limit.
+	timeout map[string]time.Duration
+	cut     *agent.Cut // what every execution's stdout lost, nil for none
 }
 
 // NewFake returns a kind registered under name whose guests report
@@ -67,7 +70,27 @@ func (f *Fake) Reset(output []byte) {
 	f.failWith = map[string][]byte{}
 	f.started, f.stopped = map[string]int{}, map[string]int{}
 	f.skew, f.wait, f.startAt = map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Time{}
-	f.onExec = nil
+	f.timeout = map[string]time.Duration{}
+	f.onExec, f.cut = nil, nil
+}
+
+// CutOutput has every execution's reply say the agent dropped what cut
+// says of its stdout.
+func (f *Fake) CutOutput(cut agent.Cut) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut = &cut
+}
+
+// Timeouts says each guest's latest execution's time limit.
+func (f *Fake) Timeouts() map[string]time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]time.Duration, len(f.timeout))
+	for k, v := range f.timeout {
+		out[k] = v
+	}
+	return out
 }
 
 // SetClockSkew puts the named guest's clock d ahead of the host's.
@@ -229,7 +252,8 @@ func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, e
 		started = time.Unix(0, req.StartAtUnixNS)
 		g.f.startAt[g.spec.Name] = started.Add(-skew)
 	}
-	fail, failWith, out, wait := g.f.failExec[g.spec.Name], g.f.failWith[g.spec.Name], g.f.output, g.f.wait[g.spec.Name]
+	g.f.timeout[g.spec.Name] = time.Duration(req.TimeoutMS) * time.Millisecond
+	fail, failWith, out, wait, cut := g.f.failExec[g.spec.Name], g.f.failWith[g.spec.Name], g.f.output, g.f.wait[g.spec.Name], g.f.cut
 	g.f.mu.Unlock()
 	if fail {
 		if failWith == nil {
@@ -239,5 +263,6 @@ func (g *fakeGuest) Exec(ctx context.Context, req agent.Request) (agent.Reply, e
 	}
 	const wall = 2 * time.Second
 	return agent.Reply{V: 1, Stdout: out, WallNS: wall.Nanoseconds(), Rusage: agent.Rusage{UserNS: 1e9, SysNS: 5e8},
-		StartedUnixNS: started.UnixNano(), EndedUnixNS: started.Add(wall).UnixNano(), StartWaitNS: wait.Nanoseconds()}, nil
+		StartedUnixNS: started.UnixNano(), EndedUnixNS: started.Add(wall).UnixNano(), StartWaitNS: wait.Nanoseconds(),
+		Truncated: cut != nil, StdoutCut: cut}, nil
 }

@@ -1,0 +1,98 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// fakeNetRun is a run of one fake guest, c, beside a fake network peer:
+// what a network step does, without a network.
+func fakeNetRun(t *testing.T) (*run, guest.Guest) {
+	t.Helper()
+	reset(t)
+	g, err := fake.New(guest.Spec{Name: "c", Kind: "fake"}, guest.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := fake.New(guest.Spec{Name: scenario.PeerName, Kind: "fake"}, guest.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &netRun{cfg: &scenario.Network{ClientCPU: scenario.NoPin, ServerCPU: scenario.NoPin}, peer: peer,
+		views: map[string]netView{"c": {peer: workload.Peer{Addr: netip.MustParseAddr("198.18.0.1"), Port: firstServerPort},
+			addr: netip.MustParseAddr("198.18.0.2")}},
+		servers: map[string]*server{}, serverLife: time.Minute}
+	t.Cleanup(func() { n.close(context.Background()) })
+	return &run{net: n, records: map[string]store.GuestRecord{"c": {Group: "c"}}}, g
+}
+
+// netCommandStep is a step of a net-command with the given parameters
+// beside its defaults.
+func netCommandStep(t *testing.T, params workload.Params) (workload.Networked, scenario.Step) {
+	t.Helper()
+	w, err := workload.Lookup("net-command")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := w.Defaults()
+	p["argv"], p["metrics"] = `["mybench","{peer}"]`, `[{"name":"rtt","unit":"us","better":"lower","regex":"rtt (\\d+)"}]`
+	for k, v := range params {
+		p[k] = v
+	}
+	if err := w.Validate(p); err != nil {
+		t.Fatal(err)
+	}
+	return w.(workload.Networked), scenario.Step{Guest: "c", WorkloadID: "nc", Workload: "net-command", Params: p, Duration: time.Second}
+}
+
+// A net-command's server program missing on the side that would run it
+// fails the step by name and place before anything runs, on the peer as
+// in the guest.
+func TestNetCommandProgramsAreFoundBeforeTheStepRuns(t *testing.T) {
+	for _, tc := range []struct {
+		client, want string
+	}{
+		{workload.ClientGuest, "missing tool: nosuchd is not in vfleet's image on the network peer"},
+		{workload.ClientPeer, "missing tool: nosuchd is not in vfleet's image"},
+	} {
+		r, g := fakeNetRun(t)
+		fake.Lacks("nosuchd")
+		var execs atomic.Int32
+		fake.OnExec(func(string) { execs.Add(1) })
+		w, st := netCommandStep(t, workload.Params{"server": `["nosuchd","-p","{port}"]`, workload.ParamClient: tc.client})
+		_, _, err := r.exec(context.Background(), g, w, st, 0, 1)
+		if !errors.Is(err, ErrToolMissing) || err.Error() != tc.want {
+			t.Errorf("client %s: err = %v, want %q", tc.client, err, tc.want)
+		}
+		if n := execs.Load(); n != 0 {
+			t.Errorf("client %s: %d executions before the missing program was found", tc.client, n)
+		}
+	}
+}
+
+// Where guests share CPUs, a network step's time limits stretch as any
+// step's do, the measured client's and those on the server's side.
+func TestNetworkStepTimeoutsStretchForSharedCPUs(t *testing.T) {
+	r, g := fakeNetRun(t)
+	w, st := netCommandStep(t, workload.Params{"pre": `["true"]`})
+	if _, _, err := r.exec(context.Background(), g, w, st, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	ne, err := w.NetCommand(st.Params, st.Duration, r.net.views["c"].peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fake.Timeouts()
+	if got["c"] != 3*ne.Timeout || got[scenario.PeerName] != 3*ne.ServerPre[0].Timeout {
+		t.Errorf("time limits: client %s, pre %s; want 3 times %s and %s", got["c"], got[scenario.PeerName], ne.Timeout, ne.ServerPre[0].Timeout)
+	}
+}
