@@ -84,7 +84,7 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 		want string
 		code int
 	}{
-		{[]string{"run", "/dev/zero"}, "is a device", exitUsage},
+		{[]string{"run", "/dev/zero"}, "is a character device", exitUsage},
 		{[]string{"run", scenario("{kind: container, memory: \"1\"}", "{}")}, "too little for a container: give at least 16MiB", exitUsage},
 		{[]string{"run", scenario(ok, "{bs: \"99999999999999999999999\"}")}, "bs = \"99999999999999999999999\": want at most 256M", exitUsage},
 		{[]string{"run", scenario(ok, "{}"), "--html", "/nonexistent/r.html"}, "--html /nonexistent/r.html: no directory /nonexistent to write it in", exitUsage},

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 // ErrBadDisk says a path does not hold a VM disk image vfleet can boot.
@@ -104,7 +105,7 @@ func WriteBesideInitramfs(dst, agentBinary, userInitrd, initPath string) error {
 	defer out.Close()
 	var n int64
 	if userInitrd != "" {
-		if n, err = guest.CopyFile(out, userInitrd, guest.MaxInitrdBytes); err != nil {
+		if n, err = regfile.Copy(out, userInitrd, guest.MaxInitrdBytes); err != nil {
 			return fmt.Errorf("vm initramfs: %w", err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 // The recordings are `qemu-img info -U --output=json` of QEMU 7.2: a
@@ -97,8 +97,8 @@ func TestWriteBesideInitramfs(t *testing.T) {
 	}
 	// A copy from a device would only end when the disk is full.
 	for _, initrd := range []string{"/dev/zero", dir} {
-		if err := WriteBesideInitramfs(filepath.Join(dir, "x"), agentBin, initrd, "/vfleet/init"); !errors.Is(err, guest.ErrNotRegular) {
-			t.Errorf("initrd %s: err = %v, want guest.ErrNotRegular", initrd, err)
+		if err := WriteBesideInitramfs(filepath.Join(dir, "x"), agentBin, initrd, "/vfleet/init"); !errors.Is(err, regfile.ErrNotRegular) {
+			t.Errorf("initrd %s: err = %v, want regfile.ErrNotRegular", initrd, err)
 		}
 	}
 }

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/flock"
-	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image/native"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 // AgentPath is where the agent lives inside every image.
@@ -362,7 +362,7 @@ func CopyFile(src, dst string, mode os.FileMode, max int64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := guest.CopyFile(out, src, max); err != nil {
+	if _, err := regfile.Copy(out, src, max); err != nil {
 		out.Close()
 		return err
 	}

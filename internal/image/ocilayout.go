@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 // maxIndexBytes bounds an OCI layout's index.json, the one file read
@@ -129,7 +129,7 @@ func fromLayout(files layoutFiles, where string) (ociSource, error) {
 	b, err := io.ReadAll(io.LimitReader(rc, maxIndexBytes+1))
 	rc.Close()
 	if err == nil && len(b) > maxIndexBytes {
-		err = fmt.Errorf("index.json is over %s", guest.Bytes(maxIndexBytes))
+		err = fmt.Errorf("index.json is over %s", regfile.Bytes(maxIndexBytes))
 	}
 	var idx *v1.IndexManifest
 	if err == nil {

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -32,8 +32,8 @@ var ErrTooLarge = errors.New("scenario too large")
 // on what is read, not on what stat said, so a file growing meanwhile
 // cannot get past it.
 func readFile(path string) ([]byte, error) {
-	f, _, err := guest.OpenRegular(path)
-	if errors.Is(err, guest.ErrNotRegular) {
+	f, _, err := regfile.Open(path)
+	if errors.Is(err, regfile.ErrNotRegular) {
 		return nil, fmt.Errorf("scenario %w: give a YAML file or a built-in scenario's name", err)
 	}
 	if err != nil {

@@ -27,8 +27,8 @@ func TestLoadRefusesWhatIsNotAScenarioFile(t *testing.T) {
 		{strings.Repeat("d/", 3000), "file name too long"}, // and its error quotes it clipped
 		{filepath.Join(t.TempDir(), strings.Repeat("n", 250)), "no such file, and no built-in scenario of that name"},
 		{fifo, "scenario " + workload.Clip(fifo) + " is a named pipe, not a regular file: give a YAML file"},
-		{os.DevNull, "is a device"},
-		{"/dev/zero", "is a device"},
+		{os.DevNull, "is a character device"},
+		{"/dev/zero", "is a character device"},
 		{t.TempDir(), "is a directory"},
 		{big, "over 1024 KiB"},
 	} {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/netpath"
+	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -505,10 +506,10 @@ func (p *parser) file(n *yaml.Node, path string, s *Spec, dst *string, want stri
 // regularFile says whether the file at abs is a regular file of at most
 // max bytes, and if not, why, at n.
 func (p *parser) regularFile(n *yaml.Node, path, abs string, max int64) bool {
-	err := guest.CheckFile(abs, max)
+	err := regfile.Check(abs, max)
 	switch {
-	case errors.Is(err, guest.ErrNotRegular):
-		p.errorf(n, path, "%v: give a regular file of at most %s", err, guest.Bytes(max))
+	case errors.Is(err, regfile.ErrNotRegular):
+		p.errorf(n, path, "%v: give a regular file of at most %s", err, regfile.Bytes(max))
 	case err != nil:
 		p.errorf(n, path, "%v", err)
 	}

@@ -141,8 +141,8 @@ func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
 	clip := workload.Clip
 	for _, tc := range []struct{ field, value, want string }{
 		{"kernel", dir, "guests[1].kernel: " + clip(dir) + " is a directory, not a regular file: give a regular file of at most 256 MiB"},
-		{"kernel", "/dev/zero", "guests[1].kernel: /dev/zero is a device, not a regular file"},
-		{"initrd", "/dev/zero", "guests[1].initrd: /dev/zero is a device, not a regular file: give a regular file of at most 2 GiB"},
+		{"kernel", "/dev/zero", "guests[1].kernel: /dev/zero is a character device, not a regular file"},
+		{"initrd", "/dev/zero", "guests[1].initrd: /dev/zero is a character device, not a regular file: give a regular file of at most 2 GiB"},
 		{"initrd", fifo, "guests[1].initrd: " + clip(fifo) + " is a named pipe, not a regular file"},
 		{"initrd", huge, "guests[1].initrd: " + clip(huge) + " is too large: 2147483649 bytes, and at most 2 GiB are allowed"},
 		{"kernel", huge, "guests[1].kernel: " + clip(huge) + " is too large: 2147483649 bytes, and at most 256 MiB are allowed"},

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	"modernc.org/sqlite" // also registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 var (
@@ -34,7 +36,7 @@ var (
 	// ErrNotRegular is returned for a path that exists but is not a regular
 	// file (a device such as /dev/null, a directory, a pipe): SQLite would
 	// write its journal beside it.
-	ErrNotRegular = errors.New("not a regular file")
+	ErrNotRegular = regfile.ErrNotRegular
 	// ErrReadOnly is returned when a command that writes results is given
 	// a database it cannot write.
 	ErrReadOnly = errors.New("results database is read-only")
@@ -226,7 +228,7 @@ func OpenReadOnly(path string) (*Store, error) {
 		return nil, fmt.Errorf("open results database %s: %w", abs, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("open results database %s: %w (it is %s)", abs, ErrNotRegular, describeMode(fi.Mode()))
+		return nil, fmt.Errorf("open results database %s: %w (it is %s)", abs, ErrNotRegular, regfile.Kind(fi.Mode()))
 	}
 	if err := checkHeader(abs); err != nil {
 		return nil, fmt.Errorf("open results database %s: %w", abs, err)
@@ -271,26 +273,9 @@ func refuseNonRegular(path string) error {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w (it is %s): give a regular file, or a new path in a directory", ErrNotRegular, describeMode(fi.Mode()))
+		return fmt.Errorf("%w (it is %s): give a regular file, or a new path in a directory", ErrNotRegular, regfile.Kind(fi.Mode()))
 	}
 	return nil
-}
-
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	default:
-		return "not a regular file"
-	}
 }
 
 // checkWritable fails with ErrReadOnly when this process cannot write the

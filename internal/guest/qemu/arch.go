@@ -9,6 +9,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 // MachineVirt is arm64's machine: virtio over PCIe, a PL011 serial port
@@ -51,7 +52,7 @@ func (f uefiFirmware) check(machine string) error {
 		return fmt.Errorf("firmware: uefi needs runtime %s (%s has no UEFI firmware)", strings.Join(f.machines, " or "), machine)
 	}
 	for _, p := range []string{f.code, f.vars} {
-		err := guest.CheckFile(p, guest.MaxFirmwareBytes)
+		err := regfile.Check(p, guest.MaxFirmwareBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("firmware: uefi: %s not found: install the Debian package %s", p, f.pkg)
 		}
