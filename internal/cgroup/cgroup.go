@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // Kind is the ledger entry of a cgroup; ID is its path, the same below
@@ -212,27 +213,41 @@ const killPause = 10 * time.Millisecond
 
 // Kill kills every process in the cgroup at cgroupPath, in every
 // hierarchy, and returns once none is left or ctx ends. Under v2 one write
-// to cgroup.kill does it; under v1 the freezer, where mounted, stops the
-// group while each listed process is sent SIGKILL, so none forks a new one
-// unseen, and the group is looked at again until it is empty.
+// to cgroup.kill does it. The v1 hierarchies hold the same processes: when
+// v2 has killed them there, the v1 groups are only looked at (and what is
+// listed sent SIGKILL again) until the exiting processes have left. Only
+// without v2 does the freezer, where mounted, stop the group while each
+// listed process is sent SIGKILL, so that none forks a new one unseen.
 func Kill(ctx context.Context, cgroupPath string) error {
 	mounts, err := hostMounts()
 	if err != nil {
 		return err
 	}
-	freezer := ""
-	for _, m := range mounts {
-		if m.Freezer && exists(filepath.Join(m.Dir, cgroupPath)) {
-			freezer = filepath.Join(m.Dir, cgroupPath)
-		}
-	}
+	var v1 []Mount
+	killedByV2 := false
 	for _, m := range mounts {
 		dir := filepath.Join(m.Dir, cgroupPath)
 		if !exists(dir) {
 			continue
 		}
-		if err := drain(ctx, dir, m.V2, freezer); err != nil {
+		if !m.V2 {
+			v1 = append(v1, Mount{Dir: dir, Freezer: m.Freezer})
+			continue
+		}
+		if err := drain(ctx, dir, true, ""); err != nil {
 			return fmt.Errorf("kill cgroup %s: %w", dir, err)
+		}
+		killedByV2 = true
+	}
+	freezer := ""
+	for _, m := range v1 {
+		if m.Freezer && !killedByV2 {
+			freezer = m.Dir
+		}
+	}
+	for _, m := range v1 {
+		if err := drain(ctx, m.Dir, false, freezer); err != nil {
+			return fmt.Errorf("kill cgroup %s: %w", m.Dir, err)
 		}
 	}
 	return nil
@@ -253,10 +268,27 @@ func drain(ctx context.Context, dir string, v2 bool, freezer string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("%w, still in it: %s", ctx.Err(), describe(pids))
 		case <-time.After(killPause):
 		}
 	}
+}
+
+// describe names processes with their state (R, S, D, T, Z…) for an error
+// that says why a group would not empty.
+func describe(pids []int) string {
+	var out []string
+	for _, pid := range pids[:min(len(pids), 8)] {
+		state := "gone"
+		if st, err := procfs.ReadStat(pid); err == nil {
+			state = string(st.State)
+		}
+		out = append(out, fmt.Sprintf("%d (%s)", pid, state))
+	}
+	if len(pids) > 8 {
+		out = append(out, fmt.Sprintf("and %d more", len(pids)-8))
+	}
+	return strings.Join(out, ", ")
 }
 
 // killEach sends SIGKILL to each process listed in dir while the group is
