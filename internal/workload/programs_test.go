@@ -16,10 +16,10 @@ var programParams = map[string][]Params{
 	"net-latency": {{"proto": "tcp", "background_streams": "1"}},
 }
 
-// run lists the programs w runs with parameters p, for a duration every
-// workload accepts: its client and, for a network workload, its servers,
-// background load and the commands around a measurement.
-func run(t *testing.T, w Workload, p Params) []string {
+// ranPrograms lists the programs w runs with parameters p, for a duration
+// every workload accepts: its client and, for a network workload, its
+// servers, background load and the commands around a measurement.
+func ranPrograms(t *testing.T, w Workload, p Params) []string {
 	t.Helper()
 	n, ok := w.(Networked)
 	if !ok {
@@ -71,7 +71,7 @@ func TestProgramsAreWhatEveryWorkloadRuns(t *testing.T) {
 		}
 		ran := map[string]bool{}
 		for _, p := range append([]Params{nil}, programParams[name]...) {
-			for _, prog := range run(t, w, merge(w.Defaults(), p)) {
+			for _, prog := range ranPrograms(t, w, merge(w.Defaults(), p)) {
 				ran[prog] = true
 				if !names[prog] {
 					t.Errorf("%s %v runs %s, which it does not declare in %v", name, p, prog, declared)
