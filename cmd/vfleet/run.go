@@ -24,6 +24,7 @@ import (
 	"github.com/vfleet/vfleet/internal/telemetry"
 	"github.com/vfleet/vfleet/internal/tools"
 	"github.com/vfleet/vfleet/internal/version"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 const defaultScenario = "default"
@@ -397,9 +398,6 @@ func ensureImageFor(ctx context.Context, g *globalOptions, progress *telemetry.P
 	})
 }
 
-// measuringPackages are the image packages whose versions every run records.
-var measuringPackages = []string{"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests", "rtla"}
-
 func fingerprint(ctx context.Context, img *image.Image, specs ...*scenario.Spec) (hostinfo.Fingerprint, error) {
 	fp, err := hostinfo.Collect(hostinfo.Options{})
 	if err != nil {
@@ -407,7 +405,7 @@ func fingerprint(ctx context.Context, img *image.Image, specs ...*scenario.Spec)
 	}
 	fp.VfleetVer = version.String()
 	fp.ToolVersions = map[string]string{}
-	for _, p := range measuringPackages {
+	for _, p := range programs.Packages() {
 		if v, ok := img.Manifest.Packages[p]; ok {
 			fp.ToolVersions[p] = v
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/tools"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // Options wire the checks to the rest of vfleet without importing it.
@@ -330,29 +330,18 @@ func runtimeCheck(rt string, probe func(context.Context, string) error, cgroupMo
 	}
 }
 
-// imageTools maps each measuring tool to the Debian package that ships it
-// in the guest image.
-var imageTools = map[string]string{
-	"stress-ng": "stress-ng", "sysbench": "sysbench", "fio": "fio",
-	"iperf3": "iperf3", "sockperf": "sockperf", "cyclictest": "rt-tests",
-}
-
+// checkImageTools looks in the guest image's packages for every program
+// a workload runs that Debian ships.
 func checkImageTools(packages map[string]string) Result {
 	if packages == nil {
 		return Result{Status: Missing, Detail: "no guest image yet, so no measuring tools in it", Fix: "vfleet image build"}
 	}
-	names := make([]string, 0, len(imageTools))
-	for n := range imageTools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var have, missing []string
-	for _, n := range names {
-		pkg := imageTools[n]
-		if v, ok := packages[pkg]; ok {
-			have = append(have, n+" "+v)
+	for _, p := range programs.Debian() {
+		if v, ok := packages[p.Package]; ok {
+			have = append(have, p.Name+" "+v)
 		} else {
-			missing = append(missing, fmt.Sprintf("%s (Debian package %s)", n, pkg))
+			missing = append(missing, fmt.Sprintf("%s (Debian package %s)", p.Name, p.Package))
 		}
 	}
 	if len(missing) > 0 {

@@ -2,9 +2,10 @@
 //
 // It owns the built-in host checks (root, cgroups, overlayfs, network
 // namespaces, BPF and native XDP, Open vSwitch, OCI runtimes, QEMU, KVM
-// and TCG, the guest image's measuring tools), running them concurrently
-// each under its own time limit, and the plain-text rendering of their
-// results. Every result that is not OK says what to install or do.
+// and TCG, the guest image's measuring tools: those the registered
+// workloads declare), running them concurrently each under its own time
+// limit, and the plain-text rendering of their results. Every result that
+// is not OK says what to install or do.
 //
 // Checks probe rather than trust: a runtime must really start a container
 // and an accelerator must really boot a kernel, because a binary or a

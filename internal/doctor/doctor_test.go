@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -240,15 +242,46 @@ func TestImageTools(t *testing.T) {
 	if r := checkImageTools(nil); r.Status != Missing || r.Fix != "vfleet image build" {
 		t.Fatalf("no image: %+v", r)
 	}
-	all := map[string]string{"stress-ng": "0.15", "sysbench": "1.0", "fio": "3.33", "iperf3": "3.12", "sockperf": "3.10", "rt-tests": "2.4"}
+	all := map[string]string{"stress-ng": "0.15", "sysbench": "1.0", "fio": "3.33", "iperf3": "3.12", "sockperf": "3.10", "rt-tests": "2.4", "rtla": "6.1"}
 	r := checkImageTools(all)
-	want := "in the guest image: cyclictest 2.4, fio 3.33, iperf3 3.12, sockperf 3.10, stress-ng 0.15, sysbench 1.0"
+	want := "in the guest image: cyclictest 2.4, fio 3.33, iperf3 3.12, rtla 6.1, sockperf 3.10, stress-ng 0.15, sysbench 1.0"
 	if r.Status != OK || r.Detail != want {
 		t.Fatalf("full image: %+v", r)
 	}
 	delete(all, "rt-tests")
 	if r := checkImageTools(all); r.Status != Missing || !strings.Contains(r.Detail, "cyclictest (Debian package rt-tests)") {
 		t.Fatalf("image without rt-tests: %+v", r)
+	}
+}
+
+// Doctor looks for every program a registered workload runs from a
+// Debian package: an image without one is missing it.
+func TestImageToolsAreEveryWorkloadsPrograms(t *testing.T) {
+	all := map[string]string{}
+	for _, name := range workload.Names() {
+		w, _ := workload.Lookup(name)
+		for _, p := range w.Programs() {
+			if p.Package != "" {
+				all[p.Package] = "1.0"
+			}
+		}
+	}
+	if r := checkImageTools(all); r.Status != OK {
+		t.Fatalf("image with every workload's packages: %+v", r)
+	}
+	for _, name := range workload.Names() {
+		w, _ := workload.Lookup(name)
+		for _, p := range w.Programs() {
+			if p.Package == "" {
+				continue
+			}
+			without := maps.Clone(all)
+			delete(without, p.Package)
+			r := checkImageTools(without)
+			if r.Status != Missing || !strings.Contains(r.Detail, p.Name+" (Debian package "+p.Package+")") {
+				t.Errorf("image without %s's %s: %+v", name, p.Package, r)
+			}
+		}
 	}
 }
 

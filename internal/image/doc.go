@@ -1,7 +1,8 @@
 // Package image owns the guest image: a Debian root filesystem with the
-// measuring tools and the vfleet agent, which every guest kind uses (the
-// bare baseline runs the very same binaries from it; each container gets a
-// copy-on-write overlay over it).
+// measuring tools (the packages the registered workloads declare) and the
+// vfleet agent, which every guest kind uses (the bare baseline runs the
+// very same binaries from it; each container gets a copy-on-write overlay
+// over it).
 //
 // Lifecycle: a Recipe is plain data; its hash names the image directory
 // (<root>/images/<hash>/). Ensure reuses a complete image of that hash, or

@@ -1,15 +1,20 @@
 package image
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/image/native"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 func TestRecipeHashIsStableAndSensitive(t *testing.T) {
@@ -32,6 +37,37 @@ func TestRecipeHashIsStableAndSensitive(t *testing.T) {
 		change(&c)
 		if c.Hash() == r.Hash() {
 			t.Errorf("changing the %s does not change the hash", name)
+		}
+	}
+}
+
+// Every registered workload's programs are in every variant of vfleet's
+// image: its Debian packages installed, or, for vfleet's own, built in;
+// beside them, only the image's own packages.
+func TestRecipeCarriesEveryWorkloadsPrograms(t *testing.T) {
+	own := map[string]bool{}
+	for _, p := range native.Programs {
+		own[p.Name] = true
+	}
+	for _, v := range []Variant{{}, {Arch: "arm64"}, {Arch: "amd64", KernelFlavour: "rt"}} {
+		r := RecipeOf(v)
+		rest := map[string]bool{}
+		for _, p := range r.Packages {
+			rest[p] = true
+		}
+		for _, name := range workload.Names() {
+			w, _ := workload.Lookup(name)
+			for _, p := range w.Programs() {
+				if p.Package == "" && (!own[p.Name] || r.Programs == "") || p.Package != "" && !slices.Contains(r.Packages, p.Package) {
+					t.Errorf("%v lacks workload %s's %s (package %q)", v, name, p.Name, p.Package)
+				}
+				delete(rest, p.Package)
+			}
+		}
+		delete(rest, "procps")
+		delete(rest, "linux-image-"+cmp.Or(v.KernelFlavour, "cloud")+"-"+cmp.Or(v.Arch, HostArch))
+		if len(rest) > 0 {
+			t.Errorf("%v installs %v, which no workload runs", v, rest)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/image/native"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // recipeFormat changes whenever the way a recipe becomes an image changes,
@@ -71,13 +72,13 @@ func RecipeOf(v Variant) Recipe {
 		Format:  recipeFormat,
 		Suite:   "bookworm",
 		Variant: "essential",
-		Packages: []string{
-			"stress-ng", "sysbench", "fio", "iperf3", "sockperf", "rt-tests", "rtla",
+		// The workloads' programs, and the packages the image needs itself.
+		Packages: append(programs.Packages(),
 			"procps",
 			// The guest kernel VM guests boot, and that `vfleet doctor` boots
 			// to find out whether KVM really runs a guest.
-			"linux-image-" + cmp.Or(v.KernelFlavour, defaultKernelFlavour) + "-" + arch,
-		},
+			"linux-image-"+cmp.Or(v.KernelFlavour, defaultKernelFlavour)+"-"+arch,
+		),
 		PathExcludes: []string{"/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"},
 		Programs:     native.Hash(),
 	}

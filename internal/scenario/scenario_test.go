@@ -45,6 +45,10 @@ func (testWorkload) Command(workload.Params, time.Duration) (workload.Exec, erro
 	return workload.Exec{Argv: []string{"true"}}, nil
 }
 
+func (testWorkload) Programs() []workload.Program {
+	return []workload.Program{{Name: "true", Package: "coreutils"}}
+}
+
 func (testWorkload) Validate(p workload.Params) error {
 	if p["mode"] != "a" && p["mode"] != "b" {
 		return fmt.Errorf("%w: mode = %q: allowed: a, b", workload.ErrBadParam, workload.Clip(p["mode"]))

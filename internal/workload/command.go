@@ -45,6 +45,9 @@ func (command) Name() string { return "command" }
 // Tool is empty: the program is the user's, named by argv.
 func (command) Tool() string { return "" }
 
+// Programs: none of vfleet's; the user's image has the user's programs.
+func (command) Programs() []Program { return nil }
+
 func (command) Defaults() Params {
 	return Params{"argv": "", "metrics": "", "workdir": "", "timeout": "", "stop": StopExit}
 }

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // cpu measures CPU throughput with sysbench's prime-number test: events per
@@ -15,6 +17,9 @@ func init() { Register(cpu{}) }
 
 func (cpu) Name() string { return "cpu" }
 func (cpu) Tool() string { return "sysbench" }
+func (cpu) Programs() []Program {
+	return []Program{programs.Sysbench}
+}
 
 func (cpu) Defaults() Params { return Params{"threads": "1", "max_prime": "10000"} }
 

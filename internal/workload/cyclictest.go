@@ -12,6 +12,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // timerLatency measures how late a sleeping thread wakes up: cyclictest's
@@ -27,6 +28,9 @@ func init() { Register(timerLatency{}) }
 
 func (timerLatency) Name() string { return "timer-latency" }
 func (timerLatency) Tool() string { return "cyclictest" }
+func (timerLatency) Programs() []Program {
+	return []Program{programs.Cyclictest}
+}
 
 func (timerLatency) Defaults() Params {
 	return Params{"priority": "95", "interval": "1000", "threads": "1", "cpu": "any", "mlock": "true"}

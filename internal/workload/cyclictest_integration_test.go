@@ -13,6 +13,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // runOnHost executes ex on the host as the agent would in a guest: bounded
@@ -46,7 +47,7 @@ func runOnHost(t *testing.T, ex Exec, wrap ...string) (stdout, stderr []byte, er
 // second and parses what cyclictest prints.
 func TestTimerLatencyOnTheHost(t *testing.T) {
 	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, "cyclictest", "rt-tests")
+	testutil.RequiresTool(t, programs.Cyclictest.Name, programs.Cyclictest.Package)
 	before := testutil.TakeSnapshot(t)
 	t.Cleanup(func() { testutil.CheckLeaks(t, before) })
 
@@ -99,7 +100,7 @@ func TestTimerLatencyOnTheHost(t *testing.T) {
 // set) gets an error naming it, not a parse failure about missing figures.
 func TestTimerLatencyWithoutCapSysNice(t *testing.T) {
 	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, "cyclictest", "rt-tests")
+	testutil.RequiresTool(t, programs.Cyclictest.Name, programs.Cyclictest.Package)
 	testutil.RequiresTool(t, "setpriv", "util-linux")
 	before := testutil.TakeSnapshot(t)
 	t.Cleanup(func() { testutil.CheckLeaks(t, before) })

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // fio measures file I/O on the guest's own filesystem (its copy-on-write
@@ -14,6 +16,9 @@ func init() { Register(fio{}) }
 
 func (fio) Name() string { return "fio" }
 func (fio) Tool() string { return "fio" }
+func (fio) Programs() []Program {
+	return []Program{programs.Fio}
+}
 
 func (fio) Defaults() Params {
 	return Params{"rw": "randread", "bs": "4k", "size": "128M", "direct": "1", "ioengine": "psync", "iodepth": "1"}

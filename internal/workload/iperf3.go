@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // netThroughput measures bulk throughput between a guest and the peer with
@@ -17,6 +19,9 @@ func init() { Register(netThroughput{}) }
 
 func (netThroughput) Name() string { return "net-throughput" }
 func (netThroughput) Tool() string { return "iperf3" }
+func (netThroughput) Programs() []Program {
+	return []Program{programs.Iperf3}
+}
 
 func (netThroughput) Defaults() Params {
 	return Params{"proto": "tcp", "msg_size": "16384", "streams": "1", "direction": "up", "nodelay": "false", "bitrate": "0", ParamClient: ClientGuest}

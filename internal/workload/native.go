@@ -38,6 +38,11 @@ var streamKernels = []struct{ name, metric string }{
 func (stream) Name() string { return "stream" }
 func (stream) Tool() string { return "vfleet-stream" }
 
+// Programs: vfleet's own, built into every image, so no Debian package.
+func (stream) Programs() []Program {
+	return []Program{{Name: "vfleet-stream"}}
+}
+
 // Defaults: threads "all" is one thread per CPU the guest gives the program;
 // array_mib "auto" is four times the last-level cache, within half the
 // memory available.
@@ -121,6 +126,9 @@ func (stream) Parse(stdout, stderr []byte) ([]Sample, error) {
 
 func (pingpong) Name() string { return "ctxswitch-pinned" }
 func (pingpong) Tool() string { return "vfleet-pingpong" }
+func (pingpong) Programs() []Program {
+	return []Program{{Name: "vfleet-pingpong"}}
+}
 
 func (pingpong) Defaults() Params { return Params{"placement": "same"} }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // netPair is a peer and a guest network namespace joined by a veth pair,
@@ -214,8 +215,8 @@ func (p *netPair) run(ctx context.Context, ex Exec) (stdout, stderr []byte, err 
 // and parses what the tools print.
 func TestNetworkWorkloadsEndToEnd(t *testing.T) {
 	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, "iperf3", "iperf3")
-	testutil.RequiresTool(t, "sockperf", "sockperf")
+	testutil.RequiresTool(t, programs.Iperf3.Name, programs.Iperf3.Package)
+	testutil.RequiresTool(t, programs.Sockperf.Name, programs.Sockperf.Package)
 	before := testutil.TakeSnapshot(t)
 	t.Cleanup(func() { testutil.CheckLeaks(t, before) })
 

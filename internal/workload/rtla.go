@@ -12,6 +12,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // The kernel's latency tracers, driven by rtla: where cyclictest says how
@@ -97,6 +98,9 @@ func init() { Register(timerlat{}) }
 
 func (timerlat) Name() string { return "timerlat" }
 func (timerlat) Tool() string { return "rtla" }
+func (timerlat) Programs() []Program {
+	return []Program{programs.RTLA}
+}
 
 func (timerlat) Defaults() Params {
 	return Params{"period": "1000", "priority": "95", "cpus": "all"}
@@ -275,6 +279,9 @@ func init() { Register(osnoise{}) }
 
 func (osnoise) Name() string { return "osnoise" }
 func (osnoise) Tool() string { return "rtla" }
+func (osnoise) Programs() []Program {
+	return []Program{programs.RTLA}
+}
 
 func (osnoise) Defaults() Params { return Params{"cpus": "all"} }
 

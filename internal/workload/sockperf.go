@@ -9,6 +9,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // netLatency measures request/response round trips between a guest and the
@@ -26,6 +27,9 @@ func init() { Register(netLatency{}) }
 
 func (netLatency) Name() string { return "net-latency" }
 func (netLatency) Tool() string { return "sockperf" }
+func (netLatency) Programs() []Program {
+	return []Program{programs.Sockperf, programs.Iperf3}
+}
 
 func (netLatency) Defaults() Params {
 	return Params{"proto": "udp", "msg_size": "64", "background_streams": "0", "background_direction": "same", ParamClient: ClientGuest}

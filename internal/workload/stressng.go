@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // stressng runs one stress-ng stressor with metrics and picks figures out of
@@ -63,6 +65,9 @@ func init() {
 
 func (w stressng) Name() string { return w.name }
 func (stressng) Tool() string   { return "stress-ng" }
+func (stressng) Programs() []Program {
+	return []Program{programs.StressNG}
+}
 
 func (stressng) Defaults() Params { return Params{"instances": "1"} }
 

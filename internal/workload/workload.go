@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // Better says which direction of a metric is an improvement. Reports use it
@@ -63,9 +64,14 @@ type Exec struct {
 type Workload interface {
 	// Name is the identifier used in scenarios, e.g. "cpu".
 	Name() string
-	// Tool is the executable the adapter drives, e.g. "sysbench"; doctor and
-	// provenance report its version.
+	// Tool is the executable the adapter measures with, e.g. "sysbench",
+	// the first of Programs; empty for a user's program (command).
 	Tool() string
+	// Programs are every program the adapter runs, in the guest or on
+	// the network peer (its servers, its background load), Tool first,
+	// each with what puts it into vfleet's image. None for a workload that
+	// runs the user's programs, which the user's image must have.
+	Programs() []Program
 	// Defaults returns every parameter the workload accepts with its default.
 	// Validate rejects keys not present here.
 	Defaults() Params
@@ -77,6 +83,11 @@ type Workload interface {
 	// Parse turns the tool's output into samples. It must be pure.
 	Parse(stdout, stderr []byte) ([]Sample, error)
 }
+
+// Program is a program a workload runs and where vfleet's image gets it:
+// one of programs.Debian, or one of vfleet's own (package image/native),
+// with no package.
+type Program = programs.Program
 
 // RealTimer is a workload that needs real-time scheduling in its guest;
 // a container running it is granted real-time priorities up to
