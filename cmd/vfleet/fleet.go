@@ -25,6 +25,7 @@ import (
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -218,18 +219,7 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	progress := newProgress()
 	ctx, cancel := signalContext(progress)
 	defer cancel()
-	if err := probeKinds(ctx, spec); err != nil {
-		return err
-	}
-	img, err := ensureImage(ctx, g, progress, false)
-	if err != nil {
-		return err
-	}
-	images, err := prepareGuestImages(ctx, g, progress, spec)
-	if err != nil {
-		return err
-	}
-	host, err := fingerprint(ctx, img, spec)
+	sess, err := session.Prepare(ctx, g.session(progress), spec)
 	if err != nil {
 		return err
 	}
@@ -238,17 +228,14 @@ func fleetUp(g *globalOptions, ref, name string) error {
 		return err
 	}
 	defer st.Close()
-	abortOrphans(ctx, st, nil)
+	opts := sess.Options(ctx, st)
 
 	plan := spec.Expand()
 	watch := &launchWatch{pids: map[string][]int{}}
 	progress.Logf("fleet %s: scenario %s, %d guests; run recorded in %s", name, spec.Name, len(plan.Guests), db)
 	began := time.Now()
-	id, key, err := runner.Launch(ctx, plan, runner.Options{
-		Store: st, StateRoot: g.stateDir, RootFS: img.RootFS, AgentPath: img.AgentPath,
-		Images: images.users, AgentBinary: images.agentBinary, Variants: images.variants,
-		Host: host, Progress: progress, Observer: watch,
-	})
+	opts.Observer = watch
+	id, key, err := runner.Launch(ctx, plan, opts)
 	launchTime := time.Since(began)
 	progress.Done()
 	if err != nil {
