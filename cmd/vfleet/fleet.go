@@ -191,7 +191,7 @@ func fleetError(err error) error {
 }
 
 func fleetUp(g *globalOptions, ref, name string) error {
-	spec, err := scenario.Load(ref, scenarioOptions(g))
+	spec, err := scenario.Load(ref, session.ScenarioOptions(g.stateDir))
 	if err != nil {
 		return err
 	}
