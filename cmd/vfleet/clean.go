@@ -13,6 +13,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest/qemu"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -62,7 +63,7 @@ clone of each shape boots its template anew. Clones running now are not disturbe
 					return errors.Join(err, serr)
 				}
 				defer st.Close()
-				abortOrphans(ctx, st, cleaned)
+				session.AbortOrphans(ctx, st, cleaned, os.Stderr)
 			}
 			if templates {
 				removed, terr := removeTemplates(ctx, g.stateDir)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/fleet"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
 	"github.com/vfleet/vfleet/scenarios"
@@ -354,12 +356,12 @@ func deadGuestCases(t *testing.T) map[string]string {
 func oneGuestFleet(t *testing.T, addr string) *globalOptions {
 	t.Helper()
 	g := &globalOptions{stateDir: t.TempDir()}
-	s := fleetState{Name: "edge", RunID: 1, RunKey: "r1-000000", Scenario: "edge", Started: time.Now().UTC(),
-		Guests: []fleetGuest{{Name: "c-0", Group: "c", Kind: "container", AgentAddr: addr}}}
-	if err := os.MkdirAll(filepath.Join(ledgerRoot(g.stateDir), s.RunKey), 0o700); err != nil {
+	s := fleet.State{Name: "edge", RunID: 1, RunKey: "r1-000000", Scenario: "edge", Started: time.Now().UTC(),
+		Guests: []fleet.Guest{{Name: "c-0", Group: "c", Kind: "container", AgentAddr: addr}}}
+	if err := os.MkdirAll(filepath.Join(g.stateDir, "ledger", s.RunKey), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := publishFleet(fleetsDir(g.stateDir), s); err != nil {
+	if err := g.fleets().Publish(s); err != nil {
 		t.Fatal(err)
 	}
 	return g
@@ -368,7 +370,7 @@ func oneGuestFleet(t *testing.T, addr string) *globalOptions {
 func TestFleetExecIntoAGuestNotAnswering(t *testing.T) {
 	for name, addr := range deadGuestCases(t) {
 		g := oneGuestFleet(t, addr)
-		code, err := fleetExec(g, "", "c-0", []string{"true"}, time.Minute)
+		code, err := g.fleets().Exec("", "c-0", []string{"true"}, time.Minute, io.Discard, io.Discard)
 		var stderr bytes.Buffer
 		code, err = execOutcome(&stderr, code, err)
 		if code != exitNotAnswering || err != nil {
@@ -393,10 +395,35 @@ func TestFleetExecIntoAGuestNotAnswering(t *testing.T) {
 		"command timed out": {reply: agent.Reply{TimedOut: true}, code: 124},
 	} {
 		g := oneGuestFleet(t, fakeAgent(t, reply(tc.reply)))
-		code, err := fleetExec(g, "edge", "c-0", []string{"true"}, time.Minute)
+		code, err := g.fleets().Exec("edge", "c-0", []string{"true"}, time.Minute, io.Discard, io.Discard)
 		code, err = execOutcome(new(bytes.Buffer), code, err)
 		if code != tc.code || !errors.Is(err, tc.err) {
 			t.Errorf("%s: exit %d, error %v; want %d, %v", name, code, err, tc.code, tc.err)
+		}
+	}
+}
+
+// A fleet named wrongly, or not named where several are up, is a usage
+// error (exit 2) whichever fleet command is given it.
+func TestFleetNameMistakesExit2(t *testing.T) {
+	testutil.RequiresRoot(t) // status, exec and down refuse to run without it
+	c := newCLI(t)
+	g := oneGuestFleet(t, filepath.Join(t.TempDir(), "none.sock"))
+	if err := g.fleets().Publish(fleet.State{Name: "other", RunKey: "r2-000000"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fleet", "up", "default", "--name", "Bad"}, `fleet name "Bad" is not allowed`},
+		{[]string{"fleet", "status", "x.y"}, `fleet name "x.y" is not allowed`},
+		{[]string{"fleet", "down"}, "2 fleets are up (edge, other): name one"},
+		{[]string{"fleet", "exec", "c-0", "--", "true"}, "2 fleets are up (edge, other): name one"},
+	} {
+		_, stderr, code := c.run(append([]string{"--state-dir", g.stateDir}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("vfleet %q: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 		}
 	}
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/fleet"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -34,11 +36,11 @@ workloads:
 // upFleet runs `fleet up` to its end (the CLI exits) and returns the
 // fleet's state file. The fleet is taken down when the test ends, whatever
 // happened to it.
-func upFleet(t *testing.T, c *cli, scenarioText, name string) fleetState {
+func upFleet(t *testing.T, c *cli, scenarioText, name string) fleet.State {
 	t.Helper()
-	fleets := fleetsDir(testutil.StateRoot())
+	fleets := fleet.At(testutil.StateRoot(), io.Discard)
 	t.Cleanup(func() {
-		if _, err := readFleet(fleets, name); err == nil {
+		if _, err := fleets.Read(name); err == nil {
 			c.run("fleet", "down", name)
 		}
 	})
@@ -46,7 +48,7 @@ func upFleet(t *testing.T, c *cli, scenarioText, name string) fleetState {
 	if code != 0 || !strings.Contains(stdout, "fleet "+name+" is up") {
 		t.Fatalf("fleet up: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	s, err := readFleet(fleets, name)
+	s, err := fleets.Read(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +56,11 @@ func upFleet(t *testing.T, c *cli, scenarioText, name string) fleetState {
 }
 
 // fleetProcesses lists the fleet's guest processes still running.
-func fleetProcesses(s fleetState) []int {
+func fleetProcesses(s fleet.State) []int {
 	var out []int
 	for _, g := range s.Guests {
 		for _, pid := range g.PIDs {
-			if processRunning(pid) {
+			if fleet.ProcessRunning(pid) {
 				out = append(out, pid)
 			}
 		}
@@ -113,7 +115,7 @@ func TestFleetOutlivesTheCLIAndDownRemovesEverything(t *testing.T) {
 	if left := processesRootedIn(runDir); len(left) > 0 {
 		t.Errorf("processes still rooted in the fleet's state after down: %v", left)
 	}
-	for _, p := range []string{runDir, filepath.Join(ledgerRoot(testutil.StateRoot()), s.RunKey), fleetPath(fleetsDir(testutil.StateRoot()), s.Name)} {
+	for _, p := range []string{runDir, filepath.Join(testutil.StateRoot(), "ledger", s.RunKey), fleet.At(testutil.StateRoot(), io.Discard).Path(s.Name)} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there after down (%v)", p, err)
 		}
@@ -157,7 +159,7 @@ func TestCleanRemovesANetworkedFleet(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "fleet itest-netfleet is gone") {
 		t.Fatalf("status of a cleaned fleet: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	if _, err := os.Stat(fleetPath(fleetsDir(testutil.StateRoot()), s.Name)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(fleet.At(testutil.StateRoot(), io.Discard).Path(s.Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the cleaned fleet's state file is still there (%v)", err)
 	}
 	if stdout, _, _ = c.run("fleet", "status"); !strings.Contains(stdout, "no fleet is up") {

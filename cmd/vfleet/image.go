@@ -12,6 +12,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -36,7 +37,7 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 			progress := newProgress()
 			ctx, cancel := signalContext(progress)
 			defer cancel()
-			img, err := ensureImageFor(ctx, g, progress, image.Variant{Arch: arch, KernelFlavour: flavour}, rebuild)
+			img, err := session.EnsureImage(ctx, g.session(progress), image.Variant{Arch: arch, KernelFlavour: flavour}, rebuild)
 			progress.Done()
 			if err != nil {
 				return err

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/report"
+	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/telemetry"
 	"github.com/vfleet/vfleet/internal/version"
 )
@@ -120,28 +120,9 @@ func (g *globalOptions) db() string {
 	return filepath.Join(g.stateDir, dbFileName)
 }
 
-// agentBinary finds the static agent: the flag, else beside this executable.
-func (g *globalOptions) agentBinary() (string, error) { return g.agentBinaryFor(image.HostArch) }
-
-// agentBinaryFor finds the static agent of an architecture: --agent (or
-// vfleet-agent next to vfleet) for the host's, and that path with
-// -ARCH appended for another, as scripts/build.sh cross-builds it.
-func (g *globalOptions) agentBinaryFor(arch string) (string, error) {
-	p := g.agentPath
-	if p == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return "", fmt.Errorf("find vfleet-agent: %w", err)
-		}
-		p = filepath.Join(filepath.Dir(self), "vfleet-agent")
-	}
-	if arch != image.HostArch {
-		p += "-" + arch
-	}
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s not found (the %s agent); build it with scripts/build.sh, or pass --agent with the host's agent beside it", p, arch)
-	}
-	return p, nil
+// session is where the guests of run, audit and fleet up are prepared.
+func (g *globalOptions) session(progress *telemetry.Progress) session.Config {
+	return session.Config{StateDir: g.stateDir, AgentPath: g.agentPath, Progress: progress, Warnings: os.Stderr}
 }
 
 func requireRoot(what string) error {

@@ -13,18 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/container"
-	"github.com/vfleet/vfleet/internal/hostinfo"
-	"github.com/vfleet/vfleet/internal/image"
-	"github.com/vfleet/vfleet/internal/image/native"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
-	"github.com/vfleet/vfleet/internal/telemetry"
-	"github.com/vfleet/vfleet/internal/tools"
-	"github.com/vfleet/vfleet/internal/version"
-	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 const defaultScenario = "default"
@@ -68,7 +60,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	began := time.Now()
 	var specs []*scenario.Spec
 	for _, ref := range refs {
-		spec, err := scenario.Load(ref, scenarioOptions(g))
+		spec, err := scenario.Load(ref, session.ScenarioOptions(g.stateDir))
 		if err != nil {
 			return usageError{err}
 		}
@@ -91,37 +83,12 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	ctx, cancel := signalContext(progress)
 	defer cancel()
 
-	for _, spec := range specs {
-		if err := probeKinds(ctx, spec); err != nil {
-			return err
-		}
-	}
-	img, err := ensureImage(ctx, g, progress, false)
+	sess, err := session.Prepare(ctx, g.session(progress), specs...)
 	if err != nil {
 		return err
 	}
-	images, err := prepareGuestImages(ctx, g, progress, specs...)
-	if err != nil {
-		return err
-	}
-	host, err := fingerprint(ctx, img, specs...)
-	if err != nil {
-		return err
-	}
-	abortOrphans(ctx, st, nil)
-
-	opts := runner.Options{
-		Store:       st,
-		StateRoot:   g.stateDir,
-		RootFS:      img.RootFS,
-		AgentPath:   img.AgentPath,
-		Images:      images.users,
-		AgentBinary: images.agentBinary,
-		Variants:    images.variants,
-		Host:        host,
-		Progress:    progress,
-		AuditOnly:   auditOnly != nil,
-	}
+	opts := sess.Options(ctx, st)
+	opts.AuditOnly = auditOnly != nil
 	observer, stopObserving, err := obs.start(ctx, progress.Logf)
 	if err != nil {
 		return err
@@ -258,187 +225,4 @@ func checkWritable(flag, path string, fi os.FileInfo) error {
 		return fmt.Errorf("%s %s: cannot write it: %w", flag, path, err)
 	}
 	return nil
-}
-
-// abortOrphans marks the runs whose vfleet died as aborted, and says so.
-// It is a courtesy to the store's readers: a failure is only reported.
-func abortOrphans(ctx context.Context, st *store.Store, cleanedKeys map[string]bool) {
-	aborted, err := runner.AbortOrphans(ctx, st, cleanedKeys)
-	for _, r := range aborted {
-		fmt.Fprintf(os.Stderr, "vfleet: run %d (%s) was left running: marked aborted, %s; its samples are kept\n", r.ID, r.ScenarioName, r.StatusReason)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vfleet: could not check for runs whose vfleet died: %v\n", err)
-	}
-}
-
-func scenarioOptions(g *globalOptions) scenario.Options {
-	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest,
-		CheckImage: func(kind, path string) error { return checkImage(g.stateDir, kind, path) }}
-}
-
-// checkImage says whether a group of the kind can run the image at path:
-// a VM boots a disk QEMU can read, the others run an OCI image's root
-// file system, whose blobs all match their descriptors unless it is
-// unpacked under stateDir already. Without qemu-img, the kind's probe
-// says what to install.
-func checkImage(stateDir, kind, path string) error {
-	if !guest.TraitsOf(kind).AgentInGuest {
-		return image.CheckOCI(stateDir, path)
-	}
-	qemuImg, err := tools.Find("qemu-img")
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err = image.InspectDisk(ctx, qemuImg.Path, path)
-	return err
-}
-
-// guestImages are the images a run's guests need besides vfleet's own for
-// this host: users' images, and vfleet's of the architectures its VMs
-// emulate.
-type guestImages struct {
-	users map[string]runner.UserImage
-	// agentBinary is the static agent users' images get brought in.
-	agentBinary string
-	variants    map[image.Variant]runner.VariantImage
-}
-
-// prepareGuestImages unpacks the users' images the scenarios name and
-// builds vfleet's image of each emulated architecture, each once.
-func prepareGuestImages(ctx context.Context, g *globalOptions, progress *telemetry.Progress, specs ...*scenario.Spec) (guestImages, error) {
-	out := guestImages{users: map[string]runner.UserImage{}, variants: map[image.Variant]runner.VariantImage{}}
-	logf := func(line string) { progress.Logf("image: %s", line) }
-	for _, grp := range guestGroups(specs) {
-		v := image.Variant{Arch: grp.Arch, KernelFlavour: grp.KernelFlavour}
-		if _, done := out.variants[v]; !v.Default() && !done {
-			img, err := ensureImageFor(ctx, g, progress, v, false)
-			if err != nil {
-				return out, fmt.Errorf("guest group %q: vfleet's image (%s): %w", grp.Name, v, err)
-			}
-			agentBin, err := g.agentBinaryFor(cmp.Or(v.Arch, image.HostArch))
-			if err != nil {
-				return out, err
-			}
-			out.variants[v] = runner.VariantImage{RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: agentBin}
-		}
-		if _, done := out.users[grp.Image]; grp.Image == "" || done {
-			continue
-		}
-		if guest.TraitsOf(grp.Kind).AgentInGuest {
-			// A VM boots the disk itself, with the agent brought in.
-			out.users[grp.Image] = runner.UserImage{}
-			continue
-		}
-		o, err := image.EnsureOCI(ctx, g.stateDir, grp.Image, logf)
-		if err != nil {
-			return out, fmt.Errorf("guest group %q: %w", grp.Name, err)
-		}
-		out.users[grp.Image] = runner.UserImage{RootFS: o.RootFS, Env: o.Env, Digest: o.Digest}
-	}
-	if len(out.users) == 0 {
-		return out, nil
-	}
-	var err error
-	out.agentBinary, err = g.agentBinary()
-	return out, err
-}
-
-// checkGuest asks the group's kind to accept it; New touches nothing on
-// the host, so this is safe while parsing.
-func checkGuest(g scenario.GuestGroup) error {
-	k, err := guest.Lookup(g.Kind)
-	if err != nil {
-		return err
-	}
-	_, err = k.New(g.GuestSpec(g.Name), guest.Env{})
-	return err
-}
-
-// probeKinds checks, before anything is built or started, that the host
-// can run every kind and runtime the scenario asks for.
-func probeKinds(ctx context.Context, spec *scenario.Spec) error {
-	seen := map[string]bool{}
-	for _, grp := range spec.Guests {
-		key := grp.Kind + "/" + grp.Runtime
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		k, err := guest.Lookup(grp.Kind)
-		if err != nil {
-			return err
-		}
-		if err := k.Probe(ctx, grp.Runtime); err != nil {
-			return fmt.Errorf("guest group %q: %w", grp.Name, err)
-		}
-	}
-	return nil
-}
-
-func ensureImage(ctx context.Context, g *globalOptions, progress *telemetry.Progress, rebuild bool) (*image.Image, error) {
-	return ensureImageFor(ctx, g, progress, image.Variant{}, rebuild)
-}
-
-// ensureImageFor builds (or reuses) one of vfleet's images, with its
-// architecture's agent installed.
-func ensureImageFor(ctx context.Context, g *globalOptions, progress *telemetry.Progress, v image.Variant, rebuild bool) (*image.Image, error) {
-	agentBin, err := g.agentBinaryFor(cmp.Or(v.Arch, image.HostArch))
-	if err != nil {
-		return nil, err
-	}
-	return image.Ensure(ctx, image.EnsureOptions{
-		Root:        g.stateDir,
-		Recipe:      image.RecipeOf(v),
-		AgentBinary: agentBin,
-		Rebuild:     rebuild,
-		Progress:    func(line string) { progress.Logf("image: %s", line) },
-	})
-}
-
-func fingerprint(ctx context.Context, img *image.Image, specs ...*scenario.Spec) (hostinfo.Fingerprint, error) {
-	fp, err := hostinfo.Collect(hostinfo.Options{})
-	if err != nil {
-		return fp, fmt.Errorf("host fingerprint: %w", err)
-	}
-	fp.VfleetVer = version.String()
-	fp.ToolVersions = map[string]string{}
-	for _, p := range programs.Packages() {
-		if v, ok := img.Manifest.Packages[p]; ok {
-			fp.ToolVersions[p] = v
-		}
-	}
-	fp.ToolVersions["image"] = img.Manifest.Hash
-	if img.Manifest.Recipe.Programs != "" {
-		for _, p := range native.Programs {
-			fp.ToolVersions[filepath.Base(p.Name)] = "vfleet's own, source " + native.SourceHash(p)[:12]
-		}
-	}
-	// The runtimes' versions matter as much as the tools': runc releases
-	// change how cgroups are set up.
-	for _, g := range guestGroups(specs) {
-		if g.Kind != container.KindName {
-			continue
-		}
-		rt := g.Runtime
-		if rt == "" {
-			rt = container.DefaultRuntime
-		}
-		if t, err := tools.Find(rt); err == nil {
-			if v, err := tools.Version(ctx, t); err == nil {
-				fp.ToolVersions[rt] = v
-			}
-		}
-	}
-	return fp, nil
-}
-
-func guestGroups(specs []*scenario.Spec) []scenario.GuestGroup {
-	var out []scenario.GuestGroup
-	for _, s := range specs {
-		out = append(out, s.Guests...)
-	}
-	return out
 }

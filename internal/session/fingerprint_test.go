@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestFingerprintRecordsEveryWorkloadsPackage(t *testing.T) {
 			}
 		}
 	}
-	fp, err := fingerprint(context.Background(), img)
+	fp, err := fingerprint(context.Background(), img, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

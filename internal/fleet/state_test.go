@@ -1,8 +1,9 @@
-package main
+package fleet
 
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,36 +18,37 @@ import (
 
 func TestFleetNames(t *testing.T) {
 	for _, ok := range []string{"quick", "a", "net-2"} {
-		if err := checkFleetName(ok); err != nil {
+		if err := CheckName(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "../etc", "Quick", "-x", "a/b", ".hidden", strings.Repeat("a", 41)} {
-		if err := checkFleetName(bad); err == nil {
+		if err := CheckName(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 }
 
 func TestFleetStatePublishReadList(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "fleets")
-	want := fleetState{Name: "quick", RunID: 7, RunKey: "r7-abcdef", Scenario: "quick", Source: "/s.yaml", DB: "/r.db",
+	d := At(t.TempDir(), io.Discard)
+	dir := d.dir()
+	want := State{Name: "quick", RunID: 7, RunKey: "r7-abcdef", Scenario: "quick", Source: "/s.yaml", DB: "/r.db",
 		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-		Guests:  []fleetGuest{{Name: "host", Group: "host", Kind: "host", AgentAddr: "/a.sock", PIDs: []int{42}}}}
-	if err := publishFleet(dir, want); err != nil {
+		Guests:  []Guest{{Name: "host", Group: "host", Kind: "host", AgentAddr: "/a.sock", PIDs: []int{42}}}}
+	if err := d.Publish(want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readFleet(dir, "quick")
+	got, err := d.Read("quick")
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("read back %+v, %v; want %+v", got, err, want)
 	}
 
 	other := want
 	other.RunID = 8
-	if err := publishFleet(dir, other); !errors.Is(err, errFleetExists) {
-		t.Fatalf("publishing over a fleet: err = %v, want errFleetExists", err)
+	if err := d.Publish(other); !errors.Is(err, ErrExists) {
+		t.Fatalf("publishing over a fleet: err = %v, want ErrExists", err)
 	}
-	if got, _ := readFleet(dir, "quick"); got.RunID != 7 {
+	if got, _ := d.Read("quick"); got.RunID != 7 {
 		t.Fatalf("the first fleet's state was replaced: %+v", got)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -59,70 +61,71 @@ func TestFleetStatePublishReadList(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o600)
 	second := want
 	second.Name = "net"
-	if err := publishFleet(dir, second); err != nil {
+	if err := d.Publish(second); err != nil {
 		t.Fatal(err)
 	}
-	all, err := listFleets(dir)
+	all, err := d.List()
 	if err != nil || len(all) != 2 || all[0].Name != "net" || all[1].Name != "quick" {
-		t.Fatalf("listFleets = %+v, %v; want net and quick", all, err)
+		t.Fatalf("List = %+v, %v; want net and quick", all, err)
 	}
 
-	if err := removeFleet(dir, "net"); err != nil {
+	if err := d.Remove("net"); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeFleet(dir, "net"); err != nil {
+	if err := d.Remove("net"); err != nil {
 		t.Fatalf("removing a removed fleet: %v", err)
 	}
 	var nf noFleetError
-	if _, err := readFleet(dir, "net"); !errors.As(err, &nf) || !reflect.DeepEqual(nf.others, []string{"quick"}) {
+	if _, err := d.Read("net"); !errors.As(err, &nf) || !reflect.DeepEqual(nf.others, []string{"quick"}) {
 		t.Fatalf("reading a removed fleet: %v; want noFleetError listing quick", err)
 	}
 }
 
 func TestFleetStateRejectsCorruptFileClearly(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(fleetPath(dir, "bad"), []byte("{not json"), 0o600)
-	_, err := readFleet(dir, "bad")
-	if err == nil || !strings.Contains(err.Error(), fleetPath(dir, "bad")) {
+	d := At(t.TempDir(), io.Discard)
+	os.MkdirAll(d.dir(), 0o700)
+	os.WriteFile(d.Path("bad"), []byte("{not json"), 0o600)
+	_, err := d.Read("bad")
+	if err == nil || !strings.Contains(err.Error(), d.Path("bad")) {
 		t.Fatalf("corrupt state file: %v; want an error naming the file", err)
 	}
-	if _, err := readFleet(dir, "../bad"); err == nil || errors.As(err, new(noFleetError)) {
+	if _, err := d.Read("../bad"); err == nil || errors.Is(err, ErrNoFleet) {
 		t.Fatalf("a name with a path in it must be refused as a name: %v", err)
 	}
 }
 
 func TestResolveFleet(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := resolveFleet(dir, ""); !errors.As(err, new(noFleetError)) {
+	d := At(t.TempDir(), io.Discard)
+	if _, err := d.Resolve(""); !errors.Is(err, ErrNoFleet) {
 		t.Fatalf("no fleets: %v", err)
 	}
 	for _, n := range []string{"a", "b"} {
-		if err := publishFleet(dir, fleetState{Name: n}); err != nil {
+		if err := d.Publish(State{Name: n}); err != nil {
 			t.Fatal(err)
 		}
-		s, err := resolveFleet(dir, "")
+		s, err := d.Resolve("")
 		if n == "a" && (err != nil || s.Name != "a") {
 			t.Fatalf("the only fleet: %+v, %v", s, err)
 		}
-		if n == "b" && (err == nil || !errors.As(err, new(usageError))) {
+		if n == "b" && (err == nil || !errors.Is(err, ErrUsage)) {
 			t.Fatalf("two fleets, none named: %v", err)
 		}
 	}
-	if s, err := resolveFleet(dir, "b"); err != nil || s.Name != "b" {
+	if s, err := d.Resolve("b"); err != nil || s.Name != "b" {
 		t.Fatalf("named: %+v, %v", s, err)
 	}
 }
 
 func TestFleetGoneOnceItsLedgerIs(t *testing.T) {
-	stateDir := t.TempDir()
-	s := fleetState{Name: "x", RunKey: "r1-000000"}
-	if !fleetGone(stateDir, s.RunKey) {
+	d := At(t.TempDir(), io.Discard)
+	s := State{Name: "x", RunKey: "r1-000000"}
+	if !d.Gone(s.RunKey) {
 		t.Fatal("a fleet without a ledger is gone")
 	}
-	if err := os.MkdirAll(filepath.Join(ledgerRoot(stateDir), s.RunKey), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.ledgerRoot(), s.RunKey), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if fleetGone(stateDir, s.RunKey) {
+	if d.Gone(s.RunKey) {
 		t.Fatal("a fleet with its ledger is not gone")
 	}
 }
@@ -139,18 +142,18 @@ func TestFleetGuestsInPlanOrderWithAgents(t *testing.T) {
 		"c-0":             {Group: "c", Kind: "container", Runtime: "runc", Details: map[string]string{"agent_addr": "/c.sock"}},
 		scenario.PeerName: {Group: scenario.PeerName, Kind: "host"},
 	}
-	got := fleetGuests(plan, records, map[string][]int{"host": {1}, "vm": {2}, "c-0": {3}})
-	want := []fleetGuest{
+	got := guests(plan, records, map[string][]int{"host": {1}, "vm": {2}, "c-0": {3}})
+	want := []Guest{
 		{Name: "host", Group: "host", Kind: "host", AgentAddr: "/h.sock", PIDs: []int{1}},
 		{Name: "vm", Group: "vm", Kind: "vm", Runtime: "q35", AgentAddr: "/v.sock", PIDs: []int{2}},
 		{Name: "c-0", Group: "c", Kind: "container", Runtime: "runc", AgentAddr: "/c.sock", PIDs: []int{3}},
 		{Name: scenario.PeerName, Group: scenario.PeerName, Kind: "host"},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("fleetGuests =\n%+v\nwant\n%+v", got, want)
+		t.Fatalf("guests =\n%+v\nwant\n%+v", got, want)
 	}
-	s := fleetState{Name: "f", Guests: got}
-	if _, err := s.guest("nope"); err == nil || !strings.Contains(err.Error(), "guests: host, vm, c-0, peer") {
+	s := State{Name: "f", Guests: got}
+	if _, err := s.Guest("nope"); err == nil || !strings.Contains(err.Error(), "guests: host, vm, c-0, peer") {
 		t.Fatalf("unknown guest: %v; want the known names", err)
 	}
 }
@@ -188,13 +191,13 @@ func TestForgetFleetKeepsAnAbortedRun(t *testing.T) {
 	if _, err := st.AbortRun(ctx, aborted, "its fleet was removed by 'vfleet clean'", time.Now().UTC()); err != nil {
 		t.Fatal(err)
 	}
-	fleets := filepath.Join(dir, "fleets")
+	d := At(dir, io.Discard)
 	for _, id := range []int64{aborted, running} {
-		s := fleetState{Name: "quick", RunID: id, RunKey: "r-fleet", DB: db, Started: time.Now().UTC()}
-		if err := publishFleet(fleets, s); err != nil {
+		s := State{Name: "quick", RunID: id, RunKey: "r-fleet", DB: db, Started: time.Now().UTC()}
+		if err := d.Publish(s); err != nil {
 			t.Fatal(err)
 		}
-		forgetFleet(ctx, fleets, s)
+		d.Forget(ctx, s)
 	}
 	for id, want := range map[int64]string{aborted: store.StatusAborted, running: store.StatusComplete} {
 		if r, err := st.GetRun(ctx, id); err != nil || r.Status != want {

@@ -1,0 +1,49 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/tools"
+)
+
+// ScenarioOptions check a scenario against the kinds compiled in and the
+// images its groups name; users' OCI images already unpacked under
+// stateDir are not read again.
+func ScenarioOptions(stateDir string) scenario.Options {
+	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest,
+		CheckImage: func(kind, path string) error { return checkImage(stateDir, kind, path) }}
+}
+
+// checkImage says whether a group of the kind can run the image at path:
+// a VM boots a disk QEMU can read, the others run an OCI image's root
+// file system, whose blobs all match their descriptors unless it is
+// unpacked under stateDir already. Without qemu-img, the kind's probe
+// says what to install.
+func checkImage(stateDir, kind, path string) error {
+	if !guest.TraitsOf(kind).AgentInGuest {
+		return image.CheckOCI(stateDir, path)
+	}
+	qemuImg, err := tools.Find("qemu-img")
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = image.InspectDisk(ctx, qemuImg.Path, path)
+	return err
+}
+
+// checkGuest asks the group's kind to accept it; New touches nothing on
+// the host, so this is safe while parsing.
+func checkGuest(g scenario.GuestGroup) error {
+	k, err := guest.Lookup(g.Kind)
+	if err != nil {
+		return err
+	}
+	_, err = k.New(g.GuestSpec(g.Name), guest.Env{})
+	return err
+}
