@@ -15,6 +15,8 @@ import (
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
+func TestMain(m *testing.M) { guesttest.Main(m) }
+
 // TestGuestConformance is the suite every registered kind passes, on
 // guests of its defaults or of its guest.Conformable spec: a new kind gets
 // all of it by registering itself in a package this one imports. A kind

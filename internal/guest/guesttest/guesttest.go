@@ -1,9 +1,10 @@
 // Package guesttest is the conformance suite every guest kind passes: the
 // same start, agent call, isolation, timeout, stop, double stop,
-// cancellation and no-leak tests, so a kind cannot quietly differ from
-// the others in how it behaves. It asks the kind for nothing but what the
-// registry has: its Probe, its Traits, and its guest.Conformable spec if
-// it has one.
+// cancellation and no-leak tests, what the kind's traits claim, each of
+// its security profiles and a detached launch, so a kind cannot quietly
+// differ from the others in how it behaves. It asks the kind for nothing
+// but what the registry has: its Probe, its Traits, and its
+// guest.Conformable spec if it has one.
 package guesttest
 
 import (
@@ -107,13 +108,16 @@ func newGuest(t *testing.T, o Options, spec guest.Spec) (guest.Guest, guest.Env)
 	return g, e
 }
 
-// Run runs the suite.
+// Run runs the suite; the test package must call Main from its TestMain.
 func Run(t *testing.T, o Options) {
 	testutil.RequiresRoot(t)
 	probeKind(t, o)
 	t.Run("Lifecycle", func(t *testing.T) { lifecycle(t, o) })
 	t.Run("CancelledStart", func(t *testing.T) { cancelledStart(t, o) })
 	t.Run("CancelDuringStart", func(t *testing.T) { cancelDuringStart(t, o) })
+	t.Run("Traits", func(t *testing.T) { traits(t, o) })
+	t.Run("Security", func(t *testing.T) { security(t, o) })
+	t.Run("Detached", func(t *testing.T) { detached(t, o) })
 }
 
 // profiles are the security profiles the kind takes, its default first.
@@ -240,5 +244,46 @@ func cancelDuringStart(t *testing.T, o Options) {
 		if stopErr := g.Stop(context.Background()); stopErr != nil {
 			t.Errorf("stop after a start interrupted at %s (start err %v): %v", after, err, stopErr)
 		}
+	}
+}
+
+// security starts a guest under each profile the kind takes but its
+// default (Lifecycle's), explicitly named: it must work and say so. A
+// profile the kind does not take is refused before anything starts.
+func security(t *testing.T, o Options) {
+	taken := profiles(o.Kind.Name())
+	for _, p := range guest.SecurityProfiles {
+		if slices.Contains(taken, p) {
+			continue
+		}
+		spec := o.spec("conf-s")
+		spec.Security = p
+		if _, err := o.Kind.New(spec, guest.Env{}); err == nil {
+			t.Errorf("security %q, which the kind does not take (it takes %v), was accepted", p, taken)
+		}
+	}
+	for _, p := range taken[1:] {
+		t.Run(p, func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			defer testutil.CheckLeaks(t, before)
+			spec := o.spec("conf-s")
+			spec.Security = p
+			g, _ := newGuest(t, o, spec)
+			ctx := context.Background()
+			if err := g.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer g.Stop(ctx)
+			if got := g.Info().Details["security"]; got != p {
+				t.Errorf("a guest under security %s records %q", p, got)
+			}
+			r, err := g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "touch probe && echo ok"}, Dir: g.Info().ScratchDir})
+			if err != nil || strings.TrimSpace(string(r.Stdout)) != "ok" {
+				t.Errorf("exec under security %s: %v %+v", p, err, r)
+			}
+			if err := g.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
