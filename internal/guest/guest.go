@@ -317,6 +317,16 @@ type WithTraits interface {
 	Traits() Traits
 }
 
+// Conformable is implemented by a kind whose guests in the conformance
+// suite every kind passes (guesttest) start from more than the kind's
+// defaults, the zero Spec: ConformanceSpec is the least spec that checks
+// what the kind's runs use (a container's limits), on any host its Probe
+// accepts. The suite adds the name, and what each of its checks needs (a
+// network, a pin, a profile).
+type Conformable interface {
+	ConformanceSpec() Spec
+}
+
 // TraitsOf returns the Traits of a registered kind; an unknown kind has
 // the zero Traits (its name is refused elsewhere).
 func TraitsOf(kind string) Traits {

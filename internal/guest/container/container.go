@@ -33,6 +33,12 @@ func (kind) Name() string { return KindName }
 // the zero traits say; it takes the security profiles of containers.
 func (kind) Traits() guest.Traits { return guest.Traits{Security: containerSecurity} }
 
+// ConformanceSpec: the suite's containers run within a CPU set and a
+// memory limit, as a run's do.
+func (kind) ConformanceSpec() guest.Spec {
+	return guest.Spec{CPUs: "0", MemoryBytes: 512 << 20}
+}
+
 // MinMemory is the least memory limit a container starts with: runc's
 // init, a Go program, and vfleet's agent are charged to it.
 const MinMemory = 16 << 20

@@ -11,18 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/guesttest"
-	"github.com/vfleet/vfleet/internal/testutil"
 )
-
-func TestConformanceRunc(t *testing.T) {
-	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, "runc", "runc")
-	img := testutil.Image(t)
-	k, _ := guest.Lookup(KindName)
-	guesttest.Run(t, guesttest.Options{Kind: k, Spec: guest.Spec{Runtime: "runc", CPUs: "0", MemoryBytes: 512 << 20},
-		RootFS: img.RootFS, AgentPath: img.AgentPath, Isolated: true})
-}
 
 func TestProbeUnknownAndMissingRuntimes(t *testing.T) {
 	k, _ := guest.Lookup(KindName)

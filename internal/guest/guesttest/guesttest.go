@@ -1,7 +1,10 @@
 // Package guesttest is the conformance suite every guest kind passes: the
 // same start, agent call, isolation, timeout, stop, double stop,
-// cancellation and no-leak tests, so a kind cannot quietly differ from the
-// others in how it behaves.
+// cancellation and no-leak tests, what the kind's traits claim, each of
+// its security profiles and a detached launch, so a kind cannot quietly
+// differ from the others in how it behaves. It asks the kind for nothing
+// but what the registry has: its Probe, its Traits, and its
+// guest.Conformable spec if it has one.
 package guesttest
 
 import (
@@ -9,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,30 +26,81 @@ import (
 // Options describe the kind under test.
 type Options struct {
 	Kind guest.Kind
-	// Spec is a template; the suite sets the name.
-	Spec guest.Spec
 	// RootFS and AgentPath come from the guest image.
 	RootFS, AgentPath string
-	// Isolated says the guest has its own UTS namespace, so a process in it
-	// sees the guest's name as its hostname.
-	Isolated bool
+}
+
+// spec is the kind's conformance spec, named.
+func (o Options) spec(name string) guest.Spec {
+	var s guest.Spec
+	if c, ok := o.Kind.(guest.Conformable); ok {
+		s = c.ConformanceSpec()
+	}
+	s.Name, s.Kind = name, o.Kind.Name()
+	return s
+}
+
+// RequiredKindsEnv names the kinds a test host promises to run, separated
+// by commas, or "all". A kind whose Probe refuses this host is skipped,
+// with the probe's reason, unless the host promised it: there the refusal
+// is a failure, so a probe that regresses into refusing cannot pass as a
+// host without the capability.
+const RequiredKindsEnv = "VFLEET_TEST_KINDS"
+
+// probeKind skips the test when this host cannot run the kind's conformance
+// guests, as its Probe says; a refusal that does not wrap
+// guest.ErrNotSupported with a reason, or of a kind RequiredKindsEnv
+// names, fails it.
+func probeKind(t *testing.T, o Options) {
+	t.Helper()
+	k := o.Kind
+	fail, why := probeVerdict(k.Name(), k.Probe(context.Background(), o.spec("").Runtime), required(k.Name()))
+	switch {
+	case why == "":
+	case fail:
+		t.Fatal(why)
+	default:
+		t.Skip(why)
+	}
+}
+
+// probeVerdict says what a kind's probe result, err, makes of the suite:
+// no reason to run it, or a reason to skip it or to fail.
+func probeVerdict(kind string, err error, required bool) (fail bool, why string) {
+	switch {
+	case err == nil:
+		return false, ""
+	case err == guest.ErrNotSupported: // the bare sentinel itself, not one wrapping a reason
+		return true, fmt.Sprintf("probe of kind %s: a bare %v says nothing of what is missing", kind, err)
+	case !errors.Is(err, guest.ErrNotSupported):
+		return true, fmt.Sprintf("probe of kind %s: %v (a refusal must wrap guest.ErrNotSupported)", kind, err)
+	case required:
+		return true, fmt.Sprintf("kind %s must run on this host (%s=%s): %v", kind, RequiredKindsEnv, os.Getenv(RequiredKindsEnv), err)
+	}
+	return false, fmt.Sprintf("kind %s cannot run on this host: %v", kind, err)
+}
+
+func required(kind string) bool {
+	list := strings.Split(os.Getenv(RequiredKindsEnv), ",")
+	return slices.Contains(list, "all") || slices.Contains(list, kind)
+}
+
+// runID names a test's run: its cgroups and containers are the host's,
+// and the pid keeps two packages' suites, run at once, apart.
+func runID(t *testing.T) string {
+	return fmt.Sprintf("t%d%s", os.Getpid(), strings.ToLower(t.Name()[len(t.Name())-3:]))
 }
 
 // env returns a fresh run environment whose ledger must end empty.
 func env(t *testing.T, o Options) guest.Env {
 	t.Helper()
 	root, led := testutil.Ledger(t)
-	// The run's id names its cgroups and containers, which are the host's:
-	// the pid keeps two packages' suites, run at once, apart.
-	id := fmt.Sprintf("t%d%s", os.Getpid(), strings.ToLower(t.Name()[len(t.Name())-3:]))
-	return guest.Env{RunID: id, RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
+	return guest.Env{RunID: runID(t), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
 }
 
-func newGuest(t *testing.T, o Options, name string) (guest.Guest, guest.Env) {
+func newGuest(t *testing.T, o Options, spec guest.Spec) (guest.Guest, guest.Env) {
 	t.Helper()
 	e := env(t, o)
-	spec := o.Spec
-	spec.Name = name
 	g, err := o.Kind.New(spec, e)
 	if err != nil {
 		t.Fatal(err)
@@ -53,22 +108,30 @@ func newGuest(t *testing.T, o Options, name string) (guest.Guest, guest.Env) {
 	return g, e
 }
 
-// Run runs the suite.
+// Run runs the suite; the test package must call Main from its TestMain.
 func Run(t *testing.T, o Options) {
 	testutil.RequiresRoot(t)
-	if err := o.Kind.Probe(context.Background(), o.Spec.Runtime); err != nil {
-		t.Fatalf("probe: %v (the kind must work on the test host)", err)
-	}
+	probeKind(t, o)
 	t.Run("Lifecycle", func(t *testing.T) { lifecycle(t, o) })
-	t.Run("BadRequests", func(t *testing.T) { badRequests(t, o) })
 	t.Run("CancelledStart", func(t *testing.T) { cancelledStart(t, o) })
 	t.Run("CancelDuringStart", func(t *testing.T) { cancelDuringStart(t, o) })
+	t.Run("Traits", func(t *testing.T) { traits(t, o) })
+	t.Run("Security", func(t *testing.T) { security(t, o) })
+	t.Run("Detached", func(t *testing.T) { detached(t, o) })
+}
+
+// profiles are the security profiles the kind takes, its default first.
+func profiles(kind string) []string {
+	if p := guest.TraitsOf(kind).Security; len(p) > 0 {
+		return p
+	}
+	return []string{guest.SecurityUnconfined}
 }
 
 func lifecycle(t *testing.T, o Options) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	g, e := newGuest(t, o, "conf-a")
+	g, e := newGuest(t, o, o.spec("conf-a"))
 	ctx := context.Background()
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -83,6 +146,11 @@ func lifecycle(t *testing.T, o Options) {
 	if info.BootTime <= 0 || len(info.PIDs) == 0 || info.ScratchDir == "" || info.Kind != o.Kind.Name() {
 		t.Errorf("info = %+v", info)
 	}
+	// A guest that names no profile runs under its kind's default, and
+	// its record says which.
+	if got, want := info.Details["security"], profiles(o.Kind.Name())[0]; got != want {
+		t.Errorf("a guest of the kind's defaults records security %q, want its default %q", got, want)
+	}
 	r, err := g.Exec(ctx, agent.Request{Argv: []string{o.AgentPath, "--version"}})
 	if err != nil || !r.Succeeded() || !strings.Contains(string(r.Stdout), "vfleet-agent") {
 		t.Fatalf("agent --version: %v %+v", err, r)
@@ -91,8 +159,16 @@ func lifecycle(t *testing.T, o Options) {
 	if err != nil || !r.Succeeded() {
 		t.Fatalf("hostname: %v %+v", err, r)
 	}
-	if got := strings.TrimSpace(string(r.Stdout)); o.Isolated && got != "conf-a" {
-		t.Errorf("process sees hostname %q, want the guest's name: not isolated", got)
+	// A kind that confines nothing is the bare host, which keeps the
+	// host's name; any other gives its guest a name of its own.
+	want := "conf-a"
+	if len(guest.TraitsOf(o.Kind.Name()).Security) == 0 {
+		if want, err = os.Hostname(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.TrimSpace(string(r.Stdout)); got != want {
+		t.Errorf("process sees hostname %q, want %q", got, want)
 	}
 	// The identity files say what the kernel says, and resolve both
 	// localhost and the guest's own name, as a container runtime's do.
@@ -107,6 +183,14 @@ func lifecycle(t *testing.T, o Options) {
 	r, err = g.Exec(ctx, agent.Request{Argv: []string{"sleep", "10"}, TimeoutMS: 200})
 	if err != nil || !r.TimedOut {
 		t.Errorf("timeout not enforced: %v %+v", err, r)
+	}
+	_, err = g.Exec(ctx, agent.Request{Argv: []string{"/no/such/tool"}})
+	if !errors.Is(err, agent.ErrRemote) {
+		t.Errorf("missing binary: err = %v, want ErrRemote", err)
+	}
+	r, err = g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "exit 7"}})
+	if err != nil || r.ExitCode != 7 {
+		t.Errorf("exit status lost: %v %+v", err, r)
 	}
 	// A daemon leaves the agent's session and process group, and its
 	// parent exits: only the guest's cgroup still holds it.
@@ -136,29 +220,10 @@ func lifecycle(t *testing.T, o Options) {
 	}
 }
 
-func badRequests(t *testing.T, o Options) {
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	g, _ := newGuest(t, o, "conf-b")
-	ctx := context.Background()
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer g.Stop(ctx)
-	_, err := g.Exec(ctx, agent.Request{Argv: []string{"/no/such/tool"}})
-	if !errors.Is(err, agent.ErrRemote) {
-		t.Fatalf("missing binary: err = %v, want ErrRemote", err)
-	}
-	r, err := g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "exit 7"}})
-	if err != nil || r.ExitCode != 7 {
-		t.Fatalf("exit status lost: %v %+v", err, r)
-	}
-}
-
 func cancelledStart(t *testing.T, o Options) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	g, _ := newGuest(t, o, "conf-c")
+	g, _ := newGuest(t, o, o.spec("conf-c"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := g.Start(ctx); err == nil {
@@ -171,7 +236,7 @@ func cancelDuringStart(t *testing.T, o Options) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	for _, after := range []time.Duration{time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond} {
-		g, _ := newGuest(t, o, "conf-d")
+		g, _ := newGuest(t, o, o.spec("conf-d"))
 		ctx, cancel := context.WithTimeout(context.Background(), after)
 		err := g.Start(ctx)
 		cancel()
@@ -179,5 +244,46 @@ func cancelDuringStart(t *testing.T, o Options) {
 		if stopErr := g.Stop(context.Background()); stopErr != nil {
 			t.Errorf("stop after a start interrupted at %s (start err %v): %v", after, err, stopErr)
 		}
+	}
+}
+
+// security starts a guest under each profile the kind takes but its
+// default (Lifecycle's), explicitly named: it must work and say so. A
+// profile the kind does not take is refused before anything starts.
+func security(t *testing.T, o Options) {
+	taken := profiles(o.Kind.Name())
+	for _, p := range guest.SecurityProfiles {
+		if slices.Contains(taken, p) {
+			continue
+		}
+		spec := o.spec("conf-s")
+		spec.Security = p
+		if _, err := o.Kind.New(spec, guest.Env{}); err == nil {
+			t.Errorf("security %q, which the kind does not take (it takes %v), was accepted", p, taken)
+		}
+	}
+	for _, p := range taken[1:] {
+		t.Run(p, func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			defer testutil.CheckLeaks(t, before)
+			spec := o.spec("conf-s")
+			spec.Security = p
+			g, _ := newGuest(t, o, spec)
+			ctx := context.Background()
+			if err := g.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer g.Stop(ctx)
+			if got := g.Info().Details["security"]; got != p {
+				t.Errorf("a guest under security %s records %q", p, got)
+			}
+			r, err := g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "touch probe && echo ok"}, Dir: g.Info().ScratchDir})
+			if err != nil || strings.TrimSpace(string(r.Stdout)) != "ok" {
+				t.Errorf("exec under security %s: %v %+v", p, err, r)
+			}
+			if err := g.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -4,19 +4,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/guesttest"
-	"github.com/vfleet/vfleet/internal/testutil"
 )
-
-func TestConformance(t *testing.T) {
-	testutil.RequiresRoot(t)
-	img := testutil.Image(t)
-	k, err := guest.Lookup(KindName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	guesttest.Run(t, guesttest.Options{Kind: k, RootFS: img.RootFS, AgentPath: img.AgentPath})
-}
 
 func TestLimitsAreRefused(t *testing.T) {
 	k, _ := guest.Lookup(KindName)

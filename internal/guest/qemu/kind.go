@@ -55,6 +55,10 @@ func (kind) Traits() guest.Traits {
 	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: vmSecurity}
 }
 
+// ConformanceSpec: the suite's VMs are emulated (TCG), which works on
+// every host; whether KVM does is TestAccelKVM's question.
+func (kind) ConformanceSpec() guest.Spec { return guest.Spec{Accel: AccelTCG} }
+
 // Probe checks that the tools every VM guest needs are installed; the
 // QEMU of a guest's architecture is looked for by New. Whether an
 // accelerator works is decided per guest at start, by booting a kernel.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/testutil"
@@ -22,15 +21,6 @@ import (
 
 // Integration tests run under TCG: it works on every host, and KVM is not
 // assumed to (nested virtualisation often lacks it).
-
-func TestConformanceQ35(t *testing.T) {
-	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
-	img := testutil.Image(t)
-	k, _ := guest.Lookup(KindName)
-	guesttest.Run(t, guesttest.Options{Kind: k, Spec: guest.Spec{Runtime: MachineQ35, Accel: AccelTCG},
-		RootFS: img.RootFS, AgentPath: img.AgentPath, Isolated: true})
-}
 
 // TestMicroVMWorkloadOnPinnedVCPUs boots the other machine with two
 // pinned vCPUs and a private disk copy, and runs the cpu workload's real

@@ -1,0 +1,107 @@
+package all
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+func TestMain(m *testing.M) { guesttest.Main(m) }
+
+// TestGuestConformance is the suite every registered kind passes, on
+// guests of its defaults or of its guest.Conformable spec: a new kind gets
+// all of it by registering itself in a package this one imports. A kind
+// this host cannot run is skipped with its probe's reason, unless
+// guesttest.RequiredKindsEnv names it.
+func TestGuestConformance(t *testing.T) {
+	testutil.RequiresRoot(t)
+	img := testutil.Image(t)
+	for _, name := range guest.KindNames() {
+		t.Run(name, func(t *testing.T) {
+			k, err := guest.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			guesttest.Run(t, guesttest.Options{Kind: k, RootFS: img.RootFS, AgentPath: img.AgentPath})
+		})
+	}
+}
+
+// TestEveryKindIsCovered fails for a package of the module that registers
+// a guest kind which this package, and so the conformance suite and the
+// vfleet command, do not compile in.
+func TestEveryKindIsCovered(t *testing.T) {
+	root := testutil.ModuleRoot(t)
+	const module = "github.com/vfleet/vfleet"
+	imported := importsOf(t, filepath.Join(root, "internal/guest/all/all.go"))
+	if !importsOf(t, filepath.Join(root, "cmd/vfleet/builtins.go"))[module+"/internal/guest/all"] {
+		t.Error("the vfleet command does not compile in package all: its kinds are not the tested ones")
+	}
+	registering := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok && isGuestRegister(call.Fun) {
+				rel, _ := filepath.Rel(root, filepath.Dir(path))
+				registering[module+"/"+filepath.ToSlash(rel)] = true
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(registering) == 0 {
+		t.Fatal("found no package that registers a guest kind")
+	}
+	for pkg := range registering {
+		if !imported[pkg] {
+			t.Errorf("package %s registers a guest kind that package all does not import: no conformance test runs it", pkg)
+		}
+	}
+}
+
+func isGuestRegister(fun ast.Expr) bool {
+	sel, ok := fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Register" {
+		return false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	return ok && pkg.Name == "guest"
+}
+
+func importsOf(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, spec := range f.Imports {
+		p, _ := strconv.Unquote(spec.Path.Value)
+		out[p] = true
+	}
+	return out
+}
