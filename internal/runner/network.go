@@ -59,8 +59,8 @@ type server struct {
 	cancel context.CancelFunc
 }
 
-// newNetRun builds the network, attaches every planned guest (setting the
-// namespace it joins in its spec) and starts the peer. On error, what was
+// newNetRun builds the network, attaches every guest of the run's plan
+// (setting the namespace or tap it joins in its spec) and starts the peer. On error, what was
 // made is left for close.
 func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key string) (*netRun, error) {
 	var paths []netpath.Path

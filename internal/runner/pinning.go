@@ -132,8 +132,9 @@ func (pl placement) stretch(vcpus int) float64 {
 	return max(float64(vcpus)/float64(pool), 1)
 }
 
-// place applies the scenario's pinning to plan's guests, in place: a
-// container gets a cpuset, a VM its vCPU pinning. Guests whose group pins
+// place applies the scenario's pinning to plan's guests, in place (plan
+// is the run's own copy): a container gets a cpuset, a VM its vCPU
+// pinning. Guests whose group pins
 // them itself and bare-host guests (which take no cpuset: the baseline
 // runs where the host scheduler puts it) are left alone.
 func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {

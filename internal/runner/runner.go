@@ -386,7 +386,10 @@ func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error
 	if err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
-	r := &run{id: id, key: runKey(id), plan: plan, opts: opts, status: store.StatusFailed}
+	// The run resolves its plan (placement, network attachments, adaptive
+	// rounds) in a copy: the caller's plan stays as given, to be run again
+	// or to be both sides of an A/B run.
+	r := &run{id: id, key: runKey(id), plan: plan.Clone(), opts: opts, status: store.StatusFailed}
 	if err := opts.Store.SetRunKey(ctx, id, r.key); err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
@@ -404,8 +407,8 @@ func runKey(id int64) string {
 type run struct {
 	id     int64
 	key    string
-	label  string // "A: " and "B: " in an A/B run
-	plan   *scenario.Plan
+	label  string         // "A: " and "B: " in an A/B run
+	plan   *scenario.Plan // the run's own copy, which it resolves (see newRun)
 	opts   Options
 	status string
 	reason string // why the run ended with status, when it did not complete
