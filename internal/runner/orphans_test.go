@@ -2,12 +2,12 @@ package runner
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/testutil"
 )
 
 func TestAbortOrphansMarksOnlyRunsWhoseOwnerIsGone(t *testing.T) {
@@ -21,18 +21,7 @@ func TestAbortOrphansMarksOnlyRunsWhoseOwnerIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A process that has exited and been reaped stands for a killed vfleet.
-	child := exec.Command("true")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	dead, err := procfs.Find(child.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	dead := testutil.DeadProcess(t)
 	runs := map[string]*store.Run{
 		"live":          {Owner: self, Key: "r1-live"},
 		"dead":          {Owner: dead, Key: "r2-dead"},

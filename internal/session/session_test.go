@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,10 +13,10 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
-	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/testutil"
 )
 
 // probingKind records the runtimes it was probed for and refuses "none".
@@ -176,18 +175,7 @@ func TestOptionsAbortsOrphansAndCarriesThePreparedImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	// A process that has exited and been reaped stands for a killed vfleet.
-	child := exec.Command("true")
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	dead, err := procfs.Find(child.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	dead := testutil.DeadProcess(t)
 	id, err := st.CreateRun(ctx, &store.Run{Owner: dead, ScenarioName: "killed", ScenarioText: []byte("x"), Baseline: "host"})
 	if err != nil {
 		t.Fatal(err)

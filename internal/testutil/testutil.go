@@ -13,6 +13,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // RequiresRoot skips an integration test that needs root, saying why; with
@@ -128,4 +129,22 @@ func Ledger(t testing.TB) (root string, led *ledger.Ledger) {
 		led.Close()
 	})
 	return root, led
+}
+
+// DeadProcess is a process that has exited and been reaped: what a killed
+// vfleet is to the runs and fleets it owned.
+func DeadProcess(t testing.TB) procfs.Process {
+	t.Helper()
+	child := exec.Command("true")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := procfs.Find(child.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return dead
 }
