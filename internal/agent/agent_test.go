@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -162,7 +163,7 @@ func TestServerOps(t *testing.T) {
 	if _, err := c.Do(ctx, Request{Op: "become", Arg: "bad"}); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "become: cannot") {
 		t.Errorf("become bad: %v", err)
 	}
-	if _, err := c.Do(ctx, Request{Op: "reboot"}); err == nil || !strings.Contains(err.Error(), "known: exec, ping, cancel, lookpath, become") {
+	if _, err := c.Do(ctx, Request{Op: "reboot"}); err == nil || !strings.Contains(err.Error(), "known: exec, ping, cancel, lookpath, hello, become") {
 		t.Errorf("unknown op: %v", err)
 	}
 }
@@ -315,5 +316,52 @@ func TestHelloCarriesTheCurrentHostname(t *testing.T) {
 	name.Store("vm-7")
 	if got := dial(t, sock).Hello().Hostname; got != "vm-7" {
 		t.Fatalf("hello after the rename: hostname %q, want vm-7", got)
+	}
+}
+
+// A session whose hello went elsewhere (a VM's serial port, where the
+// guest did not see the last client leave before the next one came) or
+// comes late: the client asks for the hello, and a second one, unasked,
+// is dropped without breaking the session.
+func TestClientAsksForAHelloThatDoesNotCome(t *testing.T) {
+	for name, delay := range map[string]time.Duration{"lost": -1, "late": helloAsk + 500*time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// Kernel sockets, buffered as a real stream is: with a
+			// synchronous pipe the client's request and the late hello
+			// would wait for each other.
+			client, middle := socketPair(t)
+			agentSide, server := socketPair(t)
+			t.Cleanup(func() { client.Close(); middle.Close(); agentSide.Close(); server.Close() })
+			go func() { _ = NewServer("test").ServeConn(ctx, server) }()
+			// The agent's first line, its unasked hello, is dropped or held
+			// back; everything after passes both ways.
+			go func() {
+				r := bufio.NewReader(agentSide)
+				hello, err := r.ReadBytes('\n')
+				if err != nil {
+					return
+				}
+				if delay >= 0 {
+					time.Sleep(delay)
+					if _, err := middle.Write(hello); err != nil {
+						return
+					}
+				}
+				go func() { _, _ = io.Copy(agentSide, middle) }()
+				_, _ = io.Copy(middle, r)
+			}()
+			c, err := NewClient(ctx, client)
+			if err != nil {
+				t.Fatalf("no hello: %v", err)
+			}
+			if c.Hello().V != Version {
+				t.Errorf("hello %+v", c.Hello())
+			}
+			if _, err := c.Do(ctx, Request{Op: OpPing}); err != nil {
+				t.Errorf("ping after the hello: %v", err)
+			}
+		})
 	}
 }

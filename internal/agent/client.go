@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -48,9 +49,7 @@ func Dial(ctx context.Context, socketPath string) (*Client, error) {
 // the agent's hello first.
 func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 64<<10), pending: map[uint64]chan Reply{}}
-	stop := watch(ctx, conn.SetReadDeadline)
-	line, err := c.r.ReadBytes('\n')
-	stop()
+	line, err := c.readHello(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read agent hello: %w", ctxErr(ctx, err))
 	}
@@ -62,6 +61,31 @@ func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 	}
 	go c.readReplies()
 	return c, nil
+}
+
+// helloAsk is how long a client waits for the Hello an agent sends
+// unasked before it asks for one (OpHello). An agent that sent it too, a
+// VM's still booting, answers twice; the second Hello, with no request id,
+// is dropped as a reply nobody waits for.
+const helloAsk = time.Second
+
+// readHello reads the agent's Hello, asking for it after helloAsk.
+func (c *Client) readHello(ctx context.Context) ([]byte, error) {
+	askCtx, cancel := context.WithTimeout(ctx, helloAsk)
+	stop := watch(askCtx, c.conn.SetReadDeadline)
+	first, err := c.r.ReadBytes('\n')
+	stop()
+	cancel()
+	if err == nil || ctx.Err() != nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return first, err
+	}
+	if err := c.send(ctx, Request{V: Version, Op: OpHello}); err != nil {
+		return nil, fmt.Errorf("ask for the hello: %w", err)
+	}
+	stop = watch(ctx, c.conn.SetReadDeadline)
+	rest, err := c.r.ReadBytes('\n')
+	stop()
+	return append(first, rest...), err
 }
 
 // readReplies hands each reply to the request waiting for it until the

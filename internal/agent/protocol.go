@@ -27,6 +27,12 @@ const MaxOutputLimit = 256 << 20
 const (
 	OpExec = "exec"
 	OpPing = "ping"
+	// OpHello asks for the agent's Hello again, which is its answer. A VM's
+	// agent serves one virtio-serial port that the host connects to and
+	// leaves; when the host leaves and comes back at once, the guest may
+	// never see it gone, and the agent, still in the old session, sends no
+	// new Hello. A client that waited helloAsk for one asks.
+	OpHello = "hello"
 	// OpCancel stops the execution whose id is Target; its own reply
 	// still comes, saying how it ended.
 	OpCancel = "cancel"

@@ -115,13 +115,7 @@ const maxInFlight = 64
 // interrupted run).
 func (s *Server) ServeConn(ctx context.Context, rw io.ReadWriter) error {
 	c := &conn{srv: s, enc: json.NewEncoder(rw), running: map[uint64]context.CancelCauseFunc{}}
-	hello := s.Hello
-	if s.hostname != nil {
-		if name, err := s.hostname(); err == nil {
-			hello.Hostname = name
-		}
-	}
-	if err := c.send(hello); err != nil {
+	if err := c.send(s.hello()); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
 	connCtx, hangUp := context.WithCancelCause(ctx)
@@ -182,6 +176,17 @@ func (c *conn) send(v any) error {
 	return c.enc.Encode(v)
 }
 
+// hello is the server's Hello with the name the guest has now.
+func (s *Server) hello() Hello {
+	h := s.Hello
+	if s.hostname != nil {
+		if name, err := s.hostname(); err == nil {
+			h.Hostname = name
+		}
+	}
+	return h
+}
+
 // dispatch answers a request at once, or starts its execution and answers
 // when it ends. The error is a failed write of an immediate answer, or of
 // an execution's answer that ended before.
@@ -191,6 +196,8 @@ func (c *conn) dispatch(ctx context.Context, line []byte) error {
 		return c.send(reply)
 	}
 	switch req.Op {
+	case OpHello:
+		return c.send(c.srv.hello())
 	case OpPing:
 		reply.AgentUnixNS = time.Now().UnixNano()
 	case OpCancel:
@@ -222,7 +229,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte) error {
 	default:
 		op, ok := c.srv.Ops[req.Op]
 		if !ok {
-			known := []string{OpExec, OpPing, OpCancel, OpLookPath}
+			known := []string{OpExec, OpPing, OpCancel, OpLookPath, OpHello}
 			builtin := len(known)
 			for name := range c.srv.Ops {
 				known = append(known, name)

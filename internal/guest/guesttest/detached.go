@@ -142,7 +142,12 @@ func detached(t *testing.T, o Options) {
 	if up.Addr == "" {
 		t.Fatalf("a detached guest names no address to reach its agent at: info %+v", up.Info)
 	}
-	c, err := reattach(ctx, t, up.Addr)
+	// Right after its launcher left, as a fleet's next command comes: a
+	// VM's guest may not have seen the launcher go, and its agent, still
+	// in that session, is asked for its hello.
+	dctx, cancel := context.WithTimeout(ctx, helloWait)
+	c, err := agent.Dial(dctx, up.Addr)
+	cancel()
 	if err != nil {
 		t.Fatalf("the detached guest's agent, once its launcher exited: %v", err)
 	}
@@ -163,27 +168,6 @@ func detached(t *testing.T, o Options) {
 	}
 }
 
-// helloWait bounds one wait for the agent's hello on a re-attach: the
-// agent is up already, and answers at once or not at all.
+// helloWait bounds the wait for the agent's hello on a re-attach: the
+// agent is up already, and a lost hello is asked for after a second.
 const helloWait = 5 * time.Second
-
-// reattach connects to a detached guest's agent as a fleet's later command
-// does. A VM's one-client channel can lose the hello of a client that
-// comes right after the previous one left (the guest may take the close
-// and the new open as one, and its agent keeps serving the old session),
-// and the client then waits for nothing: until a client can ask for the
-// hello again, a lost one is logged and the client tries again once the
-// guest has had time to see it leave.
-func reattach(ctx context.Context, t *testing.T, addr string) (*agent.Client, error) {
-	deadline := time.Now().Add(guest.ReadyTimeout)
-	for {
-		dctx, cancel := context.WithTimeout(ctx, helloWait)
-		c, err := agent.Dial(dctx, addr)
-		cancel()
-		if err == nil || time.Now().After(deadline) || !errors.Is(err, context.DeadlineExceeded) {
-			return c, err
-		}
-		t.Logf("re-attach to %s: %v; trying again", addr, err)
-		time.Sleep(time.Second)
-	}
-}
