@@ -330,7 +330,7 @@ func installAgent(img *Image, binary string, progress func(string)) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	if err := CopyFile(binary, dst+".new", 0o755, maxAgentBytes); err != nil {
+	if err := regfile.CopyFile(binary, dst+".new", 0o755, maxAgentBytes); err != nil {
 		return fmt.Errorf("image: install agent: %w", err)
 	}
 	if err := os.Rename(dst+".new", dst); err != nil {
@@ -353,20 +353,6 @@ func FileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// CopyFile copies the regular file src, of at most max bytes, to dst,
-// created with mode.
-func CopyFile(src, dst string, mode os.FileMode, max int64) error {
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := regfile.Copy(out, src, max); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // removeStaleBuilds deletes the temporary directories a killed build of

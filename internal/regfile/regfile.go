@@ -95,6 +95,20 @@ func Copy(w io.Writer, path string, max int64) (int64, error) {
 	return n, checkSize(path, n, max)
 }
 
+// CopyFile copies the regular file src, of at most max bytes, to dst,
+// created with mode.
+func CopyFile(src, dst string, mode os.FileMode, max int64) error {
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := Copy(out, src, max); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
 func checkSize(path string, size, max int64) error {
 	if size > max {
 		return fmt.Errorf("%s is %w: %d bytes, and at most %s are allowed", path, ErrTooLarge, size, Bytes(max))

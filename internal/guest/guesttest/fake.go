@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -86,11 +87,7 @@ func (f *Fake) CutOutput(cut agent.Cut) {
 func (f *Fake) Timeouts() map[string]time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]time.Duration, len(f.timeout))
-	for k, v := range f.timeout {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.timeout)
 }
 
 // SetClockSkew puts the named guest's clock d ahead of the host's.
@@ -113,11 +110,7 @@ func (f *Fake) SetStartWait(guestName string, d time.Duration) {
 func (f *Fake) StartedAt() map[string]time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]time.Time, len(f.startAt))
-	for k, v := range f.startAt {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.startAt)
 }
 
 // SetOutput changes what requests get from now on; it may be called from

@@ -10,6 +10,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
@@ -48,7 +49,7 @@ func (g *Guest) userBoot(ctx context.Context, qemuImg string, tscKHz int64, shar
 			return userDiskBoot{}, err
 		}
 		fw := &firmwareFiles{Code: g.archSpec.uefi.code, Vars: filepath.Join(g.dir, "efivars.fd")}
-		if err := image.CopyFile(g.archSpec.uefi.vars, fw.Vars, 0o600, guest.MaxFirmwareBytes); err != nil {
+		if err := regfile.CopyFile(g.archSpec.uefi.vars, fw.Vars, 0o600, guest.MaxFirmwareBytes); err != nil {
 			return userDiskBoot{}, err
 		}
 		seed := filepath.Join(g.dir, "seed.iso")
