@@ -18,6 +18,20 @@ func daemonize(id string) string {
 	return `setsid sh -c "sleep ` + id + `" >/dev/null 2>&1 </dev/null &`
 }
 
+// awaitDaemon says whether `sleep ID` runs within a minute: the command
+// that started it in the background may return before it has exec'd.
+func awaitDaemon(t *testing.T, id string) bool {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for len(testutil.RunningWithArgs(t, "sleep", id)) == 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
 // latestRunKey is the key of the latest run in c's database: it names the
 // run's ledger and cgroups.
 func (c *cli) latestRunKey() string {
@@ -112,7 +126,7 @@ workloads:
 	if _, stderr, code := c.run("fleet", "exec", "bare", "--", "sh", "-c", daemonize("3175")); code != 0 {
 		t.Fatalf("fleet exec: exit %d: %s", code, stderr)
 	}
-	if len(testutil.RunningWithArgs(t, "sleep", "3175")) != 1 {
+	if !awaitDaemon(t, "3175") {
 		t.Fatal("the daemon is not running after fleet exec (the test must be able to fail)")
 	}
 	stdout, stderr, code := c.run("fleet", "down", "itest-daemon")
@@ -144,14 +158,10 @@ workloads:
         - {name: val, unit: n, better: higher, regex: 'val ([0-9]+)'}
 `), "measure:")
 	key := c.latestRunKey()
-	deadline := time.Now().Add(time.Minute)
-	for len(testutil.RunningWithArgs(t, "sleep", "3177")) == 0 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatal("the daemon never started")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !awaitDaemon(t, "3177") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the daemon never started")
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
