@@ -53,9 +53,9 @@ func init() {
 func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
 	probed.probed = nil
 	spec := &scenario.Spec{Guests: []scenario.GuestGroup{
-		{Name: "a", Kind: probed.name, Runtime: "r1"},
-		{Name: "b", Kind: probed.name, Runtime: "r1"},
-		{Name: "c", Kind: probed.name, Runtime: "r2"},
+		{Name: "a", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
+		{Name: "b", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
+		{Name: "c", Spec: guest.Spec{Kind: probed.name, Runtime: "r2"}},
 	}}
 	if err := probeKinds(context.Background(), spec); err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
 		t.Fatalf("probed runtimes %v, want %v", probed.probed, want)
 	}
 
-	spec.Guests = append(spec.Guests, scenario.GuestGroup{Name: "d", Kind: probed.name, Runtime: "none"})
+	spec.Guests = append(spec.Guests, scenario.GuestGroup{Name: "d", Spec: guest.Spec{Kind: probed.name, Runtime: "none"}})
 	err := probeKinds(context.Background(), spec)
 	if !errors.Is(err, errNoRuntime) || !strings.Contains(err.Error(), `guest group "d"`) {
 		t.Fatalf("probing a runtime the host lacks: %v; want it, naming group d", err)
@@ -75,7 +75,7 @@ func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
 // no agent is needed to learn that.
 func TestPrepareProbesBeforeBuilding(t *testing.T) {
 	cfg := Config{StateDir: t.TempDir(), AgentPath: filepath.Join(t.TempDir(), "no-agent")}
-	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Kind: probed.name, Runtime: "none"}}}
+	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Spec: guest.Spec{Kind: probed.name, Runtime: "none"}}}}
 	if _, err := Prepare(context.Background(), cfg, spec); !errors.Is(err, errNoRuntime) {
 		t.Fatalf("Prepare = %v; want the probe's refusal", err)
 	}
@@ -117,9 +117,9 @@ func TestPrepareGuestImagesLeavesAVMDiskAloneAndFindsTheAgent(t *testing.T) {
 	agent := filepath.Join(t.TempDir(), "vfleet-agent")
 	cfg := Config{StateDir: t.TempDir(), AgentPath: agent}
 	specs := []*scenario.Spec{{Guests: []scenario.GuestGroup{
-		{Name: "plain", Kind: inGuest.name},
-		{Name: "disk", Kind: inGuest.name, Image: "/disks/a.qcow2"},
-	}}, {Guests: []scenario.GuestGroup{{Name: "again", Kind: inGuest.name, Image: "/disks/a.qcow2"}}}}
+		{Name: "plain", Spec: guest.Spec{Kind: inGuest.name}},
+		{Name: "disk", Spec: guest.Spec{Kind: inGuest.name, Image: "/disks/a.qcow2"}},
+	}}, {Guests: []scenario.GuestGroup{{Name: "again", Spec: guest.Spec{Kind: inGuest.name, Image: "/disks/a.qcow2"}}}}}
 	if _, err := prepareGuestImages(context.Background(), cfg, specs); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("without the agent: %v", err)
 	}
