@@ -291,6 +291,27 @@ type Conformable interface {
 	ConformanceSpec() Spec
 }
 
+// WithProgram is implemented by kinds whose guests run a program of the
+// host's whose release changes what they measure (an OCI runtime, QEMU):
+// a run records its version beside the measuring tools'.
+type WithProgram interface {
+	// Program names the host program (as internal/tools knows it) that
+	// runs a guest of this spec.
+	Program(spec Spec) string
+}
+
+// ProgramOf names the host program that runs a guest of spec's kind, ""
+// for a kind that runs none.
+func ProgramOf(spec Spec) string {
+	regMu.RLock()
+	k := kinds[spec.Kind]
+	regMu.RUnlock()
+	if p, ok := k.(WithProgram); ok {
+		return p.Program(spec)
+	}
+	return ""
+}
+
 // TraitsOf returns the Traits of a registered kind; an unknown kind has
 // the zero Traits (its name is refused elsewhere).
 func TraitsOf(kind string) Traits {

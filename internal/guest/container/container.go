@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,10 @@ func (kind) Traits() guest.Traits {
 	return guest.Traits{Security: containerSecurity, RealTimeOnRequest: true}
 }
 
+// Program: a container's runtime; its releases change how cgroups are
+// set up.
+func (kind) Program(spec guest.Spec) string { return cmp.Or(spec.Runtime, DefaultRuntime) }
+
 // Fields: rt_priority grants the container's processes real-time
 // scheduling up to that priority.
 func (kind) Fields() []guest.Field {
@@ -52,10 +57,7 @@ func (kind) ConformanceSpec() guest.Spec {
 const MinMemory = 16 << 20
 
 func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
-	rt := spec.Runtime
-	if rt == "" {
-		rt = DefaultRuntime
-	}
+	rt := kind{}.Program(spec)
 	if _, ok := runtimeInfo[rt]; !ok {
 		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: runc, crun, runsc, kata-runtime)", spec.Name, rt)
 	}

@@ -55,6 +55,15 @@ func (kind) Traits() guest.Traits {
 	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: vmSecurity}
 }
 
+// Program: the QEMU of the guest's architecture, whose releases change
+// devices, machines and TCG.
+func (kind) Program(spec guest.Spec) string {
+	if _, a, err := archOf(spec.Arch); err == nil {
+		return a.qemu
+	}
+	return ""
+}
+
 // ConformanceSpec: the suite's VMs are emulated (TCG), which works on
 // every host; whether KVM does is TestAccelKVM's question.
 func (kind) ConformanceSpec() guest.Spec { return guest.Spec{Accel: AccelTCG} }
