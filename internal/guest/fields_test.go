@@ -72,3 +72,19 @@ func TestCheckSpecRefusesWhatTheKindDoesNotTake(t *testing.T) {
 		t.Errorf("KindsTaking(accel) = %v", got)
 	}
 }
+
+// leftoverKind keeps state of its own, as an OCI runtime does.
+type leftoverKind struct{ fieldKind }
+
+var leftoverState []string
+
+func (leftoverKind) Leftovers() []string { return leftoverState }
+
+func init() { Register(leftoverKind{fieldKind{name: "fields-leftover"}}) }
+
+func TestLeftoversAsksEveryKindThatKeepsState(t *testing.T) {
+	leftoverState = []string{"record c1"}
+	if got := Leftovers(); len(got) != 1 || got[0] != "record c1" {
+		t.Fatalf("Leftovers() = %v", got)
+	}
+}

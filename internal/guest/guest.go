@@ -300,6 +300,29 @@ type WithProgram interface {
 	Program(spec Spec) string
 }
 
+// WithLeftovers is implemented by kinds whose guests leave state of their
+// own that a run's teardown must remove, beyond the processes, mounts,
+// cgroups, namespaces and links every kind may leave (a runtime's record
+// of a container): tests' leak checks ask for it before and after.
+type WithLeftovers interface {
+	// Leftovers lists what exists now, each entry naming what it is.
+	Leftovers() []string
+}
+
+// Leftovers lists what every registered kind reports of its own state.
+func Leftovers() []string {
+	var out []string
+	for _, name := range KindNames() {
+		regMu.RLock()
+		k := kinds[name]
+		regMu.RUnlock()
+		if l, ok := k.(WithLeftovers); ok {
+			out = append(out, l.Leftovers()...)
+		}
+	}
+	return out
+}
+
 // ProgramOf names the host program that runs a guest of spec's kind, ""
 // for a kind that runs none.
 func ProgramOf(spec Spec) string {
