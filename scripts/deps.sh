@@ -53,6 +53,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now prometheus >/dev/null 2>&1 || true
   fi
+  # vfleet wires LXC guests into its own data paths; the package's lxc-net
+  # service would only add a bridge (lxcbr0) and a DHCP server nobody uses.
+  if [[ " ${missing[*]} " == *" lxc "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now lxc-net >/dev/null 2>&1 || true
+  fi
   # Each run on the ovs path starts Open vSwitch daemons of its own; the
   # package's system service would only run a switch nobody uses.
   if [[ " ${missing[*]} " == *" openvswitch-switch "* ]] && [ -d /run/systemd/system ]; then
