@@ -1,0 +1,289 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sort"
+
+	"github.com/vfleet/vfleet/internal/stats"
+)
+
+// Measurer measures one fleet size: launches that many guests of the
+// scaled group, runs the scenario's steps and returns the group's
+// samples. Each call is a fresh fleet; the search pools the calls of one
+// size. id names the measurement for the record (a stored run's ID).
+type Measurer interface {
+	Measure(ctx context.Context, size int) (samples []Sample, id int64, err error)
+}
+
+// Config is what a search looks for and how far it may go.
+type Config struct {
+	SLOs []SLO
+	// Max is the largest size to try.
+	Max int
+	// Confidence is the level of the intervals every verdict rests on.
+	Confidence float64
+	// Limit, when above 0, is the largest size the host can hold, and
+	// LimitReason what runs out beyond it; no size above it is launched.
+	Limit       int
+	LimitReason string
+	// Rounds bounds the measurements of one size: a size still too close
+	// to call after them is uncertain. 0 means DefaultRounds.
+	Rounds int
+	// Budget bounds the measurements of the whole search; 0 means
+	// enough for the doubling and the bisection at Rounds each.
+	Budget int
+}
+
+// DefaultRounds is how many times a size too close to call is measured.
+const DefaultRounds = 3
+
+// Outcome says how a search ended.
+type Outcome string
+
+const (
+	// Found: the largest size that holds is known, and the next one up
+	// was measured not to hold.
+	Found Outcome = "found"
+	// FirstFails: the first size, one guest, does not hold.
+	FirstFails Outcome = "first-fails"
+	// HitMax: every size up to Max holds.
+	HitMax Outcome = "hit-max"
+	// HitLimit: every size up to the host's limit holds; a larger one
+	// would not fit.
+	HitLimit Outcome = "hit-limit"
+	// OutOfBudget: the search used its measurements before it narrowed
+	// the answer to one size.
+	OutOfBudget Outcome = "out-of-budget"
+)
+
+// Point is one size as the search measured it.
+type Point struct {
+	Size int `json:"size"`
+	// Measurements are the IDs of the measurements pooled for it.
+	Measurements []int64 `json:"measurements"`
+	Checks       []Check `json:"checks"`
+	Verdict      Verdict `json:"verdict"`
+}
+
+// Result is the search's answer and everything it rests on.
+type Result struct {
+	Outcome Outcome `json:"outcome"`
+	// Answer is the largest size shown to meet every SLO; 0 when none.
+	Answer int `json:"answer"`
+	// Next is the smallest measured size above Answer that did not hold
+	// (fails or uncertain), 0 when none was; Limiting is the SLO it
+	// failed or could not be shown to meet, -1 when none.
+	Next     int `json:"next,omitempty"`
+	Limiting int `json:"limiting_slo"`
+	// BandLow and BandHigh bound the sizes too close to call: above the
+	// answer, below the smallest size that fails; both 0 when the answer
+	// is followed by a failing size.
+	BandLow  int `json:"band_low,omitempty"`
+	BandHigh int `json:"band_high,omitempty"`
+	// Points are every size measured, smallest first.
+	Points       []Point `json:"points"`
+	Measurements int     `json:"measurements"`
+	Confidence   float64 `json:"confidence"`
+	Limit        int     `json:"limit,omitempty"`
+	LimitReason  string  `json:"limit_reason,omitempty"`
+}
+
+// ErrConfig is matched by the errors of a configuration that cannot
+// search.
+var ErrConfig = errors.New("invalid capacity search")
+
+// Search grows the fleet by doubling from one guest until a size does not
+// meet every SLO (or Max or the host's limit is reached), then bisects
+// between the largest size that held and the smallest that did not. Each
+// size is measured until every SLO is decided at the confidence, or one
+// fails, or Rounds measurements leave it uncertain; an uncertain size
+// counts as not holding, so the answer is a size shown to hold. It
+// assumes what it bounds degrades with the fleet's size: it measures no
+// size between two whose verdicts it already has.
+func Search(ctx context.Context, m Measurer, cfg Config) (*Result, error) {
+	if len(cfg.SLOs) == 0 || cfg.Max < 1 || cfg.Confidence <= 0 || cfg.Confidence >= 1 {
+		return nil, fmt.Errorf("%w: want at least one SLO, a maximum of 1 or more and a confidence between 0 and 1", ErrConfig)
+	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = DefaultRounds
+	}
+	if cfg.Budget <= 0 {
+		// Doubling to Max, then bisecting back down: two sizes per
+		// power of two at most, and the first.
+		cfg.Budget = cfg.Rounds * (2*bits.Len(uint(cfg.Max)) + 1)
+	}
+	s := &search{m: m, cfg: cfg, points: map[int]*Point{}, samples: map[int][]Sample{}}
+	res, err := s.run(ctx)
+	if res != nil {
+		res.Points = s.sorted()
+		res.Measurements = s.used
+		res.Confidence = cfg.Confidence
+		res.Limit, res.LimitReason = cfg.Limit, cfg.LimitReason
+		s.explain(res)
+	}
+	return res, err
+}
+
+type search struct {
+	m       Measurer
+	cfg     Config
+	points  map[int]*Point
+	samples map[int][]Sample
+	alone   []stats.Summary
+	used    int
+}
+
+// errBudget ends a search that has used its measurements.
+var errBudget = errors.New("out of budget")
+
+func (s *search) run(ctx context.Context) (*Result, error) {
+	top := s.cfg.Max
+	if s.cfg.Limit > 0 && s.cfg.Limit < top {
+		top = s.cfg.Limit
+	}
+	good, bad := 0, 0 // largest size that held, smallest that did not
+	for size := 1; bad == 0; {
+		v, err := s.decide(ctx, size)
+		switch {
+		case errors.Is(err, errBudget):
+			return &Result{Outcome: OutOfBudget, Answer: good}, nil
+		case err != nil:
+			return &Result{Outcome: OutOfBudget, Answer: good}, err
+		case v != Holds:
+			bad = size
+		case size == top && top == s.cfg.Max:
+			return &Result{Outcome: HitMax, Answer: size}, nil
+		case size == top:
+			return &Result{Outcome: HitLimit, Answer: size}, nil
+		default:
+			good = size
+			size = min(2*size, top)
+		}
+	}
+	if bad == 1 {
+		return &Result{Outcome: FirstFails}, nil
+	}
+	for bad-good > 1 {
+		size := good + (bad-good)/2
+		v, err := s.decide(ctx, size)
+		switch {
+		case errors.Is(err, errBudget):
+			return &Result{Outcome: OutOfBudget, Answer: good}, nil
+		case err != nil:
+			return &Result{Outcome: OutOfBudget, Answer: good}, err
+		case v == Holds:
+			good = size
+		default:
+			bad = size
+		}
+	}
+	return &Result{Outcome: Found, Answer: good}, nil
+}
+
+// decide measures a size until its verdict is known or its rounds are
+// spent.
+func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
+	p := &Point{Size: size}
+	s.points[size] = p
+	for round := 0; round < s.cfg.Rounds; round++ {
+		if s.used >= s.cfg.Budget {
+			if round == 0 {
+				delete(s.points, size)
+			}
+			return Uncertain, errBudget
+		}
+		if err := ctx.Err(); err != nil {
+			if round == 0 {
+				delete(s.points, size)
+			}
+			return Uncertain, err
+		}
+		samples, id, err := s.m.Measure(ctx, size)
+		s.used++
+		if err != nil {
+			if round == 0 {
+				delete(s.points, size)
+			}
+			return Uncertain, fmt.Errorf("measure %d guests: %w", size, err)
+		}
+		if size == 1 && round == 0 {
+			if err := CheckMeasured(s.cfg.SLOs, samples); err != nil {
+				delete(s.points, size)
+				return Uncertain, err
+			}
+		}
+		for i := range samples {
+			samples[i].Round = round
+		}
+		s.samples[size] = append(s.samples[size], samples...)
+		p.Measurements = append(p.Measurements, id)
+		if size == 1 {
+			s.alone = s.alone[:0]
+			for _, slo := range s.cfg.SLOs {
+				s.alone = append(s.alone, aloneSummary(slo, s.samples[1], s.cfg.Confidence))
+			}
+		}
+		p.Checks = p.Checks[:0]
+		for i, slo := range s.cfg.SLOs {
+			p.Checks = append(p.Checks, judge(slo, i, size, s.samples[size], s.alone[i], s.cfg.Confidence))
+		}
+		p.Verdict = overall(p.Checks)
+		if p.Verdict != Uncertain {
+			break
+		}
+	}
+	return p.Verdict, nil
+}
+
+func (s *search) sorted() []Point {
+	out := make([]Point, 0, len(s.points))
+	for _, p := range s.points {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Size < out[j].Size })
+	return out
+}
+
+// explain fills in the size above the answer, the SLO that limits it and
+// the band too close to call: the sizes above the answer and below the
+// smallest that fails, measured uncertain or not measured at all.
+func (s *search) explain(res *Result) {
+	res.Limiting = -1
+	firstFail, lastUncertain := 0, 0
+	for _, p := range res.Points {
+		if p.Size <= res.Answer {
+			continue
+		}
+		if res.Next == 0 {
+			res.Next = p.Size
+			res.Limiting = limiting(p)
+		}
+		if p.Verdict == Fails {
+			firstFail = p.Size
+			break
+		}
+		lastUncertain = p.Size
+	}
+	switch {
+	case firstFail > res.Answer+1:
+		res.BandLow, res.BandHigh = res.Answer+1, firstFail-1
+	case firstFail == 0 && lastUncertain > 0:
+		res.BandLow, res.BandHigh = res.Answer+1, lastUncertain
+	}
+}
+
+// limiting is the SLO a size that did not hold failed, or else the first
+// it could not be shown to meet.
+func limiting(p Point) int {
+	for _, want := range []Verdict{Fails, Uncertain} {
+		for _, c := range p.Checks {
+			if c.Verdict == want {
+				return c.SLO
+			}
+		}
+	}
+	return -1
+}

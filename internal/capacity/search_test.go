@@ -1,0 +1,253 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// curve is a simulated fleet: each guest's true figure at a size, and
+// the noise of one measurement of it, relative.
+type curve struct {
+	metric, unit string
+	at           func(size int) float64
+	noise        float64
+	reps         int
+	// drop, when set, leaves one guest's samples out at sizes from it on.
+	drop int
+}
+
+// simulated measures a curve with seeded noise, counting every size it
+// was asked for.
+type simulated struct {
+	c     curve
+	rng   *rand.Rand
+	asked []int
+}
+
+func newSimulated(c curve, seed uint64) *simulated {
+	if c.reps == 0 {
+		c.reps = 3
+	}
+	return &simulated{c: c, rng: rand.New(rand.NewPCG(seed, 33))}
+}
+
+func (s *simulated) Measure(_ context.Context, size int) ([]Sample, int64, error) {
+	s.asked = append(s.asked, size)
+	var out []Sample
+	for rep := 0; rep < s.c.reps; rep++ {
+		for g := 0; g < size; g++ {
+			if s.c.drop > 0 && size >= s.c.drop && g == 0 {
+				continue
+			}
+			v := s.c.at(size) * (1 + s.c.noise*s.rng.NormFloat64())
+			out = append(out, Sample{Metric: s.c.metric, Unit: s.c.unit, Guest: fmt.Sprint(g), Repetition: rep, Value: v})
+		}
+	}
+	return out, int64(len(s.asked)), nil
+}
+
+func slo(t *testing.T, expr string) SLO {
+	t.Helper()
+	s, err := ParseSLO(expr, Catalog{"cpu": {"events_per_sec"}, "rr": {"net.rtt_us.p99"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// shared is a CPU-bound guest on a 2-CPU host: alone up to two guests,
+// then 1/N of the CPUs each.
+func shared(size int) float64 { return 1000 * min(1, 2/float64(size)) }
+
+// knee holds its score up to 10 guests, then shares.
+func knee(size int) float64 { return 1000 * min(1, 10/float64(size)) }
+
+// cpuCurve is a curve with little noise: whether a size holds is clear
+// unless its true figure sits on the bound.
+func cpuCurve(at func(int) float64) curve {
+	return curve{metric: "cpu.events_per_sec", unit: "events/s", at: at, noise: 0.005}
+}
+
+func TestSearchFindsTheSize(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		curve   curve
+		slo     string
+		max     int
+		want    int
+		outcome Outcome
+	}{
+		{"monotone", cpuCurve(shared), "cpu.events_per_sec >= 0.8 alone", 64, 2, Found},
+		{"knee", cpuCurve(knee), "cpu.events_per_sec >= 0.8 alone", 64, 12, Found},
+		{"knee median", cpuCurve(knee), "median cpu.events_per_sec >= 0.6 alone", 64, 16, Found},
+		// The aggregate falls as 1/√N: 2000 is met up to 6 guests.
+		{"aggregate", cpuCurve(func(n int) float64 { return 5000 / math.Pow(float64(n), 1.5) }), "total cpu.events_per_sec >= 2000", 64, 6, Found},
+		{"plateau", cpuCurve(func(int) float64 { return 1000 }), "cpu.events_per_sec >= 0.8 alone", 20, 20, HitMax},
+		{"absolute latency", curve{metric: "rr.net.rtt_us.p99", unit: "us", at: func(n int) float64 { return 100 + 20*float64(n) }, noise: 0.005},
+			"rr.net.rtt_us.p99 <= 510us", 100, 20, Found},
+		{"first size fails", cpuCurve(shared), "cpu.events_per_sec >= 2000", 64, 0, FirstFails},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newSimulated(tc.curve, 1)
+			res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, tc.slo)}, Max: tc.max, Confidence: 0.95})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Answer != tc.want || res.Outcome != tc.outcome {
+				t.Fatalf("answer %d (%s), want %d (%s); measured %v", res.Answer, res.Outcome, tc.want, tc.outcome, m.asked)
+			}
+			if tc.outcome == Found && (res.Next != tc.want+1 || res.Limiting != 0 || res.BandLow != 0) {
+				t.Errorf("next %d limited by %d, band %d-%d; want %d limited by 0 and no band", res.Next, res.Limiting, res.BandLow, res.BandHigh, tc.want+1)
+			}
+			consistent(t, res)
+		})
+	}
+}
+
+// consistent checks what the search reports against every size it
+// measured: each one at or below the answer held, none above it did.
+func consistent(t *testing.T, res *Result) {
+	t.Helper()
+	for _, p := range res.Points {
+		if held := p.Verdict == Holds; held != (p.Size <= res.Answer) {
+			t.Errorf("answer %d, but size %d %s", res.Answer, p.Size, p.Verdict)
+		}
+	}
+}
+
+// TestSearchFewerThanSweep pins the point of a search: far fewer sizes
+// than a sweep of 1 to 100.
+func TestSearchFewerThanSweep(t *testing.T) {
+	m := newSimulated(cpuCurve(knee), 2)
+	res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}, Max: 100, Confidence: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Answer != 12 || len(m.asked) > 10 {
+		t.Errorf("answer %d after measuring %v", res.Answer, m.asked)
+	}
+}
+
+// TestSearchNoisyAroundTheBound: a curve that crosses the bound slowly,
+// with noise as large as the distance to it near the crossing. Whatever
+// the noise, the answer is a size that truly meets the SLO, every size
+// measured agrees with it, too-close sizes are named as the band, and
+// the search stays within its budget.
+func TestSearchNoisyAroundTheBound(t *testing.T) {
+	slow := func(n int) float64 { return 1000 * (1 - 0.02*float64(n-1)) } // 0.8 of alone at 11
+	wrongOnce := 0
+	for seed := uint64(0); seed < 50; seed++ {
+		c := cpuCurve(slow)
+		c.noise = 0.03
+		m := newSimulated(c, seed)
+		cfg := Config{SLOs: []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}, Max: 40, Confidence: 0.95, Budget: 12}
+		res, err := Search(context.Background(), m, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.asked) > cfg.Budget || res.Measurements != len(m.asked) {
+			t.Fatalf("seed %d: %d measurements (reported %d), budget %d", seed, len(m.asked), res.Measurements, cfg.Budget)
+		}
+		consistent(t, res)
+		if res.Answer > 11 {
+			wrongOnce++
+		}
+		if res.Outcome == Found && res.Next > res.Answer+1 && (res.BandLow != res.Answer+1 || res.BandHigh < res.BandLow) {
+			t.Errorf("seed %d: answer %d, next measured %d, but no band: %+v", seed, res.Answer, res.Next, res)
+		}
+		for _, p := range res.Points {
+			if p.Verdict == Uncertain && (p.Size < res.BandLow || p.Size > res.BandHigh) {
+				t.Errorf("seed %d: size %d uncertain outside the band %d-%d", seed, p.Size, res.BandLow, res.BandHigh)
+			}
+		}
+	}
+	// At 95% an answer past the truth may happen now and then, not often.
+	if wrongOnce > 5 {
+		t.Errorf("%d of 50 searches answered past the size that meets the SLO", wrongOnce)
+	}
+}
+
+// TestSearchUncertainSizeIsRemeasured: a size whose interval straddles
+// the bound is measured again, up to its rounds, and then reported as
+// the band rather than as holding.
+func TestSearchUncertainSizeIsRemeasured(t *testing.T) {
+	// The median guest gets exactly 0.8 of alone at 5 guests: the
+	// interval straddles the bound however often it is measured.
+	c := cpuCurve(func(n int) float64 {
+		if n == 5 {
+			return 800
+		}
+		return 1000 * min(1, 4/float64(n))
+	})
+	c.noise = 0.01
+	m := newSimulated(c, 3)
+	res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "median cpu.events_per_sec >= 0.8 alone")}, Max: 16, Confidence: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fives := 0
+	for _, n := range m.asked {
+		if n == 5 {
+			fives++
+		}
+	}
+	if res.Answer != 4 || fives != DefaultRounds || res.Next != 5 || res.BandLow != 5 || res.BandHigh != 5 {
+		t.Fatalf("answer %d, next %d, band %d-%d, size 5 measured %d times: %v", res.Answer, res.Next, res.BandLow, res.BandHigh, fives, m.asked)
+	}
+	consistent(t, res)
+}
+
+func TestSearchStopsAtTheHostLimit(t *testing.T) {
+	m := newSimulated(cpuCurve(func(int) float64 { return 1000 }), 4)
+	res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}, Max: 100, Confidence: 0.95,
+		Limit: 6, LimitReason: "memory: 6 guests of 1 GiB in 7 GiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != HitLimit || res.Answer != 6 {
+		t.Fatalf("%s at %d, want hit-limit at 6", res.Outcome, res.Answer)
+	}
+	for _, n := range m.asked {
+		if n > 6 {
+			t.Errorf("launched %d guests past the limit: %v", n, m.asked)
+		}
+	}
+}
+
+func TestSearchBudget(t *testing.T) {
+	m := newSimulated(cpuCurve(knee), 5)
+	res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}, Max: 100, Confidence: 0.95, Budget: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != OutOfBudget || len(m.asked) != 4 || res.Answer != 8 {
+		t.Fatalf("%s at %d after %v", res.Outcome, res.Answer, m.asked)
+	}
+}
+
+// TestSearchMissingGuestFails: a size where a guest reported nothing
+// does not fit, whatever the others measured.
+func TestSearchMissingGuestFails(t *testing.T) {
+	c := cpuCurve(func(int) float64 { return 1000 })
+	c.drop = 3
+	m := newSimulated(c, 6)
+	res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "median cpu.events_per_sec >= 0.5 alone")}, Max: 16, Confidence: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Answer != 2 || res.Points[len(res.Points)-1].Checks[0].Missing == 0 {
+		t.Fatalf("answer %d: %+v", res.Answer, res.Points)
+	}
+}
+
+func TestSearchUnknownMetric(t *testing.T) {
+	m := newSimulated(curve{metric: "rr.net.rtt_us.p50", unit: "us", at: func(int) float64 { return 100 }}, 7)
+	_, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "rr.net.rtt_us.p99 <= 1ms")}, Max: 8, Confidence: 0.95})
+	if !errors.Is(err, ErrUnknownMetric) || len(m.asked) != 1 {
+		t.Fatalf("%v after %v", err, m.asked)
+	}
+}
