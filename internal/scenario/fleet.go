@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -256,4 +257,52 @@ func (s *Spec) labelKeys() []string {
 		keys = append(keys, LabelNoise)
 	}
 	return keys
+}
+
+// ErrNotScalable is matched by the error of a scenario a capacity search
+// cannot grow.
+var ErrNotScalable = errors.New("scenario cannot be scaled by one group")
+
+// ScaledGroup returns the one group whose count fleet.scale sets, which a
+// capacity search grows. A search decides each size on one case, so the
+// scenario must have one scaled group, one concurrency mode and one noise
+// profile.
+func (s *Spec) ScaledGroup() (GuestGroup, error) {
+	fail := func(path, format string, args ...any) (GuestGroup, error) {
+		return GuestGroup{}, &FieldError{Source: s.Source, Path: path, Err: ErrNotScalable, Msg: fmt.Sprintf(format, args...)}
+	}
+	var scaled []GuestGroup
+	var names []string
+	for _, g := range s.Guests {
+		if s.scaled(g) {
+			scaled = append(scaled, g)
+			names = append(names, g.Name)
+		}
+	}
+	switch {
+	case len(scaled) == 0:
+		return fail("fleet.scale", "missing: a capacity search grows the one group fleet.scale sets the count of")
+	case len(scaled) > 1:
+		return fail("fleet.scale", "scales %d groups (%s): a capacity search grows one; make the others kind %s or give each its own scenario",
+			len(scaled), strings.Join(names, ", "), BaselineKind)
+	case len(s.Fleet.Modes) > 1:
+		return fail("fleet.concurrency", "lists %d modes: a capacity search decides each size on one (together, the default with fleet.scale)", len(s.Fleet.Modes))
+	case s.Noise != nil && len(s.Noise.Profiles) > 1:
+		return fail("noise.profiles", "lists %d profiles: a capacity search decides each size on one", len(s.Noise.Profiles))
+	}
+	return scaled[0], nil
+}
+
+// AtSize returns a copy of the spec whose one phase launches size guests
+// in each scaled group: one size of a sweep, or of a capacity search,
+// stored as a run of the same scenario whose samples say their fleet size.
+func (s *Spec) AtSize(size int) *Spec {
+	c := s.clone()
+	c.Fleet.Scale = []int{size}
+	for i := range c.Guests {
+		if c.scaled(c.Guests[i]) {
+			c.Guests[i].Count = size
+		}
+	}
+	return c
 }

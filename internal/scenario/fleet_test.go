@@ -210,3 +210,39 @@ workloads:
 		}
 	}
 }
+
+func TestScaledGroupAndAtSize(t *testing.T) {
+	const head = "name: s\nrepetitions: 2\n"
+	const work = "workloads:\n  - workload: scenario-test\n"
+	spec, err := Parse("t.yaml", []byte(head+"fleet: {scale: [1, 10]}\nguests:\n  - kind: host\n  - {name: c, kind: container}\n"+work), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := spec.ScaledGroup()
+	if err != nil || g.Name != "c" {
+		t.Fatalf("scaled group %q, %v; want c", g.Name, err)
+	}
+	plan := spec.AtSize(4).Expand()
+	if len(plan.Phases) != 1 || plan.Phases[0].FleetSize != 4 || len(plan.Phases[0].Scaled) != 4 || len(plan.Guests) != 5 {
+		t.Errorf("at 4: phases %+v, %d guests; want one phase of 4 scaled guests beside the host", plan.Phases, len(plan.Guests))
+	}
+	if !reflect.DeepEqual(spec.Fleet.Scale, []int{1, 10}) || spec.Guests[1].Count != 10 {
+		t.Errorf("AtSize changed the spec: scale %v, count %d", spec.Fleet.Scale, spec.Guests[1].Count)
+	}
+	for _, tc := range []struct{ name, src, want string }{
+		{"no scale", "guests:\n  - {name: c, kind: container}\n", "fleet.scale: missing"},
+		{"two scaled", "fleet: {scale: [1, 2]}\nguests:\n  - {name: a, kind: container}\n  - {name: b, kind: container}\n", "scales 2 groups (a, b)"},
+		{"two modes", "fleet: {scale: [1, 2], concurrency: [alone, together]}\nguests:\n  - {name: c, kind: container}\n", "fleet.concurrency: lists 2 modes"},
+		{"two profiles", "fleet: {scale: [1, 2]}\nnoise: {profiles: [none, cpu]}\nguests:\n  - {name: c, kind: container}\n", "noise.profiles: lists 2 profiles"},
+	} {
+		src := strings.Replace(tc.src, "guests:\n", "guests:\n  - kind: host\n", 1)
+		spec, err := Parse("t.yaml", []byte(head+src+work), opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, err = spec.ScaledGroup()
+		if !errors.Is(err, ErrNotScalable) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -2,7 +2,7 @@
 // embedded SQLite database (modernc.org/sqlite: pure Go, so vfleet stays a
 // static binary without cgo).
 //
-// Schema (version 4):
+// Schema (version 5):
 //
 //	runs(id, scenario_name, scenario_source, scenario_text, scenario_hash,
 //	     baseline, started_ns, finished_ns, status, host_json, guests_json,
@@ -17,6 +17,8 @@
 //	                                              indexed by (run_id, sample_id)
 //	audits(id, run_id, guest, grp, kind, evidence_json, at_ns)
 //	                                              indexed by (run_id, id)
+//	capacity_searches(id, scenario_name, scenario_hash, slos_json,
+//	                  result_json, host_json, started_ns, finished_ns)
 //	schema_migrations(version, applied_ns)
 //
 // Times are stored as integer Unix nanoseconds, 0 meaning unset, and read

@@ -96,6 +96,22 @@ var migrations = []string{
 		at_ns         INTEGER NOT NULL
 	);
 	CREATE INDEX audits_by_run ON audits(run_id, id);`,
+
+	// Version 5: capacity searches. A search is not a run of its own: each
+	// size it measured is an ordinary run of the scenario (its samples
+	// labelled with the fleet size), and this row keeps what ties them
+	// together: the SLOs, the answer and every size's verdict with the
+	// runs behind it (result_json), and the host searched on.
+	`CREATE TABLE capacity_searches (
+		id            INTEGER PRIMARY KEY AUTOINCREMENT,
+		scenario_name TEXT NOT NULL,
+		scenario_hash TEXT NOT NULL,
+		slos_json     TEXT NOT NULL,
+		result_json   TEXT NOT NULL,
+		host_json     TEXT NOT NULL,
+		started_ns    INTEGER NOT NULL,
+		finished_ns   INTEGER NOT NULL
+	);`,
 }
 
 // checkSchema, for a read-only store, fails unless the database has
