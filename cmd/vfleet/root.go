@@ -65,6 +65,7 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario);
 
 	root.AddCommand(
 		newRunCommand(g),
+		newCapacityCommand(g),
 		newAuditCommand(g),
 		newRunsCommand(g),
 		newReportCommand(g),

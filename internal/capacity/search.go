@@ -35,6 +35,8 @@ type Config struct {
 	// Budget bounds the measurements of the whole search; 0 means
 	// enough for the doubling and the bisection at Rounds each.
 	Budget int
+	// Measured, when set, is told of each measurement as it is judged.
+	Measured func(Point)
 }
 
 // DefaultRounds is how many times a size too close to call is measured.
@@ -231,6 +233,9 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 			p.Checks = append(p.Checks, judge(slo, i, size, s.samples[size], s.alone[i], s.cfg.Confidence))
 		}
 		p.Verdict = overall(p.Checks)
+		if s.cfg.Measured != nil {
+			s.cfg.Measured(*p)
+		}
 		if p.Verdict != Uncertain {
 			break
 		}

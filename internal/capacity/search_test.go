@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -249,5 +250,33 @@ func TestSearchUnknownMetric(t *testing.T) {
 	_, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "rr.net.rtt_us.p99 <= 1ms")}, Max: 8, Confidence: 0.95})
 	if !errors.Is(err, ErrUnknownMetric) || len(m.asked) != 1 {
 		t.Fatalf("%v after %v", err, m.asked)
+	}
+}
+
+func TestHeadline(t *testing.T) {
+	slos := []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}
+	m := newSimulated(cpuCurve(knee), 1)
+	res, err := Search(context.Background(), m, Config{SLOs: slos, Max: 64, Confidence: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Headline(slos)
+	want := "largest size that meets every SLO: 12 (holds with 95% confidence); 13 fails `cpu.events_per_sec >= 0.8 alone` (0.76"
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("got  %s\nwant %s…", got, want)
+	}
+	var b strings.Builder
+	if err := res.WriteTable(&b, slos); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(b.String()), "\n"); len(lines) != 1+len(res.Points) || !strings.HasPrefix(lines[1], "1  ") {
+		t.Errorf("table:\n%s", b.String())
+	}
+
+	res = &Result{Outcome: Found, Answer: 4, Next: 5, Limiting: 0, BandLow: 5, BandHigh: 7, Confidence: 0.9,
+		Points: []Point{{Size: 5, Checks: []Check{{Value: 0.8, Low: 0.7, High: 0.9, N: 9, Verdict: Uncertain}}, Verdict: Uncertain}}}
+	want = "largest size that meets every SLO: 4 (holds with 90% confidence); 5 is too close to call for `cpu.events_per_sec >= 0.8 alone` (0.8 [0.7, 0.9] uncertain); 5 to 7 are undecided at this confidence"
+	if got := res.Headline(slos); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

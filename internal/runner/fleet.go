@@ -278,6 +278,13 @@ const (
 	metricFirstRunSpread = "fleet.first_run_spread_us"
 )
 
+// GroupFigure reports whether a metric is one the runner derives over a
+// group's guests (a sum, the overlap of their runs, the spread of their
+// starts), stored under the group's name, rather than a guest's own.
+func GroupFigure(metric string) bool {
+	return strings.HasPrefix(metric, totalPrefix) || metric == metricOverlap || metric == metricStartSkew || metric == metricFirstRunSpread
+}
+
 // summable reports whether a metric is a rate whose sum over guests is
 // the fleet's aggregate (operations, bytes or bits per second).
 func summable(unit string) bool {

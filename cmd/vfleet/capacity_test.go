@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// capacityScenario is a CPU-bound fleet of containers: on two CPUs, two
+// guests each get a whole CPU, a third shares one with another.
+const capacityScenario = `name: capacity
+repetitions: 3
+warmup: 0
+duration: 1s
+baseline: c
+fleet:
+  scale: [%s]
+  pinning: spread
+guests:
+  - {name: c, kind: container, runtime: runc}
+workloads:
+  - workload: cpu
+`
+
+// The bound leaves room for the machine's other work: two guests alone on
+// their CPUs keep about all of their score, three get half for the worst.
+const capacitySLO = "cpu.events_per_sec >= 0.6 alone"
+
+func TestCapacityRefusesBadInput(t *testing.T) {
+	c := newCLI(t)
+	scaled := c.scenario(fmt.Sprintf(capacityScenario, "1, 8"))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"capacity", scaled}, "give at least one --slo"},
+		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec >= 0.8 alone", "--confidence", "1"}, "--confidence 1: want a level between 0 and 1"},
+		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec >= 0.8 alone", "--max", "5000"}, "--max 5000: want a size between 1 and 4096"},
+		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec => 0.8"}, `--slo "cpu.events_per_sec => 0.8": column 20: "=" is not a comparison`},
+		{[]string{"capacity", scaled, "--slo", "fio.read_iops >= 10"}, `column 1: the scenario has no workload "fio"; it can produce cpu.*`},
+		{[]string{"capacity", "default", "--slo", "cpu.events_per_sec >= 0.8 alone"}, "fleet.scale: missing"},
+	} {
+		_, stderr, code := c.run(tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %s; want exit %d and %q", tc.args[2:], code, stderr, exitUsage, tc.want)
+		}
+	}
+}
+
+// capacityJSON is what `vfleet capacity --json` writes, as far as the tests
+// read it.
+type capacityJSON struct {
+	ID     int64
+	Result struct {
+		Outcome      string
+		Answer       int
+		Measurements int
+		Points       []struct {
+			Size    int
+			Verdict string
+		}
+	}
+}
+
+func (c *cli) capacity(scale string, extra ...string) (capacityJSON, string, int) {
+	c.t.Helper()
+	out := c.work + "/capacity.json"
+	args := append([]string{"capacity", c.scenario(fmt.Sprintf(capacityScenario, scale)), "--slo", capacitySLO, "--json", out}, extra...)
+	stdout, stderr, code := c.run(args...)
+	var res capacityJSON
+	if b, err := os.ReadFile(out); err == nil {
+		if err := json.Unmarshal(b, &res); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	return res, stdout + stderr, code
+}
+
+// sweepAnswer runs the scenario's sweep and reads the answer off it as one
+// reads a curve: the largest size up to which the worst guest's mean
+// score is still the bound's share of one guest's.
+func (c *cli) sweepAnswer(scale string, share float64) int {
+	c.t.Helper()
+	if stdout, stderr, code := c.run("run", c.scenario(fmt.Sprintf(capacityScenario, scale)), "--html", "-"); code != 0 {
+		c.t.Fatalf("sweep: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	out, _, code := c.run("report", "latest", "--format", "json")
+	var rep struct {
+		Samples []struct {
+			Guest, Metric string
+			WorkloadID    string `json:"workload_id"`
+			Params        map[string]string
+			Repetition    int
+			Value         float64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		c.t.Fatalf("report json: %v (exit %d)", err, code)
+	}
+	// size → repetition → the worst guest's score
+	worst := map[int]map[int]float64{}
+	for _, s := range rep.Samples {
+		if s.WorkloadID != "cpu" || s.Metric != "events_per_sec" {
+			continue
+		}
+		size, _ := strconv.Atoi(s.Params["fleet_size"])
+		if worst[size] == nil {
+			worst[size] = map[int]float64{}
+		}
+		if v, ok := worst[size][s.Repetition]; !ok || s.Value < v {
+			worst[size][s.Repetition] = s.Value
+		}
+	}
+	mean := func(size int) float64 {
+		sum := 0.0
+		for _, v := range worst[size] {
+			sum += v
+		}
+		return sum / float64(len(worst[size]))
+	}
+	var sizes []int
+	for size := range worst {
+		sizes = append(sizes, size)
+	}
+	sort.Ints(sizes)
+	answer := 0
+	for _, size := range sizes {
+		if mean(size) < share*mean(1) {
+			break
+		}
+		answer = size
+	}
+	return answer
+}
+
+// TestCapacityAgreesWithSweep: on this machine's CPUs, the search's answer
+// for a CPU-bound SLO is the one a sweep of the same scenario gives.
+func TestCapacityAgreesWithSweep(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	res, out, code := c.capacity("1, 8")
+	if code != exitOK || res.Result.Outcome != "found" {
+		t.Fatalf("exit %d, %+v\n%s", code, res.Result, out)
+	}
+	if !strings.Contains(out, "largest size that meets every SLO: ") || !strings.Contains(out, fmt.Sprintf("search %d stored", res.ID)) {
+		t.Errorf("output lacks the answer or the stored search:\n%s", out)
+	}
+	sweep := c.sweepAnswer("1, 2, 3, 4", 0.6)
+	if res.Result.Answer != sweep {
+		t.Errorf("search answered %d (%+v), the sweep %d", res.Result.Answer, res.Result.Points, sweep)
+	}
+}
+
+// TestCapacitySearchAgainstSweep is the benchmark behind docs/fleet.md: the
+// time to the search's answer against a full sweep of 1 to 8 guests, and
+// whether the two agree. Opt-in: VFLEET_CAPACITY_BENCH=1.
+func TestCapacitySearchAgainstSweep(t *testing.T) {
+	if os.Getenv("VFLEET_CAPACITY_BENCH") == "" {
+		t.Skip("a comparison of minutes; set VFLEET_CAPACITY_BENCH=1 to run it")
+	}
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	c := newCLI(t)
+	began := time.Now()
+	res, out, code := c.capacity("1, 8")
+	search := time.Since(began)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	began = time.Now()
+	sweep := c.sweepAnswer("1, 2, 3, 4, 5, 6, 7, 8", 0.6)
+	t.Logf("search: %d in %s over %d runs (%+v); sweep 1-8: %d in %s",
+		res.Result.Answer, search.Round(time.Second), res.Result.Measurements, res.Result.Points, sweep, time.Since(began).Round(time.Second))
+	if res.Result.Answer != sweep {
+		t.Errorf("search answered %d, the sweep %d", res.Result.Answer, sweep)
+	}
+}

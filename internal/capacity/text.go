@@ -1,0 +1,104 @@
+package capacity
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Headline says the answer in a sentence or two: the size, how sure, the
+// size above it and the SLO that stops it there, the band too close to
+// call.
+func (r *Result) Headline(slos []SLO) string {
+	conf := fmt.Sprintf("%.0f%% confidence", 100*r.Confidence)
+	var b strings.Builder
+	switch r.Outcome {
+	case Found:
+		fmt.Fprintf(&b, "largest size that meets every SLO: %d (holds with %s)", r.Answer, conf)
+	case FirstFails:
+		b.WriteString("no size meets every SLO: not even one guest")
+	case HitMax:
+		fmt.Fprintf(&b, "every size up to the maximum meets every SLO: %d (holds with %s); raise --max to search further", r.Answer, conf)
+	case HitLimit:
+		fmt.Fprintf(&b, "largest size the host can hold meets every SLO: %d (holds with %s); more do not fit (%s)", r.Answer, conf, r.LimitReason)
+	case OutOfBudget:
+		fmt.Fprintf(&b, "the search used its %d measurements before it was done: %d holds with %s", r.Measurements, r.Answer, conf)
+	}
+	if p := r.point(r.Next); p != nil && r.Limiting >= 0 {
+		c := p.Checks[r.Limiting]
+		verb := "fails"
+		if c.Verdict == Uncertain {
+			verb = "is too close to call for"
+		}
+		fmt.Fprintf(&b, "; %d %s `%s` (%s)", p.Size, verb, slos[c.SLO].Text, formatCheck(slos[c.SLO], c))
+	}
+	switch {
+	case r.BandLow > 0 && r.BandLow == r.BandHigh:
+		fmt.Fprintf(&b, "; %d is undecided at this confidence", r.BandLow)
+	case r.BandLow > 0:
+		fmt.Fprintf(&b, "; %d to %d are undecided at this confidence", r.BandLow, r.BandHigh)
+	}
+	return b.String()
+}
+
+func (r *Result) point(size int) *Point {
+	for i := range r.Points {
+		if r.Points[i].Size == size {
+			return &r.Points[i]
+		}
+	}
+	return nil
+}
+
+// WriteTable writes every size measured: its verdict, each SLO's figure
+// with its interval, and the runs it was measured in.
+func (r *Result) WriteTable(w io.Writer, slos []SLO) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "SIZE\tVERDICT")
+	for _, s := range slos {
+		fmt.Fprintf(tw, "\t%s", s.Text)
+	}
+	fmt.Fprintln(tw, "\tRUNS")
+	for _, p := range r.Points {
+		fmt.Fprintf(tw, "%d\t%s", p.Size, p.Verdict)
+		for i := range slos {
+			cell := "—"
+			for _, c := range p.Checks {
+				if c.SLO == i {
+					cell = formatCheck(slos[i], c)
+				}
+			}
+			fmt.Fprintf(tw, "\t%s", cell)
+		}
+		runs := make([]string, len(p.Measurements))
+		for i, id := range p.Measurements {
+			runs[i] = fmt.Sprint(id)
+		}
+		fmt.Fprintf(tw, "\t%s\n", strings.Join(runs, ","))
+	}
+	return tw.Flush()
+}
+
+// formatCheck writes a check's figure with its interval, in the bound's
+// terms: a ratio, or a duration in microseconds.
+func formatCheck(s SLO, c Check) string {
+	unit, scale := "", 1.0
+	if s.Duration {
+		unit, scale = "µs", 1e6
+	}
+	out := fmt.Sprintf("%.3g%s [%.3g, %.3g] %s", c.Value*scale, unit, c.Low*scale, c.High*scale, c.Verdict)
+	if c.Missing > 0 {
+		out += fmt.Sprintf(", %d repetitions missing a guest", c.Missing)
+	}
+	return out
+}
+
+// Describe is one line on a size as measured so far, for progress.
+func (p Point) Describe(slos []SLO) string {
+	parts := make([]string, len(p.Checks))
+	for i, c := range p.Checks {
+		parts[i] = fmt.Sprintf("`%s` %s", slos[c.SLO].Text, formatCheck(slos[c.SLO], c))
+	}
+	return fmt.Sprintf("%d guests (measurement %d): %s; %s", p.Size, len(p.Measurements), p.Verdict, strings.Join(parts, "; "))
+}
