@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/capacity"
+	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/stats"
@@ -34,6 +37,7 @@ type capacityFlags struct {
 	max        int
 	confidence float64
 	jsonPath   string
+	htmlPath   string
 }
 
 func newCapacityCommand(g *globalOptions) *cobra.Command {
@@ -66,6 +70,7 @@ size up to --max does, 6 when the measurements ran out first (docs/fleet.md).`,
 	fl.IntVar(&f.max, "max", 0, "the largest size to try (default: the scenario's largest fleet.scale size)")
 	fl.Float64Var(&f.confidence, "confidence", stats.DefaultConfidence, "the confidence each size is decided at")
 	fl.StringVar(&f.jsonPath, "json", "", "also write the search as JSON to this file (\"-\": standard output)")
+	fl.StringVar(&f.htmlPath, "html", "", "where to write the HTML page of the search (default ./vfleet-capacity-ID.html; \"-\" for none)")
 	return cmd
 }
 
@@ -90,6 +95,9 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags) error {
 			return usageError{err}
 		}
 	}
+	if err := checkHTMLPath(f.htmlPath); err != nil {
+		return usageError{err}
+	}
 	if err := requireRoot("vfleet capacity"); err != nil {
 		return err
 	}
@@ -111,8 +119,12 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags) error {
 	res, err := capacity.Search(ctx, &capacity.Fleet{Spec: spec, Group: group.Name, Options: opts, Store: st}, cfg)
 	progress.Done()
 	if err != nil {
-		if interrupted(err) {
+		switch {
+		case interrupted(err):
 			return exitError{exitInterrupted, errors.New("interrupted; the sizes measured so far are kept as runs, the search is not stored")}
+		case errors.Is(err, capacity.ErrUnknownMetric), errors.Is(err, capacity.ErrUnit):
+			// An SLO the first size showed to be wrong.
+			return usageError{err}
 		}
 		return err
 	}
@@ -138,6 +150,13 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags) error {
 		if err := writeJSON(f.jsonPath, rec); err != nil {
 			return err
 		}
+	}
+	if f.htmlPath != "-" {
+		path := cmp.Or(f.htmlPath, fmt.Sprintf("vfleet-capacity-%d.html", rec.ID))
+		if err := writeCapacityHTML(path, res, slos, fmt.Sprintf("vfleet capacity %d · %s · %s", rec.ID, spec.Name, group.Name), opts.Host); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "HTML page: %s\n", path)
 	}
 	return capacityOutcome(res)
 }
@@ -203,6 +222,22 @@ func capacityOutcome(res *capacity.Result) error {
 		return exitError{exitOutOfBudget, errors.New("the search ran out of measurements before it was done")}
 	}
 	return nil
+}
+
+func writeCapacityHTML(path string, res *capacity.Result, slos []capacity.SLO, title string, host hostinfo.Fingerprint) error {
+	page, err := res.Page(title, slos, host)
+	if err != nil {
+		return err
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write HTML page: %w", err)
+	}
+	if err := report.WriteCapacityHTML(file, page); err != nil {
+		file.Close()
+		return fmt.Errorf("write HTML page: %w", err)
+	}
+	return file.Close()
 }
 
 // writeJSON writes v indented to the file at path, or to standard output

@@ -155,7 +155,11 @@ func TestCapacityAgreesWithSweep(t *testing.T) {
 	if !strings.Contains(out, "largest size that meets every SLO: ") || !strings.Contains(out, fmt.Sprintf("search %d stored", res.ID)) {
 		t.Errorf("output lacks the answer or the stored search:\n%s", out)
 	}
+	if page, err := os.ReadFile(fmt.Sprintf("%s/vfleet-capacity-%d.html", c.work, res.ID)); err != nil || !strings.Contains(string(page), `<svg class="scaling"`) {
+		t.Errorf("no HTML page with its plot: %v", err)
+	}
 	sweep := c.sweepAnswer("1, 2, 3, 4", 0.6)
+	t.Logf("search: %d (%+v); sweep: %d", res.Result.Answer, res.Result.Points, sweep)
 	if res.Result.Answer != sweep {
 		t.Errorf("search answered %d (%+v), the sweep %d", res.Result.Answer, res.Result.Points, sweep)
 	}

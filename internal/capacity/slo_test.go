@@ -1,7 +1,9 @@
 package capacity
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -84,5 +86,17 @@ func TestCheckMeasured(t *testing.T) {
 	err = CheckMeasured([]SLO{rtt}, []Sample{{Metric: "rr.net.rtt_us.p99", Unit: "bit/s"}})
 	if !errors.Is(err, ErrUnit) {
 		t.Errorf("a duration bound on a rate: %v", err)
+	}
+}
+
+// TestCheckJSON: a ratio to an alone figure of 0 is not a number; the
+// search's record must still encode.
+func TestCheckJSON(t *testing.T) {
+	b, err := json.Marshal(Check{SLO: 1, Value: math.NaN(), Low: math.Inf(-1), High: 2, N: 3, Verdict: Uncertain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"slo":1,"n":3,"verdict":"uncertain","value":null,"ci_low":null,"ci_high":2}`; string(b) != want {
+		t.Errorf("got %s, want %s", b, want)
 	}
 }

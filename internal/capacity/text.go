@@ -5,6 +5,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/report"
 )
 
 // Headline says the answer in a sentence or two: the size, how sure, the
@@ -101,4 +104,31 @@ func (p Point) Describe(slos []SLO) string {
 		parts[i] = fmt.Sprintf("`%s` %s", slos[c.SLO].Text, formatCheck(slos[c.SLO], c))
 	}
 	return fmt.Sprintf("%d guests (measurement %d): %s; %s", p.Size, len(p.Measurements), p.Verdict, strings.Join(parts, "; "))
+}
+
+// Page is the search as an HTML page's content: a chart per SLO of its
+// figure at every size measured, in the bound's terms (a duration in
+// microseconds).
+func (r *Result) Page(title string, slos []SLO, host hostinfo.Fingerprint) (report.CapacityPage, error) {
+	var table strings.Builder
+	if err := r.WriteTable(&table, slos); err != nil {
+		return report.CapacityPage{}, err
+	}
+	page := report.CapacityPage{Title: title, Headline: r.Headline(slos), Table: table.String(), Host: host}
+	for i, s := range slos {
+		unit, scale := "", 1.0
+		if s.Duration {
+			unit, scale = "us", 1e6
+		}
+		chart := report.CapacityChart{SLO: s.Text, Unit: unit, Bound: s.Bound * scale, Answer: r.Answer}
+		for _, p := range r.Points {
+			for _, c := range p.Checks {
+				if c.SLO == i {
+					chart.Points = append(chart.Points, report.Point{X: float64(p.Size), Y: c.Value * scale, Low: c.Low * scale, High: c.High * scale, N: c.N})
+				}
+			}
+		}
+		page.Charts = append(page.Charts, chart)
+	}
+	return page, nil
 }

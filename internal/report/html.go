@@ -425,4 +425,4 @@ var templateFuncs = template.FuncMap{
 	"arr":         func(v ...any) []any { return v },
 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(templateFuncs).Parse(pageHTML))
+var pageTemplate = template.Must(template.Must(template.New("page").Funcs(templateFuncs).Parse(pageHTML)).Parse(lineChartHTML))

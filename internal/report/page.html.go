@@ -80,19 +80,10 @@ while the baseline idles, (3) all of them concurrently.</p>
 {{if .Scaling}}<h2>Scaling</h2>
 <p class="muted">Where the run has entries of one workload that differ in a single numeric parameter: each group's mean
 of the workload's headline metric at each setting, with its 95% confidence interval as error bars.</p>
-{{range $c := .Scaling}}
+{{range .Scaling}}
 <h3>{{.Title}}</h3>
 {{if .Fixed}}<p class="muted">{{.Fixed}}</p>{{end}}
-<svg class="scaling" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}">
-{{range .XTicks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="{{px $c.Top}}" y2="{{px $c.Bottom}}"/>{{if .Label}}<text x="{{px .X}}" y="{{px $c.Bottom}}" dy="16" text-anchor="middle">{{.Label}}</text>{{end}}
-{{end}}{{range .YTicks}}<line class="grid" x1="{{px $c.Left}}" x2="{{px $c.Right}}" y1="{{px .Y}}" y2="{{px .Y}}"/><text x="{{px $c.Left}}" dx="-6" y="{{px .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
-{{end}}<line class="axis" x1="{{px .Left}}" x2="{{px .Right}}" y1="{{px .Bottom}}" y2="{{px .Bottom}}"/>
-<text x="{{px .Left}}" y="{{px .Top}}" dy="-12">{{.YLabel}}</text><text x="{{px .Left}}" y="{{px .Bottom}}" dy="36">{{.XLabel}}</text>
-{{range .Lines}}{{$l := .}}{{if .Points}}<polyline class="series" stroke="{{.Color}}" points="{{.Points}}"/>
-{{end}}{{range .Marks}}{{if .Bar}}<path class="errbar" stroke="{{$l.Color}}" d="M{{px .X}} {{px .LoY}}V{{px .HiY}}M{{px .X}} {{px .LoY}}m-4 0h8M{{px .X}} {{px .HiY}}m-4 0h8"/>
-{{end}}<circle cx="{{px .X}}" cy="{{px .Y}}" r="4" fill="{{$l.Color}}"><title>{{.Title}}</title></circle>
-{{end}}{{end}}{{range .Lines}}<line class="series" stroke="{{.Color}}" x1="{{px .SwatchX1}}" x2="{{px .SwatchX2}}" y1="{{px .LegendY}}" y2="{{px .LegendY}}"/><text x="{{px .TextX}}" y="{{px .LegendY}}" dominant-baseline="middle">{{.Label}}</text>
-{{end}}</svg>
+{{template "linechart" .}}
 {{end}}{{end}}
 
 {{if .Cost}}<h2>CPU cost of the measuring tool</h2>
@@ -221,3 +212,16 @@ repetitions when they are few. The interval of the change propagates both means'
 </body>
 </html>
 `
+
+// lineChartHTML draws a lineChart (or a type that embeds one) as SVG; the
+// pages that plot series against a number parse it beside their own.
+const lineChartHTML = `{{define "linechart"}}<svg class="scaling" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}">
+{{range .XTicks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="{{px $.Top}}" y2="{{px $.Bottom}}"/>{{if .Label}}<text x="{{px .X}}" y="{{px $.Bottom}}" dy="16" text-anchor="middle">{{.Label}}</text>{{end}}
+{{end}}{{range .YTicks}}<line class="grid" x1="{{px $.Left}}" x2="{{px $.Right}}" y1="{{px .Y}}" y2="{{px .Y}}"/><text x="{{px $.Left}}" dx="-6" y="{{px .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
+{{end}}<line class="axis" x1="{{px .Left}}" x2="{{px .Right}}" y1="{{px .Bottom}}" y2="{{px .Bottom}}"/>
+<text x="{{px .Left}}" y="{{px .Top}}" dy="-12">{{.YLabel}}</text><text x="{{px .Left}}" y="{{px .Bottom}}" dy="36">{{.XLabel}}</text>
+{{range .Lines}}{{$l := .}}{{if .Points}}<polyline class="series" stroke="{{.Color}}" points="{{.Points}}"/>
+{{end}}{{range .Marks}}{{if .Bar}}<path class="errbar" stroke="{{$l.Color}}" d="M{{px .X}} {{px .LoY}}V{{px .HiY}}M{{px .X}} {{px .LoY}}m-4 0h8M{{px .X}} {{px .HiY}}m-4 0h8"/>
+{{end}}<circle cx="{{px .X}}" cy="{{px .Y}}" r="4" fill="{{$l.Color}}"><title>{{.Title}}</title></circle>
+{{end}}{{end}}{{range .Lines}}<line class="series" stroke="{{.Color}}" x1="{{px .SwatchX1}}" x2="{{px .SwatchX2}}" y1="{{px .LegendY}}" y2="{{px .LegendY}}"/><text x="{{px .TextX}}" y="{{px .LegendY}}" dominant-baseline="middle">{{.Label}}</text>
+{{end}}</svg>{{end}}`
