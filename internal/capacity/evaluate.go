@@ -53,6 +53,10 @@ type Check struct {
 	// Missing counts repetitions in which some guest reported nothing: a
 	// size whose guests do not all deliver does not fit.
 	Missing int `json:"missing,omitempty"`
+	// ownWidth and aloneWidth are the relative half-widths of the
+	// size's figure and of the alone figure a ratio is to: which of
+	// the two to measure again.
+	ownWidth, aloneWidth float64
 }
 
 // ErrUnknownMetric is returned when the first size measured reports no
@@ -153,6 +157,7 @@ func judge(slo SLO, index, size int, samples []Sample, alone stats.Summary, conf
 		} else {
 			r := stats.Normalize(s, alone)
 			c.Value, c.Low, c.High = r.Ratio, r.CILow, r.CIHigh
+			c.ownWidth, c.aloneWidth = s.RelativeHalfWidth(), alone.RelativeHalfWidth()
 		}
 	}
 	switch {

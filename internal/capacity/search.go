@@ -86,7 +86,10 @@ type Result struct {
 	BandLow  int `json:"band_low,omitempty"`
 	BandHigh int `json:"band_high,omitempty"`
 	// Points are every size measured, smallest first.
-	Points       []Point `json:"points"`
+	Points []Point `json:"points"`
+	// Reference are the measurements of one guest alone beyond size 1's
+	// own, pooled into the figure every ratio to alone is to.
+	Reference    []int64 `json:"reference,omitempty"`
 	Measurements int     `json:"measurements"`
 	Confidence   float64 `json:"confidence"`
 	Limit        int     `json:"limit,omitempty"`
@@ -117,11 +120,12 @@ func Search(ctx context.Context, m Measurer, cfg Config) (*Result, error) {
 		// power of two at most, and the first.
 		cfg.Budget = cfg.Rounds * (2*bits.Len(uint(cfg.Max)) + 1)
 	}
-	s := &search{m: m, cfg: cfg, points: map[int]*Point{}, samples: map[int][]Sample{}}
+	s := &search{m: m, cfg: cfg, points: map[int]*Point{}, samples: map[int][]Sample{}, rounds: map[int]int{}}
 	res, err := s.run(ctx)
 	if res != nil {
 		res.Points = s.sorted()
 		res.Measurements = s.used
+		res.Reference = s.reference
 		res.Confidence = cfg.Confidence
 		res.Limit, res.LimitReason = cfg.Limit, cfg.LimitReason
 		s.explain(res)
@@ -135,7 +139,12 @@ type search struct {
 	points  map[int]*Point
 	samples map[int][]Sample
 	alone   []stats.Summary
-	used    int
+	// rounds counts the measurements of each size, its samples' Round.
+	rounds map[int]int
+	// reference are the measurements of one guest alone made to narrow
+	// the alone figure, beyond size 1's own.
+	reference []int64
+	used      int
 }
 
 // errBudget ends a search that has used its measurements.
@@ -186,47 +195,57 @@ func (s *search) run(ctx context.Context) (*Result, error) {
 }
 
 // decide measures a size until its verdict is known or its rounds are
-// spent.
+// spent. A round after the first measures one guest alone again instead
+// when what keeps a ratio to alone undecided is the alone figure's own
+// interval: measuring the size again would not narrow it.
 func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 	p := &Point{Size: size}
 	s.points[size] = p
+	forget := func() {
+		if len(p.Measurements) == 0 {
+			delete(s.points, size)
+		}
+	}
 	for round := 0; round < s.cfg.Rounds; round++ {
 		if s.used >= s.cfg.Budget {
-			if round == 0 {
-				delete(s.points, size)
-			}
+			forget()
 			return Uncertain, errBudget
 		}
 		if err := ctx.Err(); err != nil {
-			if round == 0 {
-				delete(s.points, size)
-			}
+			forget()
 			return Uncertain, err
 		}
-		samples, id, err := s.m.Measure(ctx, size)
+		at := size
+		if round > 0 && s.referenceLimits(p) {
+			at = 1
+		}
+		samples, id, err := s.m.Measure(ctx, at)
 		s.used++
 		if err != nil {
-			if round == 0 {
-				delete(s.points, size)
-			}
-			return Uncertain, fmt.Errorf("measure %d guests: %w", size, err)
+			forget()
+			return Uncertain, fmt.Errorf("measure %d guests: %w", at, err)
 		}
-		if size == 1 && round == 0 {
+		if at == 1 && len(s.samples[1]) == 0 {
 			if err := CheckMeasured(s.cfg.SLOs, samples); err != nil {
-				delete(s.points, size)
+				forget()
 				return Uncertain, err
 			}
 		}
 		for i := range samples {
-			samples[i].Round = round
+			samples[i].Round = s.rounds[at]
 		}
-		s.samples[size] = append(s.samples[size], samples...)
-		p.Measurements = append(p.Measurements, id)
-		if size == 1 {
+		s.rounds[at]++
+		s.samples[at] = append(s.samples[at], samples...)
+		if at == 1 {
 			s.alone = s.alone[:0]
 			for _, slo := range s.cfg.SLOs {
 				s.alone = append(s.alone, aloneSummary(slo, s.samples[1], s.cfg.Confidence))
 			}
+		}
+		if at == size {
+			p.Measurements = append(p.Measurements, id)
+		} else {
+			s.reference = append(s.reference, id)
 		}
 		p.Checks = p.Checks[:0]
 		for i, slo := range s.cfg.SLOs {
@@ -241,6 +260,17 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 		}
 	}
 	return p.Verdict, nil
+}
+
+// referenceLimits tells whether an undecided ratio to alone of the point
+// is less precise for the alone figure's sake than for its own.
+func (s *search) referenceLimits(p *Point) bool {
+	for _, c := range p.Checks {
+		if c.Verdict == Uncertain && s.cfg.SLOs[c.SLO].Alone && c.aloneWidth >= c.ownWidth {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *search) sorted() []Point {

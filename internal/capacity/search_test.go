@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -190,14 +191,12 @@ func TestSearchUncertainSizeIsRemeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fives := 0
-	for _, n := range m.asked {
-		if n == 5 {
-			fives++
-		}
-	}
-	if res.Answer != 4 || fives != DefaultRounds || res.Next != 5 || res.BandLow != 5 || res.BandHigh != 5 {
-		t.Fatalf("answer %d, next %d, band %d-%d, size 5 measured %d times: %v", res.Answer, res.Next, res.BandLow, res.BandHigh, fives, m.asked)
+	// Its rounds go to the size or, while that is the wider interval, to
+	// one guest alone again.
+	after := m.asked[slices.Index(m.asked, 5):]
+	if res.Answer != 4 || len(after) != DefaultRounds || slices.ContainsFunc(after, func(n int) bool { return n != 5 && n != 1 }) ||
+		res.Next != 5 || res.BandLow != 5 || res.BandHigh != 5 {
+		t.Fatalf("answer %d, next %d, band %d-%d, measured %v", res.Answer, res.Next, res.BandLow, res.BandHigh, m.asked)
 	}
 	consistent(t, res)
 }
@@ -278,5 +277,25 @@ func TestHeadline(t *testing.T) {
 	want = "largest size that meets every SLO: 4 (holds with 90% confidence); 5 is too close to call for `cpu.events_per_sec >= 0.8 alone` (0.8 [0.7, 0.9] uncertain); 5 to 7 are undecided at this confidence"
 	if got := res.Headline(slos); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestSearchNarrowsTheAloneFigure: a ratio to alone is as precise as the
+// alone figure; when that is what leaves a size undecided, the search
+// measures one guest alone again rather than the size, and says so.
+func TestSearchNarrowsTheAloneFigure(t *testing.T) {
+	c := cpuCurve(func(n int) float64 { return map[bool]float64{true: 1000, false: 850}[n == 1] })
+	c.noise = 0.03
+	m := newSimulated(c, 8)
+	res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "median cpu.events_per_sec >= 0.8 alone")}, Max: 2, Confidence: 0.95, Rounds: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != HitMax || len(res.Reference) == 0 || m.asked[2] != 1 {
+		t.Fatalf("%s at %d, reference %v, measured %v", res.Outcome, res.Answer, res.Reference, m.asked)
+	}
+	var b strings.Builder
+	if err := res.WriteTable(&b, []SLO{slo(t, "median cpu.events_per_sec >= 0.8 alone")}); err != nil || !strings.Contains(b.String(), "one guest alone measured again for the ratios to alone: runs 3") {
+		t.Errorf("table does not name the runs of the alone figure (%v):\n%s", err, b.String())
 	}
 }

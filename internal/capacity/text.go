@@ -74,13 +74,24 @@ func (r *Result) WriteTable(w io.Writer, slos []SLO) error {
 			}
 			fmt.Fprintf(tw, "\t%s", cell)
 		}
-		runs := make([]string, len(p.Measurements))
-		for i, id := range p.Measurements {
-			runs[i] = fmt.Sprint(id)
-		}
-		fmt.Fprintf(tw, "\t%s\n", strings.Join(runs, ","))
+		fmt.Fprintf(tw, "\t%s\n", joinIDs(p.Measurements))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Reference) > 0 {
+		_, err := fmt.Fprintf(w, "one guest alone measured again for the ratios to alone: runs %s\n", joinIDs(r.Reference))
+		return err
+	}
+	return nil
+}
+
+func joinIDs(ids []int64) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = fmt.Sprint(id)
+	}
+	return strings.Join(out, ",")
 }
 
 // formatCheck writes a check's figure with its interval, in the bound's
