@@ -114,7 +114,7 @@ func (p Point) Describe(slos []SLO) string {
 	for i, c := range p.Checks {
 		parts[i] = fmt.Sprintf("`%s` %s", slos[c.SLO].Text, formatCheck(slos[c.SLO], c))
 	}
-	return fmt.Sprintf("%d guests (measurement %d): %s; %s", p.Size, len(p.Measurements), p.Verdict, strings.Join(parts, "; "))
+	return fmt.Sprintf("size %d (measurement %d): %s; %s", p.Size, len(p.Measurements), p.Verdict, strings.Join(parts, "; "))
 }
 
 // Page is the search as an HTML page's content: a chart per SLO of its
