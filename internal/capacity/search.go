@@ -68,6 +68,9 @@ type Point struct {
 	Measurements []int64 `json:"measurements"`
 	Checks       []Check `json:"checks"`
 	Verdict      Verdict `json:"verdict"`
+	// Revised marks a size whose verdict changed after it was first
+	// decided, when one guest alone was measured again.
+	Revised bool `json:"revised,omitempty"`
 }
 
 // Result is the search's answer and everything it rests on.
@@ -85,6 +88,10 @@ type Result struct {
 	// is followed by a failing size.
 	BandLow  int `json:"band_low,omitempty"`
 	BandHigh int `json:"band_high,omitempty"`
+	// HoldsAbove are sizes above the answer that hold all the same: a
+	// verdict revised by a more precise alone figure, or a figure that
+	// does not fall with the fleet's size as the search assumes.
+	HoldsAbove []int `json:"holds_above,omitempty"`
 	// Points are every size measured, smallest first.
 	Points []Point `json:"points"`
 	// Reference are the measurements of one guest alone beyond size 1's
@@ -150,48 +157,52 @@ type search struct {
 // errBudget ends a search that has used its measurements.
 var errBudget = errors.New("out of budget")
 
+// run picks each next size from the verdicts so far, which a more
+// precise alone figure may have revised: doubling while every size
+// measured holds, then bisecting between the largest that holds and the
+// smallest that does not.
 func (s *search) run(ctx context.Context) (*Result, error) {
 	top := s.cfg.Max
 	if s.cfg.Limit > 0 && s.cfg.Limit < top {
 		top = s.cfg.Limit
 	}
-	good, bad := 0, 0 // largest size that held, smallest that did not
-	for size := 1; bad == 0; {
-		v, err := s.decide(ctx, size)
+	for {
+		good, bad := s.bounds()
+		var size int
 		switch {
-		case errors.Is(err, errBudget):
-			return &Result{Outcome: OutOfBudget, Answer: good}, nil
-		case err != nil:
-			return &Result{Outcome: OutOfBudget, Answer: good}, err
-		case v != Holds:
-			bad = size
-		case size == top && top == s.cfg.Max:
-			return &Result{Outcome: HitMax, Answer: size}, nil
-		case size == top:
-			return &Result{Outcome: HitLimit, Answer: size}, nil
+		case bad == 1:
+			return &Result{Outcome: FirstFails}, nil
+		case bad == 0 && good == top && top == s.cfg.Max:
+			return &Result{Outcome: HitMax, Answer: good}, nil
+		case bad == 0 && good == top:
+			return &Result{Outcome: HitLimit, Answer: good}, nil
+		case bad == 0:
+			size = min(max(2*good, 1), top)
+		case bad-good == 1:
+			return &Result{Outcome: Found, Answer: good}, nil
 		default:
-			good = size
-			size = min(2*size, top)
+			size = good + (bad-good)/2
+		}
+		if _, err := s.decide(ctx, size); err != nil {
+			good, _ = s.bounds()
+			if errors.Is(err, errBudget) {
+				err = nil
+			}
+			return &Result{Outcome: OutOfBudget, Answer: good}, err
 		}
 	}
-	if bad == 1 {
-		return &Result{Outcome: FirstFails}, nil
-	}
-	for bad-good > 1 {
-		size := good + (bad-good)/2
-		v, err := s.decide(ctx, size)
-		switch {
-		case errors.Is(err, errBudget):
-			return &Result{Outcome: OutOfBudget, Answer: good}, nil
-		case err != nil:
-			return &Result{Outcome: OutOfBudget, Answer: good}, err
-		case v == Holds:
-			good = size
-		default:
-			bad = size
+}
+
+// bounds are the largest size that holds with every smaller size measured
+// holding too, and the smallest size that does not hold (0: none yet).
+func (s *search) bounds() (good, bad int) {
+	for _, p := range s.sorted() {
+		if p.Verdict != Holds {
+			return good, p.Size
 		}
+		good = p.Size
 	}
-	return &Result{Outcome: Found, Answer: good}, nil
+	return good, 0
 }
 
 // decide measures a size until its verdict is known or its rounds are
@@ -236,22 +247,25 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 		}
 		s.rounds[at]++
 		s.samples[at] = append(s.samples[at], samples...)
-		if at == 1 {
-			s.alone = s.alone[:0]
-			for _, slo := range s.cfg.SLOs {
-				s.alone = append(s.alone, aloneSummary(slo, s.samples[1], s.cfg.Confidence))
-			}
-		}
 		if at == size {
 			p.Measurements = append(p.Measurements, id)
 		} else {
 			s.reference = append(s.reference, id)
 		}
-		p.Checks = p.Checks[:0]
-		for i, slo := range s.cfg.SLOs {
-			p.Checks = append(p.Checks, judge(slo, i, size, s.samples[size], s.alone[i], s.cfg.Confidence))
+		if at == 1 {
+			s.alone = s.alone[:0]
+			for _, slo := range s.cfg.SLOs {
+				s.alone = append(s.alone, aloneSummary(slo, s.samples[1], s.cfg.Confidence))
+			}
+			// Every ratio to alone was judged against the old figure.
+			for _, q := range s.points {
+				before := q.Verdict
+				s.judge(q)
+				q.Revised = q.Revised || q != p && before != q.Verdict
+			}
+		} else {
+			s.judge(p)
 		}
-		p.Verdict = overall(p.Checks)
 		if s.cfg.Measured != nil {
 			s.cfg.Measured(*p)
 		}
@@ -260,6 +274,16 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 		}
 	}
 	return p.Verdict, nil
+}
+
+// judge gives a point its checks and verdict from every sample of its
+// size and the alone figure as it stands.
+func (s *search) judge(p *Point) {
+	p.Checks = p.Checks[:0]
+	for i, slo := range s.cfg.SLOs {
+		p.Checks = append(p.Checks, judge(slo, i, p.Size, s.samples[p.Size], s.alone[i], s.cfg.Confidence))
+	}
+	p.Verdict = overall(p.Checks)
 }
 
 // referenceLimits tells whether an undecided ratio to alone of the point
@@ -288,6 +312,11 @@ func (s *search) sorted() []Point {
 func (s *search) explain(res *Result) {
 	res.Limiting = -1
 	firstFail, lastUncertain := 0, 0
+	for _, p := range res.Points {
+		if p.Size > res.Answer && p.Verdict == Holds {
+			res.HoldsAbove = append(res.HoldsAbove, p.Size)
+		}
+	}
 	for _, p := range res.Points {
 		if p.Size <= res.Answer {
 			continue

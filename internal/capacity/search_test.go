@@ -111,14 +111,65 @@ func TestSearchFindsTheSize(t *testing.T) {
 }
 
 // consistent checks what the search reports against every size it
-// measured: each one at or below the answer held, none above it did.
+// measured: each one at or below the answer held, and one above it that
+// held too is said to have.
 func consistent(t *testing.T, res *Result) {
 	t.Helper()
 	for _, p := range res.Points {
-		if held := p.Verdict == Holds; held != (p.Size <= res.Answer) {
+		switch held := p.Verdict == Holds; {
+		case p.Size <= res.Answer && !held:
 			t.Errorf("answer %d, but size %d %s", res.Answer, p.Size, p.Verdict)
+		case p.Size > res.Answer && held && !slices.Contains(res.HoldsAbove, p.Size):
+			t.Errorf("answer %d, but size %d held, unsaid", res.Answer, p.Size)
 		}
 	}
+}
+
+// scripted returns, at its n-th measurement, the n-th row of values: one
+// per repetition, the same for every guest.
+type scripted struct {
+	rows  [][]float64
+	asked []int
+}
+
+func (s *scripted) Measure(_ context.Context, size int) ([]Sample, int64, error) {
+	row := s.rows[len(s.asked)]
+	s.asked = append(s.asked, size)
+	var out []Sample
+	for rep, v := range row {
+		for g := 0; g < size; g++ {
+			out = append(out, Sample{Metric: "cpu.events_per_sec", Unit: "events/s", Guest: fmt.Sprint(g), Repetition: rep, Value: v})
+		}
+	}
+	return out, int64(len(s.asked)), nil
+}
+
+// TestSearchRevisesWithTheAloneFigure: a size that held against a first,
+// imprecise alone figure no longer does against a better one; the search
+// says so and answers below it.
+func TestSearchRevisesWithTheAloneFigure(t *testing.T) {
+	m := &scripted{rows: [][]float64{
+		{1000, 1060, 940},  // 1: alone, ±15%
+		{1000, 1000, 1000}, // 2: 1.00 of alone: holds
+		{900, 901, 899},    // 4: 0.90, too close to call for the alone figure's sake
+		{1300, 1301, 1299}, // 1 again: alone is higher than it seemed
+		{1300, 1300, 1300}, // and again
+	}}
+	res, err := Search(context.Background(), m, Config{SLOs: []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}, Max: 8, Confidence: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.asked, []int{1, 2, 4, 1, 1}) || res.Answer != 1 || res.Next != 2 {
+		t.Fatalf("answer %d, next %d, measured %v: %+v", res.Answer, res.Next, m.asked, res.Points)
+	}
+	if two := res.Points[1]; two.Size != 2 || two.Verdict == Holds || !two.Revised {
+		t.Errorf("size 2: %+v, want revised from holding", two)
+	}
+	var b strings.Builder
+	if err := res.WriteTable(&b, []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}); err != nil || !strings.Contains(b.String(), "(revised)") {
+		t.Errorf("table does not say size 2 was revised:\n%s", b.String())
+	}
+	consistent(t, res)
 }
 
 // TestSearchFewerThanSweep pins the point of a search: far fewer sizes
@@ -298,4 +349,26 @@ func TestSearchNarrowsTheAloneFigure(t *testing.T) {
 	if err := res.WriteTable(&b, []SLO{slo(t, "median cpu.events_per_sec >= 0.8 alone")}); err != nil || !strings.Contains(b.String(), "one guest alone measured again for the ratios to alone: runs 3") {
 		t.Errorf("table does not name the runs of the alone figure (%v):\n%s", err, b.String())
 	}
+}
+
+// TestSearchSaysWhatHoldsAboveTheAnswer: a size above the answer that
+// holds, after a revision below it, is named rather than left unsaid.
+func TestSearchSaysWhatHoldsAboveTheAnswer(t *testing.T) {
+	slos := []SLO{slo(t, "cpu.events_per_sec >= 0.8 alone")}
+	m := &scripted{rows: [][]float64{
+		{1000, 1060, 940},  // 1
+		{1000, 1000, 1000}, // 2: holds, until alone is measured again
+		{1250, 1251, 1249}, // 4: well above alone whatever it is
+		{900, 901, 899},    // 8: too close to call
+		{1300, 1301, 1299}, // 1 again
+		{1300, 1300, 1300}, // 1 again
+	}}
+	res, err := Search(context.Background(), m, Config{SLOs: slos, Max: 8, Confidence: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Answer != 1 || !slices.Equal(res.HoldsAbove, []int{4}) || !strings.Contains(res.Headline(slos), "yet 4 above it held") {
+		t.Fatalf("answer %d, holds above %v, measured %v: %s", res.Answer, res.HoldsAbove, m.asked, res.Headline(slos))
+	}
+	consistent(t, res)
 }

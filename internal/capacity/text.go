@@ -36,6 +36,9 @@ func (r *Result) Headline(slos []SLO) string {
 		}
 		fmt.Fprintf(&b, "; %d %s `%s` (%s)", p.Size, verb, slos[c.SLO].Text, formatCheck(slos[c.SLO], c))
 	}
+	if len(r.HoldsAbove) > 0 {
+		fmt.Fprintf(&b, "; yet %s above it held (see the revised verdicts in the table: the figures do not fall steadily with the fleet)", join(r.HoldsAbove, ", "))
+	}
 	switch {
 	case r.BandLow > 0 && r.BandLow == r.BandHigh:
 		fmt.Fprintf(&b, "; %d is undecided at this confidence", r.BandLow)
@@ -64,7 +67,11 @@ func (r *Result) WriteTable(w io.Writer, slos []SLO) error {
 	}
 	fmt.Fprintln(tw, "\tRUNS")
 	for _, p := range r.Points {
-		fmt.Fprintf(tw, "%d\t%s", p.Size, p.Verdict)
+		verdict := string(p.Verdict)
+		if p.Revised {
+			verdict += " (revised)"
+		}
+		fmt.Fprintf(tw, "%d\t%s", p.Size, verdict)
 		for i := range slos {
 			cell := "—"
 			for _, c := range p.Checks {
@@ -74,24 +81,24 @@ func (r *Result) WriteTable(w io.Writer, slos []SLO) error {
 			}
 			fmt.Fprintf(tw, "\t%s", cell)
 		}
-		fmt.Fprintf(tw, "\t%s\n", joinIDs(p.Measurements))
+		fmt.Fprintf(tw, "\t%s\n", join(p.Measurements, ","))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(r.Reference) > 0 {
-		_, err := fmt.Fprintf(w, "one guest alone measured again for the ratios to alone: runs %s\n", joinIDs(r.Reference))
+		_, err := fmt.Fprintf(w, "one guest alone measured again for the ratios to alone: runs %s\n", join(r.Reference, ","))
 		return err
 	}
 	return nil
 }
 
-func joinIDs(ids []int64) string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = fmt.Sprint(id)
+func join[T int | int64](xs []T, sep string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprint(x)
 	}
-	return strings.Join(out, ",")
+	return strings.Join(out, sep)
 }
 
 // formatCheck writes a check's figure with its interval, in the bound's
