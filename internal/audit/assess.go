@@ -56,7 +56,7 @@ var isolatingNamespaces = []string{"ipc", "mnt", "net", "pid", "uts"}
 // by vfleet itself) and says, property by property, how isolated the guest
 // is. Every probe's parsing is pure.
 func Assess(g, host probe.Evidence) []Finding {
-	if g.BootID != "" && g.BootID != host.BootID {
+	if OwnKernel(g, host) {
 		return ownKernel(g, host)
 	}
 	status := ParseStatus(g.Status)
@@ -65,7 +65,12 @@ func Assess(g, host probe.Evidence) []Finding {
 	add := func(property, value string, v Verdict, probe, evidence string) {
 		f = append(f, Finding{Property: property, Value: value, Verdict: v, Probe: probe, Evidence: strings.TrimSpace(evidence)})
 	}
-	add("kernel", "the host's", AsDefault, "/proc/sys/kernel/random/boot_id", g.BootID+" = host "+host.BootID)
+	if g.BootID == host.BootID {
+		add("kernel", "the host's", AsDefault, "/proc/sys/kernel/random/boot_id", g.BootID+" = host "+host.BootID)
+	} else {
+		add("kernel", "the host's (a boot_id of its own)", AsDefault, "/proc/stat btime, /proc/sys/kernel/osrelease",
+			fmt.Sprintf("btime %s = host %s, %s = host %s; boot_id %s ≠ host %s", g.BootTime, host.BootTime, g.Kernel, host.Kernel, g.BootID, host.BootID))
+	}
 	capValue, capVerdict := capabilities(status.Effective, userns.Mapped)
 	add("capabilities", capValue, capVerdict, "/proc/self/status CapEff", fmt.Sprintf("CapEff %016x CapBnd %016x", status.EffectiveBits, status.BoundingBits))
 	switch {
@@ -115,6 +120,18 @@ func Assess(g, host probe.Evidence) []Finding {
 	add("root file system", RootFSType(g.RootMount), Info, "/proc/self/mountinfo", g.RootMount)
 	add("block devices listed", listOrNone(probe.PartitionNames(g.Partitions)), Info, "/proc/partitions", g.Partitions)
 	return f
+}
+
+// OwnKernel says whether a guest runs a kernel other than the host's: its
+// boot_id differs, and it is not the host's kernel with a boot_id given
+// to the guest (LXC gives each container its own), which the kernel's
+// boot time and release, the host's, would show. Evidence recorded
+// before the boot time was probed is judged by its boot_id alone.
+func OwnKernel(g, host probe.Evidence) bool {
+	if g.BootID == "" || g.BootID == host.BootID {
+		return false
+	}
+	return g.BootTime == "" || g.BootTime != host.BootTime || g.Kernel != host.Kernel
 }
 
 // ownKernel is the assessment of a guest that runs its own kernel: what it

@@ -85,6 +85,31 @@ func TestAssessRecordedGuests(t *testing.T) {
 	expect(t, "vm", vm, "root file system", "ext4 on /dev/vda", Info)
 }
 
+// LXC gives each container a boot_id of its own: the kernel's boot time
+// and release, the host's, still say it is the host's kernel, and the
+// container is judged as one. A VM's boot time is its own.
+func TestABootIDOfItsOwnIsNoKernelOfItsOwn(t *testing.T) {
+	host := evidence(t, "host-reference")
+	host.BootTime = "1764050000"
+	lxc := evidence(t, "container-default")
+	lxc.BootID, lxc.BootTime = "0c7b8a55-6a1f-4a5e-9d38-54fa1f3b0d21", host.BootTime
+	f := map[string]Finding{}
+	for _, x := range Assess(lxc, host) {
+		f[x.Property] = x
+	}
+	expect(t, "lxc", f, "kernel", "the host's", AsDefault)
+	expect(t, "lxc", f, "seccomp", "filter (1)", AsDefault)
+	vm := evidence(t, "vm-microvm-sandbox")
+	vm.BootTime = "1764050042"
+	if !OwnKernel(vm, host) {
+		t.Error("a VM booted after the host is judged the host's kernel")
+	}
+	vm.BootTime = ""
+	if !OwnKernel(vm, host) {
+		t.Error("a VM recorded before boot times were probed is judged the host's kernel")
+	}
+}
+
 func TestParsersOnRecordedStatus(t *testing.T) {
 	s := ParseStatus(evidence(t, "container-default").Status)
 	if s.Seccomp != 2 || s.SeccompFilters != 1 || !s.NoNewPrivs || len(s.Effective) != 14 || len(s.Bounding) != 14 {

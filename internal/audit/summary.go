@@ -122,11 +122,11 @@ func Summarize(recs []store.AuditRecord, guests map[string]store.GuestRecord) (R
 // leads from the run's namespaces into it.
 func reachesRoot(g, host probe.Evidence) (bool, string) {
 	switch {
-	case g.BootID == host.BootID && slices.Contains(SharedNamespaces(g.Namespaces, host.Namespaces), "net"):
+	case !OwnKernel(g, host) && slices.Contains(SharedNamespaces(g.Namespaces, host.Namespaces), "net"):
 		return true, "shares the host's network namespace"
 	case len(host.LinksIntoRoot) > 0:
 		return true, "the run's namespaces link into it: " + strings.Join(host.LinksIntoRoot, ", ")
-	case g.BootID != host.BootID:
+	case OwnKernel(g, host):
 		return false, "another kernel, whose network is a device in the run's namespaces, none of which links into the root one"
 	}
 	return false, "its own network namespace; none of the run's namespaces links into the root one"
