@@ -200,6 +200,11 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	undo.PushRelease(led, ctrEntry)
 
+	if v1["cpuset"] {
+		if err := fillCpusetParents(cpusetV1Dir, cgroupPath); err != nil {
+			return fail(err)
+		}
+	}
 	pidPath := filepath.Join(g.dir, "monitor.pid")
 	if err := g.lxcStart(bin.start, pidPath); err != nil {
 		return fail(err)
