@@ -62,7 +62,7 @@ func TestBuiltinScenariosParse(t *testing.T) {
 	if len(scenarios.Names()) == 0 {
 		t.Fatal("no built-in scenarios embedded")
 	}
-	every := Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits, Host: &testHost}
+	every := Options{KnownKinds: []string{"container", "host", "lxc", "vm"}, Traits: testTraits, Host: &testHost}
 	for _, name := range scenarios.Names() {
 		spec, err := Load(name, every)
 		if err != nil {
@@ -561,7 +561,7 @@ func TestHostSettingsSection(t *testing.T) {
 
 func TestBuiltinsAreWellWithinTheLimits(t *testing.T) {
 	for _, name := range scenarios.Names() {
-		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits})
+		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "lxc", "vm"}, Traits: testTraits})
 		if err != nil {
 			t.Fatal(err)
 		}
