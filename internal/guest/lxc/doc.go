@@ -23,8 +23,9 @@
 //
 // Lifecycle: Start records then creates the state directory, the overlay,
 // the container's and its monitor's cgroups (/vfleet/RUN/GUEST and
-// /vfleet/RUN/GUEST.monitor) and the container, daemonized, and waits for
-// the agent. Stop kills the container (lxc-stop -k), then whatever is
-// left in either cgroup, and undoes the rest. Everything a killed vfleet
+// /vfleet/RUN/GUEST.monitor, and the lxc.pivot below the container's that
+// LXC moves its monitor into at its end) and the container, daemonized,
+// and waits for the agent. Stop kills the container (lxc-stop -k), then
+// whatever is left in those cgroups, and undoes the rest. Everything a killed vfleet
 // leaves is found through the ledger by `vfleet clean`.
 package lxc

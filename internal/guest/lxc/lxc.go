@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	hostapparmor "github.com/containerd/containerd/v2/pkg/apparmor"
@@ -350,6 +351,9 @@ func hostV1Controllers() (map[string]bool, error) {
 func (g *Guest) details(bin string, hostAppArmor bool) map[string]string {
 	d := map[string]string{"lxc_path": g.lxcPath, "lxc_start": bin, "security": g.security,
 		"seccomp": "none", "apparmor": "unconfined", "no_new_privileges": "false"}
+	if v, err := lxcVersion(bin); err == nil {
+		d["lxc_version"] = v
+	}
 	switch g.security {
 	case guest.SecurityDefault, guest.SecurityUserNS:
 		d["seccomp"] = "LXC default (" + commonConf + ": common.seccomp denylist)"
@@ -372,6 +376,24 @@ func (g *Guest) details(bin string, hostAppArmor bool) map[string]string {
 	}
 	return d
 }
+
+// lxcVersion is the version lxc-start prints, asked once per process: it
+// is the same for every guest, and a fleet starts hundreds.
+var lxcVersion = func() func(bin string) (string, error) {
+	var once sync.Once
+	var v string
+	var err error
+	return func(bin string) (string, error) {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var out []byte
+			out, err = exec.CommandContext(ctx, bin, "--version").Output()
+			v = strings.TrimSpace(string(out))
+		})
+		return v, err
+	}
+}()
 
 // notRunning is lxc-stop's exit status for a container that does not run
 // (stopped, or never defined).
