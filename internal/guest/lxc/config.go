@@ -87,9 +87,9 @@ func Config(o ConfigOptions) (string, error) {
 	for _, kv := range o.Env {
 		set("lxc.environment", kv)
 	}
-	set("lxc.mount.entry", o.SockDir+" "+strings.TrimPrefix(guest.AgentSocketDir, "/")+" none bind,create=dir 0 0")
+	set("lxc.mount.entry", fstabPath(o.SockDir)+" "+fstabPath(strings.TrimPrefix(guest.AgentSocketDir, "/"))+" none bind,create=dir 0 0")
 	if o.AgentBinary != "" {
-		set("lxc.mount.entry", o.AgentBinary+" "+strings.TrimPrefix(o.AgentPath, "/")+" none bind,ro,create=file 0 0")
+		set("lxc.mount.entry", fstabPath(o.AgentBinary)+" "+fstabPath(strings.TrimPrefix(o.AgentPath, "/"))+" none bind,ro,create=file 0 0")
 	}
 	// A system container's init mounts /dev/shm; the agent does not, and
 	// tools that share memory expect it, as an OCI container has it.
@@ -137,6 +137,12 @@ func Config(o ConfigOptions) (string, error) {
 		return "", fmt.Errorf("lxc configuration: %w: %s", errNewline, strings.Join(bad, ", "))
 	}
 	return b.String(), nil
+}
+
+// fstabPath escapes a path for a mount entry, which LXC reads as a line
+// of fstab: blanks separate its fields.
+func fstabPath(p string) string {
+	return strings.NewReplacer(`\`, `\134`, " ", `\040`, "\t", `\011`).Replace(p)
 }
 
 // security writes what the profile deploys. Every profile starts from

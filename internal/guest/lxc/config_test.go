@@ -136,6 +136,16 @@ func TestConfigAppArmorWhereTheHostHasIt(t *testing.T) {
 	}
 }
 
+// A state directory with a blank in its path stays one field of the
+// mount entry.
+func TestConfigEscapesBlanksInMountEntries(t *testing.T) {
+	o := baseOptions()
+	o.SockDir = "/var/lib/my vfleet/lxc-0/sock"
+	if ls := lines(t, o); !has(ls, `lxc.mount.entry = /var/lib/my\040vfleet/lxc-0/sock run/vfleet none bind,create=dir 0 0`) {
+		t.Errorf("the socket directory's mount entry:\n%s", strings.Join(ls, "\n"))
+	}
+}
+
 func TestConfigRefusesALineBreakInAValue(t *testing.T) {
 	o := baseOptions()
 	o.Env = append(o.Env, "EVIL=x\nlxc.cap.drop =")
