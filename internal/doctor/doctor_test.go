@@ -176,7 +176,7 @@ func TestRuntimeCheckWithFakeProbes(t *testing.T) {
 	if r := runtimeCheck("crun", nil, hybrid)(ctx); r.Status != Skip {
 		t.Errorf("no probe wired: %+v", r)
 	}
-	for rt, fix := range map[string]string{"runc": "apt-get install runc", "runsc": "gVisor (runsc) is not packaged in Debian"} {
+	for rt, fix := range map[string]string{"runc": "apt-get install runc", "runsc": "apt-get install runsc", "kata-runtime": "Kata Containers is not packaged in Debian"} {
 		r := runtimeCheck(rt, working, hybrid)(ctx)
 		if r.Status != Missing || !strings.Contains(r.Fix, fix) || !strings.Contains(r.Detail, "not found in PATH") {
 			t.Errorf("missing %s: %+v", rt, r)

@@ -67,7 +67,7 @@ var known = func() map[string]Spec {
 	for _, s := range []Spec{
 		{Name: "runc", Package: "runc", versionRE: regexp.MustCompile(`(?m)^runc version (\S+)`)},
 		{Name: "crun", Package: "crun", versionRE: regexp.MustCompile(`(?m)^crun version (\S+)`)},
-		{Name: "runsc", Install: upstream("gVisor (runsc)", "the gVisor release builds"), versionRE: regexp.MustCompile(`(?m)^runsc version (\S+)`)},
+		{Name: "runsc", Package: "runsc", versionRE: regexp.MustCompile(`(?m)^runsc version (\S+)`)},
 		{Name: "kata-runtime", Install: upstream("Kata Containers", "the Kata Containers releases"), versionRE: regexp.MustCompile(`(?m)^kata-runtime\s*:\s*(\S+)`)},
 		{Name: "mmdebstrap", Package: "mmdebstrap", versionRE: regexp.MustCompile(`(?m)^mmdebstrap (\S+)`)},
 		{Name: "qemu-system-x86_64", Package: "qemu-system-x86", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},

@@ -44,7 +44,7 @@ func TestParseVersionRejectsAnotherToolsBanner(t *testing.T) {
 }
 
 func TestEveryToolSaysHowToInstallIt(t *testing.T) {
-	notInDebian := map[string]bool{"runsc": true, "kata-runtime": true, "firecracker": true, "cloud-hypervisor": true}
+	notInDebian := map[string]bool{"kata-runtime": true, "firecracker": true, "cloud-hypervisor": true}
 	for _, name := range Known() {
 		s, err := Lookup(name)
 		if err != nil {
@@ -64,7 +64,7 @@ func TestFindMissingNamesThePackage(t *testing.T) {
 	for name, msg := range map[string]string{
 		"runc":     "runc not found in PATH: install the Debian package runc",
 		"qemu-img": "qemu-img not found in PATH: install the Debian package qemu-utils",
-		"runsc":    "runsc not found in PATH: gVisor (runsc) is not packaged in Debian: install it from the gVisor release builds",
+		"runsc":    "runsc not found in PATH: install the Debian package runsc",
 	} {
 		_, err := Find(name)
 		if !errors.Is(err, ErrMissing) || err.Error() != msg {

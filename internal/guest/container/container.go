@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,19 @@ func (kind) Name() string { return KindName }
 // Traits: a container joins a namespace and is placed by cpusets, like
 // the zero traits say; it takes the security profiles of containers.
 func (kind) Traits() guest.Traits { return guest.Traits{Security: containerSecurity} }
+
+// Runtimes: the runtimes a container runs under, the default first.
+func (kind) Runtimes() []string { return Runtimes() }
+
+// RuntimeTraits: under runsc the agent runs on gVisor's application
+// kernel, inside the sandbox's memory, and the container takes fewer
+// profiles.
+func (k kind) RuntimeTraits(runtime string) guest.Traits {
+	if runtime == runscRuntime {
+		return guest.Traits{AgentInGuest: true, Security: runscSecurity}
+	}
+	return k.Traits()
+}
 
 // ConformanceSpec: the suite's containers run within a CPU set and a
 // memory limit, as a run's do.
@@ -60,6 +74,10 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	security, err := guest.SecurityOf(spec)
 	if err != nil {
 		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
+	}
+	if rt == runscRuntime && !slices.Contains(runscSecurity, security) {
+		return nil, fmt.Errorf("guest %s: %w: security %s (runsc takes %s): %s", spec.Name, errRunscSecurity, security,
+			strings.Join(runscSecurity, ", "), runscRefusal[security])
 	}
 	if security == guest.SecurityUserNS && spec.RTPriority > 0 {
 		return nil, fmt.Errorf("guest %s: rt_priority needs the host's CAP_SYS_NICE, which a container in a user namespace (security: userns) cannot hold; use security default", spec.Name)
@@ -129,6 +147,17 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
+	// runsc keeps its containers' state in the guest's directory, where
+	// the ledger's undo finds it after a crash.
+	platform, stateRoot := "", ""
+	if g.runtime == runscRuntime {
+		// runsc does not apply the spec's AppArmor profile.
+		appArmor, appArmorRecord = "", "not applied by runsc"
+		if platform, err = runscPlatform(ctx, bin); err != nil {
+			return fail(err)
+		}
+		stateRoot = filepath.Join(g.dir, "runsc")
+	}
 
 	cgroupsPath := cgroup.PathOf(g.env.RunID, g.Spec().Name)
 	config, err := Bundle(BundleOptions{
@@ -156,14 +185,18 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 	undo.PushRelease(led, cgEntry)
-	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin})
+	global := rootFlags(stateRoot)
+	if platform != "" {
+		global = append(global, runscCreateFlags(platform, config.Linux.Seccomp != nil)...)
+	}
+	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin, "root": stateRoot})
 	if err != nil {
 		return fail(err)
 	}
 	undo.PushRelease(led, ctrEntry)
 
 	logPath, pidPath := filepath.Join(g.dir, "container.log"), filepath.Join(g.dir, "container.pid")
-	if err := g.runWithBudget(ctx, cgroupsPath, func() error { return g.runDetached(ctx, bin, bundleDir, logPath, pidPath) }); err != nil {
+	if err := g.runWithBudget(ctx, cgroupsPath, func() error { return g.runDetached(ctx, bin, global, bundleDir, logPath, pidPath) }); err != nil {
 		return fail(err)
 	}
 	pid, err := readPidFile(pidPath)
@@ -182,7 +215,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	return client, guest.Info{
 		Kind: KindName, Runtime: g.runtime, PIDs: []int{pid},
 		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir, AgentAddr: agentAddr,
-		Details: g.details(bin, config, appArmorRecord),
+		Details: g.details(bin, config, appArmorRecord, platform),
 	}, nil
 }
 
@@ -201,13 +234,13 @@ func (g *Guest) binds(sockDir string) []Bind {
 // container's init pid to pidPath: reading it there spares running the
 // runtime's binary a second time (`state`), which cost more CPU than
 // anything else in a start but `run` itself.
-func (g *Guest) runDetached(ctx context.Context, bin, bundleDir, logPath, pidPath string) error {
+func (g *Guest) runDetached(ctx context.Context, bin string, global []string, bundleDir, logPath, pidPath string) error {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.CommandContext(ctx, bin, "run", "--detach", "--pid-file", pidPath, "--bundle", bundleDir, g.id)
+	cmd := exec.CommandContext(ctx, bin, append(global, "run", "--detach", "--pid-file", pidPath, "--bundle", bundleDir, g.id)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Run(); err != nil {
 		log, _ := os.ReadFile(logPath)
@@ -226,9 +259,12 @@ func (g *Guest) rtRuntime() int64 {
 	return containerRTRuntimeUS
 }
 
-func (g *Guest) details(bin string, config *specs.Spec, appArmor string) map[string]string {
+func (g *Guest) details(bin string, config *specs.Spec, appArmor, platform string) map[string]string {
 	d := map[string]string{"container_id": g.id, "runtime_path": bin, "security": g.security, "apparmor": appArmor,
 		"seccomp": seccompRecord(config.Linux.Seccomp), "no_new_privileges": strconv.FormatBool(config.Process.NoNewPrivileges)}
+	if platform != "" {
+		d["platform"], d["network_stack"] = platform, "host kernel's, in the guest's namespace (runsc --network="+runscNetwork+")"
+	}
 	if prio := g.Spec().RTPriority; prio > 0 {
 		d["rt_priority"] = strconv.Itoa(prio)
 		if rt := g.rtRuntime(); rt > 0 {

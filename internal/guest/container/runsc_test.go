@@ -1,0 +1,69 @@
+package container
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
+)
+
+// Under runsc a profile whose meaning gVisor cannot give is refused when
+// the guest is made, naming the sentinel; the others are taken.
+func TestRunscRefusesProfilesItCannotMean(t *testing.T) {
+	k, err := guest.Lookup(KindName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range guest.SecurityProfiles {
+		if !slices.Contains(containerSecurity, p) {
+			continue
+		}
+		_, err := k.New(guest.Spec{Name: "c", Kind: KindName, Runtime: runscRuntime, Security: p}, guest.Env{})
+		taken := slices.Contains(k.(guest.Runtimed).RuntimeTraits(runscRuntime).Security, p)
+		switch {
+		case taken && err != nil:
+			t.Errorf("security %s under runsc: %v", p, err)
+		case !taken && !errors.Is(err, errRunscSecurity):
+			t.Errorf("security %s under runsc: %v, want errRunscSecurity", p, err)
+		}
+		if _, err := k.New(guest.Spec{Name: "c", Kind: KindName, Security: p}, guest.Env{}); err != nil {
+			t.Errorf("security %s under runc: %v", p, err)
+		}
+	}
+	if got := k.(guest.Runtimed).RuntimeTraits(runscRuntime).Security; !slices.Equal(got, []string{guest.SecurityDefault, guest.SecurityUnconfined}) {
+		t.Errorf("runsc profiles = %v", got)
+	}
+}
+
+// The suite runs the kind's default runtime first, and under runc the
+// kind's own traits.
+func TestRuntimesDefaultFirst(t *testing.T) {
+	r := kind{}
+	if rts := r.Runtimes(); rts[0] != DefaultRuntime || !slices.Contains(rts, runscRuntime) {
+		t.Errorf("runtimes = %v", rts)
+	}
+	if !slices.Equal(r.RuntimeTraits("runc").Security, containerSecurity) || r.RuntimeTraits("runc").AgentInGuest {
+		t.Errorf("runc traits = %+v", r.RuntimeTraits("runc"))
+	}
+	if !r.RuntimeTraits(runscRuntime).AgentInGuest {
+		t.Error("under runsc the agent runs on gVisor's kernel, not as a host process")
+	}
+}
+
+// The container's seccomp filter is applied inside the sandbox only when
+// the bundle has one; the agent's socket is always served on the host.
+func TestRunscCreateFlags(t *testing.T) {
+	with, without := runscCreateFlags("ptrace", true), runscCreateFlags("ptrace", false)
+	if !slices.Contains(with, "--oci-seccomp") || slices.Contains(without, "--oci-seccomp") {
+		t.Errorf("seccomp flags: %v / %v", with, without)
+	}
+	for _, f := range [][]string{with, without} {
+		if i := slices.Index(f, "--host-uds"); i < 0 || f[i+1] != "create" {
+			t.Errorf("flags %v do not serve the agent's socket on the host", f)
+		}
+		if i := slices.Index(f, "--platform"); i < 0 || f[i+1] != "ptrace" {
+			t.Errorf("flags %v lack the platform", f)
+		}
+	}
+}
