@@ -1,0 +1,98 @@
+package container
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// A runsc container's limits are applied to the guest's cgroups, which
+// hold every process runsc starts for it (the sandbox and the gofer);
+// none of them outlives the guest, nor does runsc's state.
+func TestRunscLimitsHoldEveryProcessOfTheSandbox(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, runscRuntime, "runsc")
+	if err := (kind{}).Probe(context.Background(), runscRuntime); err != nil {
+		t.Skip(err)
+	}
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "rs" + strconv.Itoa(os.Getpid()), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: filepath.Join(root, "state"), Ledger: led}
+	g, err := (kind{}).New(guest.Spec{Name: "g", Kind: KindName, Runtime: runscRuntime, CPUs: "0", MemoryBytes: 256 << 20, CPULimit: 0.5}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(ctx)
+	info := g.Info()
+	if p := info.Details["platform"]; !slices.Contains(runscPlatforms, p) {
+		t.Errorf("platform recorded %q", p)
+	}
+	for file, want := range map[string]string{
+		"cpuset/" + info.Cgroup + "/cpuset.cpus":           "0",
+		"memory/" + info.Cgroup + "/memory.limit_in_bytes": strconv.Itoa(256 << 20),
+		"cpu/" + info.Cgroup + "/cpu.cfs_quota_us":         "50000",
+	} {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", file))
+		if os.IsNotExist(err) {
+			t.Skipf("no cgroup v1 hierarchy here: %v", err)
+		}
+		if got := strings.TrimSpace(string(b)); err != nil || got != want {
+			t.Errorf("%s = %q (%v), want %s", file, got, err, want)
+		}
+	}
+	stateRoot := filepath.Join(env.StateDir, "g", "runsc")
+	sandbox := runscProcesses(t, stateRoot)
+	if len(sandbox) < 2 {
+		t.Fatalf("runsc processes of the guest: %v, want its sandbox and its gofer", sandbox)
+	}
+	for _, pid := range sandbox {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+		if !strings.Contains(string(b), "memory:"+info.Cgroup+"\n") || !strings.Contains(string(b), "freezer:"+info.Cgroup+"\n") {
+			t.Errorf("runsc process %d is outside the guest's cgroup %s: %s", pid, info.Cgroup, b)
+		}
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := testutil.Outliving(func() []int { return runscProcesses(t, stateRoot) }); len(left) > 0 {
+		t.Errorf("runsc processes outlived the guest: %v", left)
+	}
+	if _, err := os.Stat(stateRoot); !os.IsNotExist(err) {
+		t.Errorf("runsc's state outlived the guest: %v", err)
+	}
+}
+
+// runscProcesses lists the running processes runsc started with its
+// state in root.
+func runscProcesses(t *testing.T, root string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && slices.Contains(strings.Split(string(b), "\x00"), "--root="+root) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
