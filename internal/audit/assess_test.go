@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/audit/probe"
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -29,7 +30,11 @@ func evidence(t *testing.T, name string) probe.Evidence {
 func findings(t *testing.T, name string) map[string]Finding {
 	t.Helper()
 	out := map[string]Finding{}
-	for _, f := range Assess(evidence(t, name), evidence(t, "host-reference")) {
+	kernel := ""
+	if name == "container-runsc" {
+		kernel = guest.KernelGVisor
+	}
+	for _, f := range Assess(evidence(t, name), evidence(t, "host-reference"), kernel) {
 		if f.Probe == "" || f.Evidence == "" {
 			t.Errorf("%s: %s has no probe or evidence: %+v", name, f.Property, f)
 		}
@@ -78,6 +83,17 @@ func TestAssessRecordedGuests(t *testing.T) {
 	host := findings(t, "host-baseline")
 	expect(t, "host", host, "namespaces shared with the host", "pid", Weaker)
 	expect(t, "host", host, "host processes visible", "all", Weaker)
+
+	// gVisor's probes read its application kernel's own account: facts,
+	// not scores, but for the kernel itself and what it hides.
+	gv := findings(t, "container-runsc")
+	expect(t, "runsc", gv, "kernel", "gVisor's application kernel (says Linux 4.4.0)", Stronger)
+	expect(t, "runsc", gv, "seccomp", "filter (in gVisor's kernel)", Info)
+	expect(t, "runsc", gv, "no_new_privs", "not reported by gVisor's kernel", Info)
+	expect(t, "runsc", gv, "user namespace", "not comparable", Info)
+	expect(t, "runsc", gv, "capabilities", "in gVisor's kernel", Info)
+	expect(t, "runsc", gv, "namespaces shared with the host", "none (gVisor's own)", Stronger)
+	expect(t, "runsc", gv, "host processes visible", "none", Stronger)
 
 	vm := findings(t, "vm-microvm-sandbox")
 	expect(t, "vm", vm, "kernel", "its own", Stronger)
@@ -152,10 +168,17 @@ func TestRootNamespaceReachedOnlyBySharingOrALink(t *testing.T) {
 		{"container-default", nil, false},
 		{"vm-microvm-sandbox", nil, false},
 		{"container-default", []string{"vfleet-r1-hs/up-x"}, true},
+		{"container-runsc", nil, false},
+		{"container-runsc", []string{"vfleet-r1-hs/up-x"}, true},
 	} {
 		h := host
 		h.LinksIntoRoot = c.links
-		if got, why := reachesRoot(evidence(t, c.guest), h); got != c.want || why == "" {
+		kernel := ""
+		if c.guest == "container-runsc" {
+			kernel = guest.KernelGVisor
+		}
+		got, why := reachesRoot(evidence(t, c.guest), h, kernel)
+		if got != c.want || why == "" {
 			t.Errorf("%s with links %v: reaches the root namespace = %v (%s), want %v", c.guest, c.links, got, why, c.want)
 		}
 	}

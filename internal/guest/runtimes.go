@@ -11,3 +11,12 @@ type Runtimed interface {
 	// its Security a subset of the kind's.
 	RuntimeTraits(runtime string) Traits
 }
+
+// KernelDetail is the Info.Details key that names the kernel a guest's
+// processes run on when it is neither the host's nor a VM's own, which
+// the probes inside the guest cannot tell apart: KernelGVisor.
+const KernelDetail = "kernel"
+
+// KernelGVisor: the guest's processes run on gVisor's application kernel,
+// a host process that serves their system calls on the host's kernel.
+const KernelGVisor = "gvisor"

@@ -264,6 +264,7 @@ func (g *Guest) details(bin string, config *specs.Spec, appArmor, platform strin
 		"seccomp": seccompRecord(config.Linux.Seccomp), "no_new_privileges": strconv.FormatBool(config.Process.NoNewPrivileges)}
 	if platform != "" {
 		d["platform"], d["network_stack"] = platform, "host kernel's, in the guest's namespace (runsc --network="+runscNetwork+")"
+		d[guest.KernelDetail] = guest.KernelGVisor
 	}
 	if prio := g.Spec().RTPriority; prio > 0 {
 		d["rt_priority"] = strconv.Itoa(prio)

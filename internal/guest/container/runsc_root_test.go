@@ -47,6 +47,9 @@ func TestRunscLimitsHoldEveryProcessOfTheSandbox(t *testing.T) {
 	if p := info.Details["platform"]; !slices.Contains(runscPlatforms, p) {
 		t.Errorf("platform recorded %q", p)
 	}
+	if k := info.Details[guest.KernelDetail]; k != guest.KernelGVisor {
+		t.Errorf("kernel recorded %q, want %q: the audit cannot tell gVisor's kernel from a VM's otherwise", k, guest.KernelGVisor)
+	}
 	for file, want := range map[string]string{
 		"cpuset/" + info.Cgroup + "/cpuset.cpus":           "0",
 		"memory/" + info.Cgroup + "/memory.limit_in_bytes": strconv.Itoa(256 << 20),
