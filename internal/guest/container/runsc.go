@@ -74,35 +74,47 @@ var platformCache struct {
 	chosen map[string]string
 }
 
-// runscPlatform is the platform runsc containers of bin run on: the
-// first of runscPlatforms that runs a probe container, each trial
-// bounded. An interrupted choice is not remembered.
+// runscPlatform is the platform runsc containers of bin run on, chosen
+// once per process. An interrupted choice is not remembered.
 func runscPlatform(ctx context.Context, bin string) (string, error) {
 	platformCache.Lock()
 	defer platformCache.Unlock()
 	if p, ok := platformCache.chosen[bin]; ok {
 		return p, nil
 	}
+	p, err := choosePlatform(ctx, kvmOpens(), func(ctx context.Context, platform string) ([]byte, error) {
+		return probeRun(ctx, bin, "--platform", platform, "--network", runscNetwork)
+	})
+	if err != nil {
+		return "", err
+	}
+	if platformCache.chosen == nil {
+		platformCache.chosen = map[string]string{}
+	}
+	platformCache.chosen[bin] = p
+	return p, nil
+}
+
+// choosePlatform is the first of runscPlatforms on which try runs a probe
+// container, each trial bounded; kvm is tried only where /dev/kvm opens.
+func choosePlatform(ctx context.Context, kvm bool, try func(context.Context, string) ([]byte, error)) (string, error) {
 	var tried []string
 	for _, p := range runscPlatforms {
-		if p == "kvm" && !kvmOpens() {
+		if p == "kvm" && !kvm {
 			tried = append(tried, "kvm: /dev/kvm does not open")
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		timeout := probeTimeout
 		if p == "kvm" {
-			pctx, cancel = context.WithTimeout(ctx, kvmProbeTimeout)
+			timeout = kvmProbeTimeout
 		}
-		out, err := probeRun(pctx, bin, "--platform", p, "--network", runscNetwork)
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		out, err := try(pctx, p)
 		cancel()
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
 		if err == nil {
-			if platformCache.chosen == nil {
-				platformCache.chosen = map[string]string{}
-			}
-			platformCache.chosen[bin] = p
 			return p, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s: %v: %s", p, err, guest.Tail(out, 200)))

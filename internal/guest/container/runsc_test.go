@@ -1,9 +1,11 @@
 package container
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
 )
@@ -65,5 +67,43 @@ func TestRunscCreateFlags(t *testing.T) {
 		if i := slices.Index(f, "--platform"); i < 0 || f[i+1] != "ptrace" {
 			t.Errorf("flags %v lack the platform", f)
 		}
+	}
+}
+
+// The platform is the first that runs a sandbox: a kvm that hangs one is
+// given up at its bound, a platform the version lacks is passed over.
+func TestChoosePlatformTakesTheFirstThatRuns(t *testing.T) {
+	var order []string
+	try := func(ctx context.Context, p string) ([]byte, error) {
+		order = append(order, p)
+		switch p {
+		case "kvm":
+			// A sandbox that hangs: its trial must be bounded by kvm's
+			// own bound.
+			if d, ok := ctx.Deadline(); !ok || time.Until(d) > kvmProbeTimeout {
+				t.Errorf("kvm's trial is not bounded by %s", kvmProbeTimeout)
+			}
+			return nil, context.DeadlineExceeded
+		case "systrap":
+			return []byte("invalid platform"), errors.New("exit status 128")
+		}
+		return nil, nil
+	}
+	got, err := choosePlatform(context.Background(), true, try)
+	if err != nil || got != "ptrace" || !slices.Equal(order, []string{"kvm", "systrap", "ptrace"}) {
+		t.Errorf("chose %q (%v) after trying %v", got, err, order)
+	}
+	order = nil
+	if got, _ := choosePlatform(context.Background(), false, try); got != "ptrace" || slices.Contains(order, "kvm") {
+		t.Errorf("without /dev/kvm: chose %q after trying %v", got, order)
+	}
+	none := func(context.Context, string) ([]byte, error) { return nil, errors.New("exit status 1") }
+	if _, err := choosePlatform(context.Background(), false, none); !errors.Is(err, guest.ErrNotSupported) {
+		t.Errorf("no platform runs: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := choosePlatform(ctx, false, none); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled choice: %v", err)
 	}
 }
