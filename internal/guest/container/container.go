@@ -187,7 +187,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	undo.PushRelease(led, cgEntry)
 	global := rootFlags(stateRoot)
 	if platform != "" {
-		global = append(global, runscCreateFlags(platform, config.Linux.Seccomp != nil)...)
+		global = append(global, runscCreateFlags(platform, config.Linux.Seccomp != nil, g.Spec().NetNS != "")...)
 	}
 	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin, "root": stateRoot})
 	if err != nil {
@@ -263,7 +263,10 @@ func (g *Guest) details(bin string, config *specs.Spec, appArmor, platform strin
 	d := map[string]string{"container_id": g.id, "runtime_path": bin, "security": g.security, "apparmor": appArmor,
 		"seccomp": seccompRecord(config.Linux.Seccomp), "no_new_privileges": strconv.FormatBool(config.Process.NoNewPrivileges)}
 	if platform != "" {
-		d["platform"], d["network_stack"] = platform, "host kernel's, in the guest's namespace (runsc --network="+runscNetwork+")"
+		d["platform"], d["network_stack"] = platform, "gVisor's own, loopback only (runsc --network=none)"
+		if g.Spec().NetNS != "" {
+			d["network_stack"] = "host kernel's, in the guest's namespace (runsc --network=" + runscNetwork + ")"
+		}
 		d[guest.KernelDetail] = guest.KernelGVisor
 	}
 	if prio := g.Spec().RTPriority; prio > 0 {

@@ -59,8 +59,15 @@ const kvmProbeTimeout = 5 * time.Second
 // container's seccomp filter, which runsc ignores unless asked, is
 // applied inside the sandbox, to the system calls of the container's
 // processes.
-func runscCreateFlags(platform string, seccomp bool) []string {
-	f := []string{"--platform", platform, "--network", runscNetwork, "--host-uds", "create"}
+func runscCreateFlags(platform string, seccomp, joinsNetNS bool) []string {
+	network := runscNetwork
+	if !joinsNetNS {
+		// A guest on no network still has a loopback, as under runc:
+		// with none gVisor's own stack serves it, where the host's would
+		// leave the new namespace's lo down.
+		network = "none"
+	}
+	f := []string{"--platform", platform, "--network", network, "--host-uds", "create"}
 	if seccomp {
 		f = append(f, "--oci-seccomp")
 	}

@@ -179,3 +179,35 @@ func TestRunscGuestTalksTCPOnBridgeAndRoutedPaths(t *testing.T) {
 		})
 	}
 }
+
+// A runsc guest on no network has a working loopback, as a runc one has.
+func TestRunscGuestOnNoNetworkHasALoopback(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, runscRuntime, "runsc")
+	if err := (kind{}).Probe(context.Background(), runscRuntime); err != nil {
+		t.Skip(err)
+	}
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "rl" + strconv.Itoa(os.Getpid()), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: filepath.Join(root, "state"), Ledger: led}
+	g, err := (kind{}).New(guest.Spec{Name: "g", Kind: KindName, Runtime: runscRuntime}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(ctx)
+	script := "import socket\nl = socket.create_server(('127.0.0.1', 0))\nc = socket.create_connection(l.getsockname(), timeout=5)\n" +
+		"s, _ = l.accept()\nc.sendall(b'loopback')\nprint(s.recv(64).decode())"
+	r, err := g.Exec(ctx, agent.Request{Argv: []string{"python3", "-c", script}, TimeoutMS: 10000})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "loopback" {
+		t.Errorf("loopback: %v %+v", err, r)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -56,7 +56,7 @@ func TestRuntimesDefaultFirst(t *testing.T) {
 // The container's seccomp filter is applied inside the sandbox only when
 // the bundle has one; the agent's socket is always served on the host.
 func TestRunscCreateFlags(t *testing.T) {
-	with, without := runscCreateFlags("ptrace", true), runscCreateFlags("ptrace", false)
+	with, without := runscCreateFlags("ptrace", true, true), runscCreateFlags("ptrace", false, true)
 	if !slices.Contains(with, "--oci-seccomp") || slices.Contains(without, "--oci-seccomp") {
 		t.Errorf("seccomp flags: %v / %v", with, without)
 	}
@@ -67,6 +67,12 @@ func TestRunscCreateFlags(t *testing.T) {
 		if i := slices.Index(f, "--platform"); i < 0 || f[i+1] != "ptrace" {
 			t.Errorf("flags %v lack the platform", f)
 		}
+		if i := slices.Index(f, "--network"); i < 0 || f[i+1] != runscNetwork {
+			t.Errorf("flags %v of a guest on a network do not use the host's stack in its namespace", f)
+		}
+	}
+	if f := runscCreateFlags("ptrace", true, false); !slices.Contains(f, "none") {
+		t.Errorf("flags %v of a guest on no network: want gVisor's own loopback (--network none)", f)
 	}
 }
 
