@@ -195,6 +195,11 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	undo.PushRelease(led, ctrEntry)
 
+	if g.runtime == runscRuntime {
+		if err := fillCpusetParents(cpusetV1Dir, cgroupsPath); err != nil {
+			return fail(err)
+		}
+	}
 	logPath, pidPath := filepath.Join(g.dir, "container.log"), filepath.Join(g.dir, "container.pid")
 	if err := g.runWithBudget(ctx, cgroupsPath, func() error { return g.runDetached(ctx, bin, global, bundleDir, logPath, pidPath) }); err != nil {
 		return fail(err)
