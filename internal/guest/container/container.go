@@ -187,7 +187,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	undo.PushRelease(led, cgEntry)
 	global := rootFlags(stateRoot)
 	if platform != "" {
-		global = append(global, runscCreateFlags(platform, config.Linux.Seccomp != nil, g.Spec().NetNS != "")...)
+		global = append(global, runscCreateFlags(platform, g.Spec().NetNS != "")...)
 	}
 	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin, "root": stateRoot})
 	if err != nil {
@@ -273,6 +273,9 @@ func (g *Guest) details(bin string, config *specs.Spec, appArmor, platform strin
 			d["network_stack"] = "host kernel's, in the guest's namespace (runsc --network=" + runscNetwork + ")"
 		}
 		d[guest.KernelDetail] = guest.KernelGVisor
+		if config.Linux.Seccomp != nil {
+			d["seccomp"] += ", in the bundle, not applied by runsc"
+		}
 	}
 	if prio := g.Spec().RTPriority; prio > 0 {
 		d["rt_priority"] = strconv.Itoa(prio)

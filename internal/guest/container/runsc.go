@@ -19,9 +19,10 @@ import (
 const runscRuntime = "runsc"
 
 // runscSecurity are the profiles a container takes under runsc, the
-// default first: default applies the container's seccomp filter inside
-// the sandbox, to its processes' calls into gVisor's kernel; unconfined
-// leaves it out. Either way the sandbox confines itself on the host.
+// default first: default is the bundle engines deploy, whose seccomp
+// filter runsc, like Docker's runsc, leaves unapplied (see
+// runscCreateFlags); unconfined is the bundle without it. Either way the
+// sandbox confines itself on the host with its own filter.
 var runscSecurity = []string{guest.SecurityDefault, guest.SecurityUnconfined}
 
 // runscRefusal says why runsc refuses the other profiles.
@@ -57,10 +58,10 @@ const kvmProbeTimeout = 5 * time.Second
 // runscCreateFlags are the global flags that make a runsc container: its
 // platform, its network, and its agent's socket, bound in the sandbox
 // and served on the host (--host-uds=create), as runc's is. The
-// container's seccomp filter, which runsc ignores unless asked, is
-// applied inside the sandbox, to the system calls of the container's
-// processes.
-func runscCreateFlags(platform string, seccomp, joinsNetNS bool) []string {
+// container's seccomp filter is not applied inside the sandbox
+// (--oci-seccomp, off by default, as Docker runs runsc): this version,
+// given containerd's default profile, refuses every new thread (EPERM).
+func runscCreateFlags(platform string, joinsNetNS bool) []string {
 	network := runscNetwork
 	if !joinsNetNS {
 		// A guest on no network still has a loopback, as under runc:
@@ -68,11 +69,7 @@ func runscCreateFlags(platform string, seccomp, joinsNetNS bool) []string {
 		// leave the new namespace's lo down.
 		network = "none"
 	}
-	f := []string{"--platform", platform, "--network", network, "--host-uds", "create"}
-	if seccomp {
-		f = append(f, "--oci-seccomp")
-	}
-	return f
+	return []string{"--platform", platform, "--network", network, "--host-uds", "create"}
 }
 
 // platformCache holds each runsc binary's platform, chosen once per

@@ -63,6 +63,12 @@ func TestRunscLimitsHoldEveryProcessOfTheSandbox(t *testing.T) {
 			t.Errorf("%s = %q (%v), want %s", file, got, err, want)
 		}
 	}
+	// Under the default profile a program starts threads, as sysbench
+	// and every threaded tool does.
+	r, err := g.Exec(ctx, agent.Request{Argv: []string{"python3", "-c", "import threading; t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()"}})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "thread" {
+		t.Errorf("a thread under security default: %v %+v", err, r)
+	}
 	stateRoot := filepath.Join(env.StateDir, "g", "runsc")
 	sandbox := runscProcesses(t, stateRoot)
 	if len(sandbox) < 2 {
