@@ -31,7 +31,7 @@ func findings(t *testing.T, name string) map[string]Finding {
 	t.Helper()
 	out := map[string]Finding{}
 	kernel := ""
-	if name == "container-runsc" {
+	if strings.HasPrefix(name, "container-runsc") {
 		kernel = guest.KernelGVisor
 	}
 	for _, f := range Assess(evidence(t, name), evidence(t, "host-reference"), kernel) {
@@ -88,12 +88,17 @@ func TestAssessRecordedGuests(t *testing.T) {
 	// not scores, but for the kernel itself and what it hides.
 	gv := findings(t, "container-runsc")
 	expect(t, "runsc", gv, "kernel", "gVisor's application kernel (says Linux 4.4.0)", Stronger)
-	expect(t, "runsc", gv, "seccomp", "filter (in gVisor's kernel)", Info)
+	expect(t, "runsc", gv, "seccomp", "none (in gVisor's kernel)", Info)
 	expect(t, "runsc", gv, "no_new_privs", "not reported by gVisor's kernel", Info)
 	expect(t, "runsc", gv, "user namespace", "not comparable", Info)
 	expect(t, "runsc", gv, "capabilities", "in gVisor's kernel", Info)
 	expect(t, "runsc", gv, "namespaces shared with the host", "none (gVisor's own)", Stronger)
 	expect(t, "runsc", gv, "host processes visible", "none", Stronger)
+
+	// Recorded with the bundle's filter applied in the sandbox
+	// (--oci-seccomp): gVisor says a filter is on, not how many.
+	gvFiltered := findings(t, "container-runsc-oci-seccomp")
+	expect(t, "runsc --oci-seccomp", gvFiltered, "seccomp", "filter (in gVisor's kernel)", Info)
 
 	vm := findings(t, "vm-microvm-sandbox")
 	expect(t, "vm", vm, "kernel", "its own", Stronger)
