@@ -77,6 +77,8 @@ type parser struct {
 	errs   ErrorList
 	// thisHost is ThisHost, once read.
 	thisHost *Host
+	// optionalAt is where each group that says optional says it.
+	optionalAt map[string]*yaml.Node
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -348,6 +350,7 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	}
 	p.baseline(n, baselineNode, s)
 	p.checkFleet(n, s)
+	p.checkOptional(s)
 	grantRealTime(s)
 }
 
@@ -578,6 +581,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"memory_merge":   p.boolean(&g.MemoryMerge),
 			"rt_priority":    p.integer(&g.RTPriority, 1, 99),
 			"pin_vcpus":      p.cpuSet(&g.PinVCPUs),
+			"optional":       p.boolean(&g.Optional),
 		})
 		if seen == nil {
 			continue
@@ -660,6 +664,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			p.uniqueGuests(item, path, g, made)
 		}
 		names[g.Name] = item.Line
+		p.noteOptional(g, seen["optional"])
 		s.Guests = append(s.Guests, g)
 	}
 }

@@ -297,7 +297,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"unknown top-level key with suggestion", "name: t\nrepetition: 3\n" + guests + work,
 			[]string{`t.yaml:2:1: repetition: unknown field "repetition"; did you mean "repetitions"?`}},
 		{"unknown key lists what is allowed", "name: t\nguests:\n  - kind: host\n    zzz: 1\n" + work,
-			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, arch, cmdline, count, cpu_limit, cpus, disk, firmware, image, initrd, kernel, kernel_flavour, kind, launch, memory, memory_merge, name, network, pin_vcpus, rt_priority, runtime, security, vcpus)`}},
+			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, arch, cmdline, count, cpu_limit, cpus, disk, firmware, image, initrd, kernel, kernel_flavour, kind, launch, memory, memory_merge, name, network, optional, pin_vcpus, rt_priority, runtime, security, vcpus)`}},
 		{"key given twice", "name: t\nname: u\n" + guests + work,
 			[]string{"t.yaml:2:1: name: given twice (first at line 1)"}},
 		{"unknown param", "name: t\n" + guests + "workloads:\n  - workload: scenario-test\n    params: {mdoe: b}\n",

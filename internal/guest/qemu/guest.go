@@ -94,15 +94,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
-	var boot image.VMBoot
-	probeKernel := img.KernelPath
-	if spec.Image == "" {
-		if boot, err = image.EnsureVMBoot(ctx, img, g.env.Say); err != nil {
-			return fail(err)
-		}
-		probeKernel = boot.Kernel
+	boot, probeKernel, err := vmBoot(ctx, img, spec, g.env.Say)
+	if err != nil {
+		return fail(err)
 	}
-	// Whether KVM works is asked of vfleet's kernel, which is known to boot.
 	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile), g.env.Say)
 	if emulated(g.arch) {
 		accel, accelWhy, err = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch), nil
