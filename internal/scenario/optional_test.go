@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/store"
@@ -82,5 +83,40 @@ func TestDropRefusedDropsOnlyRefusedOptionalGroups(t *testing.T) {
 	s = &Spec{Guests: []GuestGroup{{Name: "c", Kind: "container", Optional: true}}}
 	if _, err := s.DropRefused(func(GuestGroup) error { return broken }); !errors.Is(err, broken) {
 		t.Fatalf("an optional group whose probe broke: %v", err)
+	}
+}
+
+// The frontier needs the baseline and technologies every Linux host runs
+// (runc, a VM under TCG) even when each optional one is refused, and the
+// whole study must stay short enough to run under TCG.
+func TestIsolationSpectrumWithoutItsOptionalGroups(t *testing.T) {
+	spec, err := Load("isolation-spectrum", Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits, Host: &testHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total time.Duration
+	for _, st := range spec.Expand().Steps {
+		total += st.Duration
+	}
+	if total > 5*time.Minute {
+		t.Errorf("measures for %s nominally with every group; keep it under 5m", total)
+	}
+	if _, err := spec.DropRefused(func(g GuestGroup) error {
+		if g.Optional {
+			return guest.ErrNotSupported
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, g := range spec.Guests {
+		kept = append(kept, g.Name)
+	}
+	if want := []string{"host", "runc", "microvm"}; !reflect.DeepEqual(kept, want) {
+		t.Fatalf("groups every host runs: %v, want %v", kept, want)
+	}
+	if got := []string{spec.Dropped[0].Name, spec.Dropped[1].Name, spec.Dropped[2].Name}; !reflect.DeepEqual(got, []string{"crun", "gvisor", "vm-kvm"}) {
+		t.Fatalf("optional groups %v", got)
 	}
 }
