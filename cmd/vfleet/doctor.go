@@ -6,13 +6,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/vfleet/vfleet/internal/guest/qemu"
-
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/container"
 	"github.com/vfleet/vfleet/internal/image"
 )
 
@@ -26,20 +23,20 @@ timeout: /dev/kvm can exist and still not work), and the measuring tools in the 
 image. Every missing piece says what to install.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := doctor.Options{Runtimes: container.Runtimes(), VhostNet: qemu.VhostNetDevice, CanRun: image.CheckCanRun}
-			for _, arch := range guest.Arches {
-				if arch != image.HostArch {
-					opts.ForeignArches = append(opts.ForeignArches, arch)
+			var opts doctor.Options
+			var kinds []doctor.Contributor
+			for _, name := range guest.KindNames() {
+				if k, err := guest.Lookup(name); err == nil {
+					if c, ok := k.(doctor.Contributor); ok {
+						kinds = append(kinds, c)
+					}
 				}
-			}
-			if k, err := guest.Lookup(container.KindName); err == nil {
-				opts.RuntimeProbe = k.Probe
 			}
 			// The image is only read: doctor never builds anything.
 			if img, err := image.Open(g.stateDir, image.DefaultRecipe()); err == nil {
 				opts.KernelPath, opts.ImagePackages = img.KernelPath, img.Manifest.Packages
 			}
-			checks := doctor.Checks(opts)
+			checks := doctor.Checks(opts, kinds...)
 			ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Minute)
 			defer cancel()
 			// The probes take seconds; a terminal gets a status line, a pipe

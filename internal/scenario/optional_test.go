@@ -13,7 +13,7 @@ import (
 )
 
 func TestOptionalParses(t *testing.T) {
-	o := Options{KnownKinds: []string{"host", "container"}, Traits: testTraits}
+	o := Options{KnownKinds: []string{"host", "container"}}
 	src := "name: t\nguests:\n  - kind: host\n  - {name: c, kind: container, runtime: crun, optional: true}\n  - {name: r, kind: container}\nworkloads:\n  - workload: scenario-test\n"
 	spec, err := Parse("t.yaml", []byte(src), o)
 	if err != nil {
@@ -31,7 +31,7 @@ func TestOptionalParses(t *testing.T) {
 // The baseline and the noise group are what the others are measured
 // against and next to: a run without them means nothing.
 func TestBaselineAndNoiseGroupCannotBeOptional(t *testing.T) {
-	o := Options{KnownKinds: []string{"host", "container"}, Traits: testTraits}
+	o := Options{KnownKinds: []string{"host", "container"}}
 	for _, c := range []struct{ src, want string }{
 		{"name: t\nguests:\n  - {kind: host, optional: true}\n  - kind: container\nworkloads:\n  - workload: scenario-test\n",
 			`t.yaml:3:28: guests[0].optional: the baseline group "host" cannot be optional`},
@@ -59,7 +59,7 @@ func TestDropRefusedDropsOnlyRefusedOptionalGroups(t *testing.T) {
 		}
 		return nil
 	}
-	s := &Spec{Guests: []GuestGroup{{Name: "host", Kind: "host"}, {Name: "c", Kind: "container", Runtime: "crun", Optional: true}, {Name: "r", Kind: "container"}}}
+	s := &Spec{Guests: []GuestGroup{{Name: "host", Spec: guest.Spec{Kind: "host"}}, {Name: "c", Optional: true, Spec: guest.Spec{Kind: "container", Runtime: "crun"}}, {Name: "r", Spec: guest.Spec{Kind: "container"}}}}
 	dropped, err := s.DropRefused(refuse)
 	if err != nil {
 		t.Fatal(err)
@@ -75,12 +75,12 @@ func TestDropRefusedDropsOnlyRefusedOptionalGroups(t *testing.T) {
 		}
 	}
 
-	s = &Spec{Guests: []GuestGroup{{Name: "host", Kind: "host"}, {Name: "c", Kind: "container", Runtime: "crun"}}}
+	s = &Spec{Guests: []GuestGroup{{Name: "host", Spec: guest.Spec{Kind: "host"}}, {Name: "c", Spec: guest.Spec{Kind: "container", Runtime: "crun"}}}}
 	if _, err := s.DropRefused(refuse); !errors.Is(err, guest.ErrNotSupported) || !strings.Contains(err.Error(), `guest group "c"`) || len(s.Guests) != 2 {
 		t.Fatalf("a refused required group: %v, left %+v", err, s.Guests)
 	}
 	broken := errors.New("the probe broke")
-	s = &Spec{Guests: []GuestGroup{{Name: "c", Kind: "container", Optional: true}}}
+	s = &Spec{Guests: []GuestGroup{{Name: "c", Optional: true, Spec: guest.Spec{Kind: "container"}}}}
 	if _, err := s.DropRefused(func(GuestGroup) error { return broken }); !errors.Is(err, broken) {
 		t.Fatalf("an optional group whose probe broke: %v", err)
 	}
@@ -90,7 +90,7 @@ func TestDropRefusedDropsOnlyRefusedOptionalGroups(t *testing.T) {
 // (runc, a VM under TCG) even when each optional one is refused, and the
 // whole study must stay short enough to run under TCG.
 func TestIsolationSpectrumWithoutItsOptionalGroups(t *testing.T) {
-	spec, err := Load("isolation-spectrum", Options{KnownKinds: []string{"container", "host", "vm"}, Traits: testTraits, Host: &testHost})
+	spec, err := Load("isolation-spectrum", Options{KnownKinds: []string{"container", "host", "vm"}, Host: &testHost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,9 +30,9 @@ func groupNames(s *scenario.Spec) []string {
 func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
 	probed.probed = nil
 	spec := &scenario.Spec{Guests: []scenario.GuestGroup{
-		{Name: "a", Kind: probed.name, Runtime: "r1"},
-		{Name: "b", Kind: probed.name, Runtime: "r1"},
-		{Name: "c", Kind: probed.name, Runtime: "r2"},
+		{Name: "a", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
+		{Name: "b", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
+		{Name: "c", Spec: guest.Spec{Kind: probed.name, Runtime: "r2"}},
 	}}
 	var w bytes.Buffer
 	if err := probeKinds(t, &w, spec); err != nil {
@@ -42,7 +42,7 @@ func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
 		t.Fatalf("probed runtimes %v, want %v", probed.probed, want)
 	}
 
-	spec.Guests = append(spec.Guests, scenario.GuestGroup{Name: "d", Kind: probed.name, Runtime: "none"})
+	spec.Guests = append(spec.Guests, scenario.GuestGroup{Name: "d", Spec: guest.Spec{Kind: probed.name, Runtime: "none"}})
 	err := probeKinds(t, &w, spec)
 	if !errors.Is(err, errNoRuntime) || !strings.Contains(err.Error(), `guest group "d"`) {
 		t.Fatalf("probing a runtime the host lacks: %v; want it, naming group d", err)
@@ -52,9 +52,9 @@ func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
 func TestARefusedOptionalGroupIsDroppedAndARequiredOneIsAnError(t *testing.T) {
 	spec := func(optional bool) *scenario.Spec {
 		return &scenario.Spec{Guests: []scenario.GuestGroup{
-			{Name: "base", Kind: probed.name},
-			{Name: "gone", Kind: probed.name, Runtime: "absent", Optional: optional},
-			{Name: "kept", Kind: probed.name, Runtime: "r1", Optional: true},
+			{Name: "base", Spec: guest.Spec{Kind: probed.name}},
+			{Name: "gone", Optional: optional, Spec: guest.Spec{Kind: probed.name, Runtime: "absent"}},
+			{Name: "kept", Optional: true, Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
 		}}
 	}
 	var w bytes.Buffer
@@ -86,7 +86,7 @@ func TestARefusedOptionalGroupIsDroppedAndARequiredOneIsAnError(t *testing.T) {
 // Only "this host cannot run it" drops a group: any other refusal (a
 // broken probe) stays an error however optional the group.
 func TestAnOptionalGroupWhoseProbeFailsOtherwiseIsAnError(t *testing.T) {
-	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Kind: probed.name, Runtime: "none", Optional: true}}}
+	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Optional: true, Spec: guest.Spec{Kind: probed.name, Runtime: "none"}}}}
 	if err := probeKinds(t, &bytes.Buffer{}, spec); !errors.Is(err, errNoRuntime) {
 		t.Fatalf("got %v, want the probe's own error", err)
 	}
@@ -98,8 +98,8 @@ func TestBothSidesOfAnABRunDropTheSameGroups(t *testing.T) {
 	probed.probed = nil
 	side := func() *scenario.Spec {
 		return &scenario.Spec{Guests: []scenario.GuestGroup{
-			{Name: "base", Kind: probed.name},
-			{Name: "gone", Kind: probed.name, Runtime: "absent", Optional: true},
+			{Name: "base", Spec: guest.Spec{Kind: probed.name}},
+			{Name: "gone", Optional: true, Spec: guest.Spec{Kind: probed.name, Runtime: "absent"}},
 		}}
 	}
 	a, b := side(), side()
@@ -145,9 +145,9 @@ func init() { guest.Register(specKind) }
 func TestASpecProbersRefusalDropsOptionalGroupsOnce(t *testing.T) {
 	side := func() *scenario.Spec {
 		return &scenario.Spec{Guests: []scenario.GuestGroup{
-			{Name: "base", Kind: probed.name},
-			{Name: "tcg", Kind: specKind.name, Accel: "tcg", Optional: true},
-			{Name: "kvm", Kind: specKind.name, Accel: "kvm", Optional: true},
+			{Name: "base", Spec: guest.Spec{Kind: probed.name}},
+			{Name: "tcg", Optional: true, Spec: guest.Spec{Kind: specKind.name, Accel: "tcg"}},
+			{Name: "kvm", Optional: true, Spec: guest.Spec{Kind: specKind.name, Accel: "kvm"}},
 		}}
 	}
 	a, b := side(), side()

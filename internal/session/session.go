@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/container"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/image/native"
@@ -225,19 +224,16 @@ func fingerprint(ctx context.Context, img *image.Image, specs []*scenario.Spec) 
 			fp.ToolVersions[filepath.Base(p.Name)] = "vfleet's own, source " + native.SourceHash(p)[:12]
 		}
 	}
-	// The runtimes' versions matter as much as the tools': runc releases
-	// change how cgroups are set up.
+	// The versions of what runs the guests (an OCI runtime, QEMU) matter
+	// as much as the tools'.
 	for _, g := range guestGroups(specs) {
-		if g.Kind != container.KindName {
+		prog := guest.ProgramOf(g.Spec)
+		if _, done := fp.ToolVersions[prog]; prog == "" || done {
 			continue
 		}
-		rt := g.Runtime
-		if rt == "" {
-			rt = container.DefaultRuntime
-		}
-		if t, err := tools.Find(rt); err == nil {
+		if t, err := tools.Find(prog); err == nil {
 			if v, err := tools.Version(ctx, t); err == nil {
-				fp.ToolVersions[rt] = v
+				fp.ToolVersions[prog] = v
 			}
 		}
 	}

@@ -59,7 +59,7 @@ func init() {
 // no agent is needed to learn that.
 func TestPrepareProbesBeforeBuilding(t *testing.T) {
 	cfg := Config{StateDir: t.TempDir(), AgentPath: filepath.Join(t.TempDir(), "no-agent")}
-	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Kind: probed.name, Runtime: "none"}}}
+	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Spec: guest.Spec{Kind: probed.name, Runtime: "none"}}}}
 	if _, err := Prepare(context.Background(), cfg, spec); !errors.Is(err, errNoRuntime) {
 		t.Fatalf("Prepare = %v; want the probe's refusal", err)
 	}
@@ -101,9 +101,9 @@ func TestPrepareGuestImagesLeavesAVMDiskAloneAndFindsTheAgent(t *testing.T) {
 	agent := filepath.Join(t.TempDir(), "vfleet-agent")
 	cfg := Config{StateDir: t.TempDir(), AgentPath: agent}
 	specs := []*scenario.Spec{{Guests: []scenario.GuestGroup{
-		{Name: "plain", Kind: inGuest.name},
-		{Name: "disk", Kind: inGuest.name, Image: "/disks/a.qcow2"},
-	}}, {Guests: []scenario.GuestGroup{{Name: "again", Kind: inGuest.name, Image: "/disks/a.qcow2"}}}}
+		{Name: "plain", Spec: guest.Spec{Kind: inGuest.name}},
+		{Name: "disk", Spec: guest.Spec{Kind: inGuest.name, Image: "/disks/a.qcow2"}},
+	}}, {Guests: []scenario.GuestGroup{{Name: "again", Spec: guest.Spec{Kind: inGuest.name, Image: "/disks/a.qcow2"}}}}}
 	if _, err := prepareGuestImages(context.Background(), cfg, specs); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("without the agent: %v", err)
 	}
