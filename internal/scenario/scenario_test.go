@@ -31,7 +31,6 @@ type testWorkload struct{}
 const testName = "scenario-test"
 
 func (testWorkload) Name() string                                 { return testName }
-func (testWorkload) Tool() string                                 { return "true" }
 func (testWorkload) Defaults() workload.Params                    { return workload.Params{"mode": "a", "size": "1M"} }
 func (testWorkload) MinDuration() time.Duration                   { return 2 * time.Second }
 func (testWorkload) Parse(_, _ []byte) ([]workload.Sample, error) { return nil, nil }
