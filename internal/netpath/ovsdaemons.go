@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/tools"
 )
@@ -60,9 +58,8 @@ func startOVS(sides Sides, dp OVSDatapath) (sw *ovsSwitch, err error) {
 	if sw.version, err = tools.Version(context.Background(), sw.programs["ovs-vswitchd"]); err != nil {
 		return nil, err
 	}
-	if len(sw.dbSocket()) >= len(unix.RawSockaddrUnix{}.Path) {
-		return nil, fmt.Errorf("the ovs path's socket %s is longer than a unix socket path may be (%d bytes): use a shorter state directory",
-			sw.dbSocket(), len(unix.RawSockaddrUnix{}.Path)-1)
+	if err := checkSocketPath("the ovs path's socket", sw.dbSocket()); err != nil {
+		return nil, err
 	}
 	if sw.dirEntry, err = sw.led.Record(ledger.KindDir, sw.dir, nil); err != nil {
 		return nil, err
