@@ -106,8 +106,12 @@ type nicConfig struct {
 var offloadsOff = []string{"csum", "gso", "host_tso4", "host_tso6", "host_ecn", "host_ufo"}
 
 // nicOffloads is what a VM's record says of its card's offloads; why is
-// the path's reason to turn them off, empty to keep QEMU's defaults.
-func nicOffloads(why string) string {
+// the path's reason to turn them off, empty to keep QEMU's defaults; a
+// card on a stream (passt's) has none to offer.
+func nicOffloads(why string, stream bool) string {
+	if stream {
+		return "none: a stream netdev carries no virtio-net header, so the card offers the guest no checksum or segmentation offloads"
+	}
 	if why == "" {
 		return "QEMU's defaults: the guest may send partial checksums and GSO frames"
 	}

@@ -205,7 +205,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 			}
 		}
 		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": kind.String(), "net.addr": t.Addr.String(),
-			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff)})
+			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff, cfg.NIC.Stream)})
 	}
 	var cred *syscall.Credential
 	if g.sandbox {

@@ -96,6 +96,11 @@ func TestMicroVMOnEveryVMPath(t *testing.T) {
 				t.Errorf("record says device %q %q, offloads %q; want a %s %s, offloads off: %v",
 					d["net.device"], d["net.tap"], d["net.offload"], wantDevice, link.HostIf, link.OffloadsOff != "")
 			}
+			// A stream has no virtio-net header to carry offloads, nor vhost.
+			if stream := wantDevice == netpath.VMPasst.String(); stream != strings.HasPrefix(d["net.offload"], "none") ||
+				stream && !strings.HasPrefix(d["net.vhost"], "off") {
+				t.Errorf("record says offloads %q, vhost %q on a %s", d["net.offload"], d["net.vhost"], wantDevice)
+			}
 			fwd0, err := n.ForwardedPackets()
 			if err != nil {
 				t.Fatal(err)
