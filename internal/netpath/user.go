@@ -65,6 +65,11 @@ func (u user) Build(sides Sides) (Live, error) {
 	if err := buildUplink(sides, u.Spec(), nil); err != nil {
 		return live, err
 	}
+	// passt answers the VM's pings through ping sockets, which a new
+	// namespace allows no group; root's is enough, as passt runs as root.
+	if err := sides.Host.sysctl("net/ipv4/ping_group_range", "0 0"); err != nil {
+		return live, err
+	}
 	return live, confineToUplink(sides)
 }
 

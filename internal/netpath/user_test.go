@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -129,6 +130,14 @@ func TestUserVMReachesThePeerOnly(t *testing.T) {
 	if _, err := toPeerUntilReceived(nic, udpFrame(links[0].MAC, gwMAC, guest, netip.AddrPortFrom(links[0].Peer, port), []byte("peer")), server); err != nil {
 		t.Fatalf("VM to the peer %s: %v", links[0].Peer, err)
 	}
+	// A ping of the peer is answered, through passt's ping socket.
+	ping := icmpEcho(links[0].MAC, gwMAC, guest.Addr(), links[0].Peer)
+	err = nic.await(func() { _ = nic.write(ping) }, func(f []byte) bool {
+		return len(f) >= 14+20+8 && binary.BigEndian.Uint16(f[12:14]) == unix.ETH_P_IP && f[14+9] == unix.IPPROTO_ICMP && f[14+20] == 0
+	})
+	if err != nil {
+		t.Errorf("ping of the peer %s: no echo reply: %v", links[0].Peer, err)
+	}
 	buf := make([]byte, 64)
 	for {
 		// The datagram to the peer came after the others: anything left
@@ -193,4 +202,27 @@ func TestUserCleanAfterKilledRun(t *testing.T) {
 	}
 	checkDaemonsGone(t, daemons, dir)
 	n.Close() // releases handles; everything it held is already gone
+}
+
+// icmpEcho is an ICMP echo request from src to dst, checksums complete.
+func icmpEcho(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr) []byte {
+	const ethLen, ipLen, icmpLen = 14, 20, 16
+	f := make([]byte, ethLen+ipLen+icmpLen)
+	copy(f[0:6], dstMAC)
+	copy(f[6:12], srcMAC)
+	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_IP)
+	ip := f[ethLen:]
+	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_ICMP
+	binary.BigEndian.PutUint16(ip[2:4], ipLen+icmpLen)
+	s4, d4 := src.As4(), dst.As4()
+	copy(ip[12:16], s4[:])
+	copy(ip[16:20], d4[:])
+	binary.BigEndian.PutUint16(ip[10:12], ^onesSum(ip[:ipLen]))
+	icmp := ip[ipLen:]
+	icmp[0] = 8 // echo request
+	binary.BigEndian.PutUint16(icmp[4:6], 0x7666)
+	binary.BigEndian.PutUint16(icmp[6:8], 1)
+	copy(icmp[8:], "vfleet!!")
+	binary.BigEndian.PutUint16(icmp[2:4], ^onesSum(icmp))
+	return f
 }
