@@ -189,15 +189,18 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		if err != nil {
 			return fail(err)
 		}
-		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != ""}
+		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != "", Stream: kind == netpath.VMPasst}
 		extra = append(extra, dev)
-		vhost, vhostState := openVhostNet(accel, VhostNetDevice)
-		if vhost != nil {
-			cfg.NIC.VhostFD = 3 + len(extra)
-			extra = append(extra, vhost)
+		vhostState := "off: passt moves the frames, through a stream"
+		if !cfg.NIC.Stream {
+			var vhost *os.File
+			if vhost, vhostState = openVhostNet(accel, VhostNetDevice); vhost != nil {
+				cfg.NIC.VhostFD = 3 + len(extra)
+				extra = append(extra, vhost)
+			}
 		}
 		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": kind.String(), "net.addr": t.Addr.String(),
-			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff)})
+			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff, cfg.NIC.Stream)})
 	}
 	var cred *syscall.Credential
 	if g.sandbox {
