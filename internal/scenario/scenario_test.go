@@ -359,6 +359,11 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			[]string{"adaptive.max_repetitions: 4 is below repetitions (5)"}},
 		{"vm on a path without VMs", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host}\n  - {kind: vm, network: veth}\n" + work,
 			[]string{"guests[1].network: path not available to VM guests: veth: a VM's NIC is a tap, which has no far end to put in the peer (VMs take bridge, macvlan, macvtap, ovs, routed, tc, user, xdp)"}},
+		{"container on a path for VMs only", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {kind: container}\n" + work,
+			[]string{"t.yaml:5:5: guests[1].network: path not available to namespace guests: user"}},
+		{"peer's client into a path without inbound connections", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {name: v, kind: vm}\n" +
+			"workloads:\n  - workload: net-latency\n    params: {client: peer}\n",
+			[]string{"t.yaml:7:15: workloads[0].params.client: client: peer cannot reach group v: "}},
 		{"peer name reserved", "name: t\nguests:\n  - {name: peer, kind: container}\n  - {kind: host}\n" + work,
 			[]string{`guests[0].name: "peer" is reserved for the run's network peer`}},
 		{"guests not a list", "name: t\nguests: host\n" + work,
