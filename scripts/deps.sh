@@ -25,10 +25,11 @@ case "$(dpkg --print-architecture)" in
   arm64) packages+=(gcc-x86-64-linux-gnu libc6-dev-amd64-cross) ;;
 esac
 # --test adds what only the tests use: a browser that renders the HTML report,
-# a Prometheus server that scrapes the metrics endpoint, and what makes a
-# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image.
+# a Prometheus server that scrapes the metrics endpoint, what makes a
+# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image, and
+# OpenSSH's server, which the tests' remote machine runs in a namespace.
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium prometheus fdisk dosfstools mtools)
+  packages+=(chromium prometheus fdisk dosfstools mtools openssh-server)
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
