@@ -225,6 +225,17 @@ func (m *Machine) StartAgent(ctx context.Context, led *ledger.Ledger, agentFor f
 	return m.waitAgent(ctx, exited, &stderr)
 }
 
+// ProbeWorkDir makes a work directory on the peer as StartAgent would and
+// removes it at once, and says where it was: the check of `vfleet doctor
+// --peer`, which starts nothing there.
+func (m *Machine) ProbeWorkDir(ctx context.Context) (string, error) {
+	out, err := m.sh(ctx, nil, `d=$(mktemp -d "${TMPDIR:-/tmp}/`+workPrefix+`probe.XXXXXX") && rmdir "$d" && echo "$d"`)
+	if err != nil {
+		return "", fmt.Errorf("work directory on %s: %w", m.Target, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // waitAgent waits, bounded, until the agent answers on its socket.
 func (m *Machine) waitAgent(ctx context.Context, exited <-chan error, stderr *bytes.Buffer) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
