@@ -210,12 +210,13 @@ func shellWord(s string) string {
 }
 
 // knownAlgorithms lists the host key algorithms of the keys known_hosts
-// holds for t, or nil (the library's defaults) when it holds none.
+// holds for t; when it holds none, OpenSSH's own order, so that the key
+// whose fingerprint an error shows is the one `ssh` would then accept.
 func knownAlgorithms(check ssh.HostKeyCallback, t Target) []string {
 	probe, _ := ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
 	var keyErr *knownhosts.KeyError
-	if !errors.As(check(t.Addr(), &net.TCPAddr{IP: net.IPv4zero}, probe), &keyErr) {
-		return nil
+	if !errors.As(check(t.Addr(), &net.TCPAddr{IP: net.IPv4zero}, probe), &keyErr) || len(keyErr.Want) == 0 {
+		return []string{ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521, ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
 	}
 	var algs []string
 	for _, k := range keyErr.Want {

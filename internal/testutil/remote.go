@@ -2,7 +2,10 @@ package testutil
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
@@ -46,7 +49,9 @@ type Remote struct {
 	AgentSocket string
 	// KnownHosts is a known_hosts file holding sshd's host key.
 	KnownHosts string
-	// HostKey is sshd's public host key.
+	// HostKey is sshd's ed25519 host key, the one KnownHosts holds. sshd
+	// has an ECDSA key too, as Debian's has, which no file knows: a client
+	// must ask for the kind of key it knows.
 	HostKey ssh.PublicKey
 	// WorkDir is the remote sessions' TMPDIR: what a remote peer makes
 	// with mktemp lands here, so a test can see it removed.
@@ -89,6 +94,11 @@ func RemoteMachine(t testing.TB) *Remote {
 	}
 
 	r.HostKey = signerOf(t, writeKey(t, filepath.Join(dir, "ssh_host_ed25519_key"))).PublicKey()
+	ecdsaKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePrivate(t, filepath.Join(dir, "ssh_host_ecdsa_key"), ecdsaKey)
 	r.Identity = filepath.Join(dir, "id_ed25519")
 	user := writeKey(t, r.Identity)
 	authorized := filepath.Join(dir, "authorized_keys")
@@ -112,7 +122,7 @@ func RemoteMachine(t testing.TB) *Remote {
 		t.Fatal(err)
 	}
 	config := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(config, []byte(sshdConfig(r, filepath.Join(dir, "ssh_host_ed25519_key"), authorized)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(sshdConfig(r, dir, authorized)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	log := &strings.Builder{}
@@ -139,10 +149,11 @@ func RemoteMachine(t testing.TB) *Remote {
 	return r
 }
 
-func sshdConfig(r *Remote, hostKey, authorized string) string {
+func sshdConfig(r *Remote, dir, authorized string) string {
 	return strings.Join([]string{
 		"ListenAddress " + r.Addr.String(),
-		"HostKey " + hostKey,
+		"HostKey " + filepath.Join(dir, "ssh_host_ed25519_key"),
+		"HostKey " + filepath.Join(dir, "ssh_host_ecdsa_key"),
 		"AuthorizedKeysFile " + authorized,
 		"PidFile none",
 		"UsePAM no",
@@ -167,14 +178,19 @@ func writeKey(t testing.TB, path string) ed25519.PrivateKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "vfleet test")
+	writePrivate(t, path, priv)
+	return priv
+}
+
+func writePrivate(t testing.TB, path string, key crypto.PrivateKey) {
+	t.Helper()
+	block, err := ssh.MarshalPrivateKey(key, "vfleet test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return priv
 }
 
 func signerOf(t testing.TB, key ed25519.PrivateKey) ssh.Signer {
