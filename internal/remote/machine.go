@@ -34,10 +34,10 @@ type Machine struct {
 	mu      sync.Mutex
 	arch    string
 	workDir string
-	session *ssh.Session // the agent's
-	led     *ledger.Ledger
+	session *ssh.Session   // the agent's
+	led     *ledger.Ledger // set once the ledger holds the peer's entry
 	entry   ledger.Entry
-	started bool
+	started bool // StartAgent was called: one agent per machine
 }
 
 // ErrCommand classifies a command that ran on the peer and failed.
@@ -50,6 +50,9 @@ var ErrArch = errors.New("unsupported peer architecture")
 // with stdin if not nil, and returns its standard output. A failure
 // carries its standard error.
 func (m *Machine) Run(ctx context.Context, stdin io.Reader, argv ...string) ([]byte, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("run on the peer: no command")
+	}
 	s, err := m.client.NewSession()
 	if err != nil {
 		return nil, fmt.Errorf("ssh session on %s: %w", m.Target, err)
@@ -164,6 +167,7 @@ func (m *Machine) StartAgent(ctx context.Context, led *ledger.Ledger, agentFor f
 		m.mu.Unlock()
 		return errors.New("the peer's agent is started already")
 	}
+	m.started = true
 	m.mu.Unlock()
 	arch, err := m.Arch(ctx)
 	if err != nil {
@@ -182,7 +186,7 @@ func (m *Machine) StartAgent(ctx context.Context, led *ledger.Ledger, agentFor f
 		return err
 	}
 	m.mu.Lock()
-	m.led, m.entry, m.started = led, entry, true
+	m.led, m.entry = led, entry
 	m.mu.Unlock()
 	defer func() {
 		if err != nil {
@@ -318,10 +322,10 @@ func (m *Machine) Close(ctx context.Context) error {
 // stopAgent undoes what StartAgent made on the peer, if anything.
 func (m *Machine) stopAgent(ctx context.Context) error {
 	m.mu.Lock()
-	started, entry, led, s := m.started, m.entry, m.led, m.session
-	m.started, m.session, m.workDir = false, nil, ""
+	entry, led, s := m.entry, m.led, m.session
+	m.led, m.session, m.workDir = nil, nil, ""
 	m.mu.Unlock()
-	if !started {
+	if led == nil {
 		return nil
 	}
 	if s != nil {

@@ -105,6 +105,7 @@ func TestRemoteMachine(t *testing.T) {
 			}
 		})
 		t.Run("fingerprint", func(t *testing.T) {
+			testutil.RequiresTool(t, "ethtool", "ethtool")
 			m := dial(t, target, byIdentity)
 			fp, err := m.Fingerprint(context.Background(), r.NIC.PeerName, []Found{{Program: programs.Program{Name: "sh", Package: "dash"}, Version: "1"}})
 			if err != nil {
