@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -9,6 +11,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/remote"
+	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -41,6 +46,52 @@ func TestDoctorPeer(t *testing.T) {
 		}
 		if entries, _ := os.ReadDir(r.WorkDir); len(entries) > 0 {
 			t.Errorf("doctor --peer left %v in the peer's work directory", entries)
+		}
+	})
+	testutil.CheckLeaks(t, before)
+}
+
+// What a run started on a peer, recorded in its ledger, is what `vfleet
+// clean` removes there: it reconnects with the files the ledger names.
+func TestCleanReachesThePeer(t *testing.T) {
+	testutil.RequiresRoot(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	before := testutil.TakeSnapshot(t)
+	c := newCLI(t)
+	t.Run("peer", func(t *testing.T) {
+		r := testutil.RemoteMachine(t)
+		target, err := remote.ParseURL(r.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		m, err := remote.Dial(ctx, target, remote.Config{KnownHosts: r.KnownHosts, Identity: r.Identity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(ctx)
+		state := t.TempDir()
+		led, err := ledger.Create(filepath.Join(state, "ledger"), "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer led.Close()
+		agentFor := func(arch string) (string, error) {
+			return session.AgentBinary(filepath.Join(filepath.Dir(c.bin), "vfleet-agent"), arch)
+		}
+		if err := m.StartAgent(ctx, led, agentFor); err != nil {
+			t.Fatal(err)
+		}
+		// The run's vfleet is this test, alive: --force cleans it all the same.
+		stdout, stderr, code := c.run("--state-dir", state, "clean", "--force")
+		if code != 0 || !strings.Contains(stdout, "removed "+remote.KindPeer+" "+r.URL) {
+			t.Errorf("vfleet clean: exit %d, stdout %q, stderr %q; want the peer's agent removed", code, stdout, stderr)
+		}
+		if entries, _ := os.ReadDir(r.WorkDir); len(entries) > 0 {
+			t.Errorf("vfleet clean left %v on the peer", entries)
+		}
+		if _, err := m.Agent(ctx); err == nil {
+			t.Error("the peer's agent still answers after vfleet clean")
 		}
 	})
 	testutil.CheckLeaks(t, before)
