@@ -133,7 +133,8 @@ func Dial(ctx context.Context, t Target, cfg Config) (*Machine, error) {
 		return nil, fmt.Errorf("ssh handshake with %s: %w", t, err)
 	}
 	conn.SetDeadline(time.Time{})
-	return &Machine{Target: t, HostKey: ssh.FingerprintSHA256(presented), cfg: cfg, client: ssh.NewClient(c, chans, reqs)}, nil
+	return &Machine{Target: t, HostKey: ssh.FingerprintSHA256(presented), cfg: cfg, client: ssh.NewClient(c, chans, reqs),
+		sessions: make(chan struct{}, maxSessions)}, nil
 }
 
 func (c Config) timeout() time.Duration {

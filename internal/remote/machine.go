@@ -30,6 +30,9 @@ type Machine struct {
 
 	cfg    Config
 	client *ssh.Client
+	// sessions bounds the commands running at once: sshd refuses sessions
+	// past its MaxSessions (OpenSSH's default 10), and the agent holds one.
+	sessions chan struct{}
 
 	mu      sync.Mutex
 	arch    string
@@ -39,6 +42,11 @@ type Machine struct {
 	entry   ledger.Entry
 	started bool // StartAgent was called: one agent per machine
 }
+
+// maxSessions is how many commands a Machine runs at once, below
+// OpenSSH's default MaxSessions of 10 with the agent's session and one
+// to spare.
+const maxSessions = 8
 
 // ErrCommand classifies a command that ran on the peer and failed.
 var ErrCommand = errors.New("command failed on the peer")
@@ -52,6 +60,12 @@ var ErrArch = errors.New("unsupported peer architecture")
 func (m *Machine) Run(ctx context.Context, stdin io.Reader, argv ...string) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("run on the peer: no command")
+	}
+	select {
+	case m.sessions <- struct{}{}:
+		defer func() { <-m.sessions }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s on %s: %w", argv[0], m.Target, ctx.Err())
 	}
 	s, err := m.client.NewSession()
 	if err != nil {

@@ -93,6 +93,19 @@ func TestRemoteMachine(t *testing.T) {
 				t.Errorf("a key the peer does not accept: %v; want ErrAuth saying where the key goes", err)
 			}
 		})
+		t.Run("many commands at once", func(t *testing.T) {
+			// More than sshd's sessions per connection (MaxSessions 10).
+			m := dial(t, target, byIdentity)
+			var wg sync.WaitGroup
+			errs := make([]error, 20)
+			for i := range errs {
+				wg.Go(func() { _, errs[i] = m.Run(context.Background(), nil, "sleep", "0.2") })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Error(err)
+			}
+		})
 		t.Run("programs", func(t *testing.T) {
 			m := dial(t, target, byIdentity)
 			absent := programs.Program{Name: "vfleet-test-absent-program", Package: "vfleet-test-absent-package"}
