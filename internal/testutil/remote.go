@@ -88,10 +88,14 @@ func RemoteMachine(t testing.TB) *Remote {
 	RequiresTool(t, "sshd", "openssh-server")
 	sshd, _ := exec.LookPath("sshd")
 	dir := t.TempDir()
-	r := &Remote{User: "root", WorkDir: filepath.Join(dir, "work")}
-	if err := os.Mkdir(r.WorkDir, 0o755); err != nil {
+	// Short, unlike a test's temporary directory, which is named after
+	// the test: a Unix socket's path in it must fit in 108 bytes.
+	work, err := os.MkdirTemp("", "vfr")
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	r := &Remote{User: "root", WorkDir: work}
 
 	r.HostKey = signerOf(t, writeKey(t, filepath.Join(dir, "ssh_host_ed25519_key"))).PublicKey()
 	ecdsaKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
