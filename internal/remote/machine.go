@@ -174,7 +174,9 @@ const (
 // architecture into it (agentFor finds it) and starts it serving on a
 // Unix socket in that directory, which Agent reaches through the SSH
 // connection: nothing listens on the peer's network. On failure, what it
-// made is removed; the connection stays for Close.
+// made is removed (unless the peer could not be reached to remove it,
+// which the ledger then keeps for `vfleet clean`); the connection stays
+// for Close, or another try.
 func (m *Machine) StartAgent(ctx context.Context, led *ledger.Ledger, agentFor func(arch string) (string, error)) (err error) {
 	m.mu.Lock()
 	if m.started {
@@ -183,6 +185,14 @@ func (m *Machine) StartAgent(ctx context.Context, led *ledger.Ledger, agentFor f
 	}
 	m.started = true
 	m.mu.Unlock()
+	defer func() {
+		// Once a failed start has undone its work, another may be tried.
+		if err != nil {
+			m.mu.Lock()
+			m.started = m.led != nil
+			m.mu.Unlock()
+		}
+	}()
 	arch, err := m.Arch(ctx)
 	if err != nil {
 		return err

@@ -183,6 +183,14 @@ func TestRemoteMachine(t *testing.T) {
 				t.Errorf("StartAgent cancelled: %v; want context.Canceled", err)
 			}
 			assertClean(t, r.WorkDir, led)
+			// What failed was undone: the machine may start its agent again.
+			if err := m.StartAgent(context.Background(), led, agentFor); err != nil {
+				t.Fatalf("StartAgent after a cancelled one: %v", err)
+			}
+			if err := m.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			assertClean(t, r.WorkDir, led)
 		})
 		t.Run("abandoned, then cleaned", func(t *testing.T) {
 			m := dial(t, target, byIdentity)
