@@ -88,7 +88,6 @@ func Dial(ctx context.Context, t Target, cfg Config) (*Machine, error) {
 
 	var presented ssh.PublicKey
 	var hostKeyErr error
-	hostKeyOK := false
 	config := &ssh.ClientConfig{
 		User: t.User,
 		Auth: []ssh.AuthMethod{auth},
@@ -96,15 +95,13 @@ func Dial(ctx context.Context, t Target, cfg Config) (*Machine, error) {
 			presented = key
 			hostKeyErr = checkHostKey(check, file, t, remote, key)
 			if hostKeyErr == nil && cfg.Fingerprint != "" && ssh.FingerprintSHA256(key) != cfg.Fingerprint {
-				hostKeyErr = fmt.Errorf("%w: %s presents %s, the run recorded %s", ErrHostKeyChanged, t, ssh.FingerprintSHA256(key), cfg.Fingerprint)
+				hostKeyErr = fmt.Errorf("%w: %s presents %s, the run recorded %s: it is not the machine the run used", ErrHostKeyChanged, t, ssh.FingerprintSHA256(key), cfg.Fingerprint)
 			}
-			hostKeyOK = hostKeyErr == nil
 			return hostKeyErr
 		},
 		// Ask for the kinds of key known_hosts holds, so a peer with
 		// several does not present one nobody recorded.
 		HostKeyAlgorithms: knownAlgorithms(check, t),
-		Timeout:           cfg.timeout(),
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout())
@@ -127,7 +124,8 @@ func Dial(ctx context.Context, t Target, cfg Config) (*Machine, error) {
 			return nil, hostKeyErr
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("ssh handshake with %s: %w", t, ctx.Err())
-		case hostKeyOK:
+		case presented != nil:
+			// The host key passed: what failed is the login.
 			return nil, fmt.Errorf("%w by %s: %v; add the public key (of %s) to %s's ~/.ssh/authorized_keys", ErrAuth, t, err, offered(cfg), t.User)
 		}
 		return nil, fmt.Errorf("ssh handshake with %s: %w", t, err)
