@@ -26,10 +26,12 @@ case "$(dpkg --print-architecture)" in
   arm64) packages+=(gcc-x86-64-linux-gnu libc6-dev-amd64-cross) ;;
 esac
 # --test adds what only the tests use: a browser that renders the HTML report,
-# a Prometheus server that scrapes the metrics endpoint, and what makes a
-# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image.
+# a Prometheus server that scrapes the metrics endpoint, what makes a
+# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image,
+# OpenSSH's server, which the tests' remote machine runs in a namespace, and
+# ethtool, with which it describes its NIC.
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium prometheus fdisk dosfstools mtools)
+  packages+=(chromium prometheus fdisk dosfstools mtools openssh-server ethtool)
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
