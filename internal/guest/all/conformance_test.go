@@ -6,10 +6,12 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/testutil"
@@ -118,4 +120,24 @@ func importsOf(t *testing.T, path string) map[string]bool {
 		out[p] = true
 	}
 	return out
+}
+
+// TestKindsBringTheirDoctorChecks: what a kind's guests need of the host
+// is checked by doctor because the kind says so, not because doctor
+// knows the kind.
+func TestKindsBringTheirDoctorChecks(t *testing.T) {
+	var names []string
+	for _, name := range guest.KindNames() {
+		k, _ := guest.Lookup(name)
+		if c, ok := k.(doctor.Contributor); ok {
+			for _, check := range c.DoctorChecks(doctor.Options{}) {
+				names = append(names, check.Name)
+			}
+		}
+	}
+	for _, want := range []string{"runtime runc", "QEMU", "KVM", "TCG", "vhost-net"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no kind brings the %q check (checks: %v)", want, names)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,8 +32,21 @@ type kind struct{}
 func (kind) Name() string { return KindName }
 
 // Traits: a container joins a namespace and is placed by cpusets, like
-// the zero traits say; it takes the security profiles of containers.
-func (kind) Traits() guest.Traits { return guest.Traits{Security: containerSecurity} }
+// the zero traits say; it takes the security profiles of containers, and
+// real-time scheduling only when granted.
+func (kind) Traits() guest.Traits {
+	return guest.Traits{Security: containerSecurity, RealTimeOnRequest: true}
+}
+
+// Program: a container's runtime; its releases change how cgroups are
+// set up.
+func (kind) Program(spec guest.Spec) string { return cmp.Or(spec.Runtime, DefaultRuntime) }
+
+// Fields: rt_priority grants the container's processes real-time
+// scheduling up to that priority.
+func (kind) Fields() []guest.Field {
+	return []guest.Field{guest.IntField("rt_priority", func(s *guest.Spec) *int { return &s.RTPriority }, 1, 99)}
+}
 
 // Runtimes: the runtimes a container runs under, the default first.
 func (kind) Runtimes() []string { return Runtimes() }
@@ -41,10 +55,11 @@ func (kind) Runtimes() []string { return Runtimes() }
 // kernel, inside the sandbox's memory, and the container takes fewer
 // profiles.
 func (k kind) RuntimeTraits(runtime string) guest.Traits {
+	t := k.Traits()
 	if runtime == runscRuntime {
-		return guest.Traits{AgentInGuest: true, Security: runscSecurity}
+		t.AgentInGuest, t.Security = true, runscSecurity
 	}
-	return k.Traits()
+	return t
 }
 
 // ConformanceSpec: the suite's containers run within a CPU set and a
@@ -58,18 +73,12 @@ func (kind) ConformanceSpec() guest.Spec {
 const MinMemory = 16 << 20
 
 func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
-	rt := spec.Runtime
-	if rt == "" {
-		rt = DefaultRuntime
-	}
+	rt := kind{}.Program(spec)
 	if _, ok := runtimeInfo[rt]; !ok {
 		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: runc, crun, runsc, kata-runtime)", spec.Name, rt)
 	}
-	if vm := spec.VMFieldsSet(); len(vm) > 0 {
-		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
-	}
-	if spec.RTPriority < 0 || spec.RTPriority > 99 {
-		return nil, fmt.Errorf("guest %s: rt_priority %d is not allowed: want 1 to 99", spec.Name, spec.RTPriority)
+	if err := guest.CheckSpec(KindName, spec); err != nil {
+		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
 	}
 	security, err := guest.SecurityOf(spec)
 	if err != nil {

@@ -51,6 +51,28 @@ func runtimeBinary(name string) (string, error) {
 	return p, nil
 }
 
+// Leftovers lists the containers each installed runtime knows of: a
+// container a teardown missed stays in its runtime's state directory.
+func (kind) Leftovers() []string {
+	var out []string
+	for _, rt := range Runtimes() {
+		bin, err := exec.LookPath(rt)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		b, err := exec.CommandContext(ctx, bin, "list", "-q").Output()
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, id := range strings.Fields(string(b)) {
+			out = append(out, rt+" container "+id)
+		}
+	}
+	return out
+}
+
 // runtimeCmd runs one runtime subcommand after the runtime's global flags
 // and returns its combined output.
 func runtimeCmd(ctx context.Context, bin string, global []string, sub string, args ...string) ([]byte, error) {
