@@ -20,11 +20,6 @@ import (
 
 // Options wire the checks to the rest of vfleet without importing it.
 type Options struct {
-	// Runtimes are the OCI runtimes to check, by tool name.
-	Runtimes []string
-	// RuntimeProbe really starts a container with the runtime; its error
-	// should carry the runtime's own message. Nil leaves starts unprobed.
-	RuntimeProbe func(ctx context.Context, runtime string) error
 	// KernelPath is the guest image's kernel, empty when there is no image.
 	KernelPath string
 	// ImagePackages are the guest image's Debian package versions, nil
@@ -32,14 +27,6 @@ type Options struct {
 	ImagePackages map[string]string
 	// SysRoot is where sysfs is mounted; empty means /sys.
 	SysRoot string
-	// VhostNet is the vhost-net device VMs' NICs use under KVM; empty
-	// leaves it unchecked.
-	VhostNet string
-	// ForeignArches are the VM guest architectures the host emulates, and
-	// CanRun says whether the host runs one's programs, which building
-	// vfleet's image of it needs; nil leaves them unchecked.
-	ForeignArches []string
-	CanRun        func(ctx context.Context, arch string) error
 	// KVMTimeout and TCGTimeout bound the boot probes; zero means 10 s and
 	// 60 s. A kernel reaches its root mount in about a second under KVM
 	// and well under a minute under emulation.
@@ -52,8 +39,10 @@ const runtimeProbeTimeout = 30 * time.Second
 // bootSlack lets a boot probe report its own timeout before the check's.
 const bootSlack = 5 * time.Second
 
-// Checks returns the built-in checks in the order doctor prints them.
-func Checks(o Options) []Check {
+// Checks returns the host's checks, each kind's own after them (in the
+// order given), then those of the guest image, in the order doctor prints
+// them.
+func Checks(o Options, kinds ...Contributor) []Check {
 	if o.SysRoot == "" {
 		o.SysRoot = "/sys"
 	}
@@ -71,26 +60,15 @@ func Checks(o Options) []Check {
 		{Name: "BPF", Run: checkBPF},
 		{Name: "XDP native on veth", Run: checkXDPNative},
 		{Name: "Open vSwitch", Run: func(ctx context.Context) Result { return checkOVS(ctx, netpath.ProbeOVSDatapath) }},
+		{Name: "passt", Run: toolCheck("passt", "runs the user data path")},
 		{Name: "image builder", Run: toolCheck("mmdebstrap", "builds the guest image")},
 		{Name: "C compiler amd64", Run: toolCheck("x86_64-linux-gnu-gcc", "builds vfleet's own programs (stream, ctxswitch-pinned) into amd64 images")},
 		{Name: "C compiler arm64", Run: toolCheck("aarch64-linux-gnu-gcc", "builds vfleet's own programs (stream, ctxswitch-pinned) into arm64 images")},
 	}
-	for _, rt := range o.Runtimes {
-		checks = append(checks, Check{Name: "runtime " + rt, Timeout: runtimeProbeTimeout,
-			Run: runtimeCheck(rt, o.RuntimeProbe, func() string { mode, _ := hostinfo.CgroupMode(o.SysRoot); return mode })})
+	for _, k := range kinds {
+		checks = append(checks, k.DoctorChecks(o)...)
 	}
 	return append(checks,
-		Check{Name: "QEMU", Run: toolCheck("qemu-system-x86_64", "runs VM guests")},
-		Check{Name: "QEMU arm64", Run: toolCheck("qemu-system-aarch64", "emulates arm64 VM guests (arch: arm64)")},
-		Check{Name: "foreign images", Run: func(ctx context.Context) Result { return checkForeignImages(ctx, o.ForeignArches, o.CanRun) }},
-		Check{Name: "qemu-img", Run: toolCheck("qemu-img", "makes copy-on-write VM disks")},
-		Check{Name: "KVM", Timeout: o.KVMTimeout + bootSlack, Run: func(ctx context.Context) Result {
-			return checkAccel(ctx, accelProbe{accel: "kvm", kernel: o.KernelPath, timeout: o.KVMTimeout, kvmDevice: "/dev/kvm"})
-		}},
-		Check{Name: "TCG", Timeout: o.TCGTimeout + bootSlack, Run: func(ctx context.Context) Result {
-			return checkAccel(ctx, accelProbe{accel: "tcg", kernel: o.KernelPath, timeout: o.TCGTimeout})
-		}},
-		Check{Name: "vhost-net", Run: func(context.Context) Result { return checkVhostNet(o.VhostNet) }},
 		Check{Name: "KSM", Run: func(context.Context) Result {
 			return checkKSM(ksm.Host{Dir: filepath.Join(o.SysRoot, "kernel/mm/ksm")})
 		}},

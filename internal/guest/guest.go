@@ -84,9 +84,10 @@ type Spec struct {
 	// empty for its kind's default. See SecurityOf.
 	Security string
 
-	// VM-only fields (kind "vm"); every other kind refuses them, see
-	// VMFieldsSet. For a VM, Runtime names the machine ("q35", "microvm")
-	// and MemoryBytes is the guest's RAM rather than a limit.
+	// The fields below are kinds' own (see Field): each kind declares
+	// those it takes, and refuses the others (CheckSpec). For a VM, Runtime
+	// names the machine ("q35", "microvm") and MemoryBytes is the guest's
+	// RAM rather than a limit.
 
 	// Arch is the guest's architecture as Debian names it ("amd64",
 	// "arm64"); empty for the host's. Another one is emulated.
@@ -111,8 +112,9 @@ type Spec struct {
 	// PinVCPUs pins vCPU i to the i-th host CPU of this cpuset list; empty
 	// leaves the vCPU threads to the host scheduler.
 	PinVCPUs string
-	// RTPriority, when above 0, runs the vCPU threads under SCHED_FIFO
-	// at this priority (1-99).
+	// RTPriority, when above 0, runs a VM's vCPU threads under SCHED_FIFO
+	// at this priority (1-99), or lets a container's processes use
+	// real-time scheduling up to it.
 	RTPriority int
 	// Boot is how a VM boots the user's disk named by Image; zero for
 	// vfleet's own image.
@@ -144,7 +146,8 @@ type TapConfig struct {
 	// NSPath is the network namespace holding the device; it must be
 	// opened from inside it.
 	NSPath string
-	// Name is the device's name in that namespace.
+	// Name is the device's name in that namespace; on the user path, the
+	// path of its passt's unix socket there.
 	Name string
 	// Addr is the guest's address with its prefix length.
 	Addr netip.Prefix
@@ -157,54 +160,6 @@ type TapConfig struct {
 	// unsegmented frames (an XDP program on the tap takes no others): its
 	// checksum and segmentation offloads are turned off.
 	OffloadsOff string
-}
-
-// VMFieldsSet names the VM-only fields a spec sets, for kinds that must
-// refuse them. RTPriority is not among them: each kind that takes it
-// gives it its own meaning (a VM's vCPU threads, a container's right to
-// real-time scheduling).
-func (s Spec) VMFieldsSet() []string {
-	var set []string
-	if s.Tap != nil {
-		set = append(set, "tap")
-	}
-	if s.Arch != "" {
-		set = append(set, "arch")
-	}
-	if s.KernelFlavour != "" {
-		set = append(set, "kernel_flavour")
-	}
-	if s.VCPUs != 0 {
-		set = append(set, "vcpus")
-	}
-	if s.Accel != "" {
-		set = append(set, "accel")
-	}
-	if s.Disk != "" {
-		set = append(set, "disk")
-	}
-	if s.Launch != "" {
-		set = append(set, "launch")
-	}
-	if s.MemoryMerge {
-		set = append(set, "memory_merge")
-	}
-	if s.PinVCPUs != "" {
-		set = append(set, "pin_vcpus")
-	}
-	if s.Firmware != "" {
-		set = append(set, "firmware")
-	}
-	if s.Boot.Kernel != "" {
-		set = append(set, "kernel")
-	}
-	if s.Boot.Initrd != "" {
-		set = append(set, "initrd")
-	}
-	if s.Boot.Cmdline != "" {
-		set = append(set, "cmdline")
-	}
-	return set
 }
 
 // Env is what the host provides to every guest of a run.
@@ -298,6 +253,16 @@ type Traits struct {
 	// default first; none means the kind confines nothing
 	// (SecurityUnconfined only).
 	Security []string
+	// Bare: the guest is the host itself, what every other kind is
+	// compared against. A scenario's baseline is its first bare group; a
+	// bare guest reaches the run's peer over the host side's own direct
+	// link (no data path), is placed by a taskset on its tools, and is
+	// never what a fleet sweep scales.
+	Bare bool
+	// RealTimeOnRequest: the guest may use real-time scheduling only when
+	// its spec grants it (Spec.RTPriority), so a scenario whose workloads
+	// need it grants it to the kind's groups that name no priority.
+	RealTimeOnRequest bool
 }
 
 // NetAttachment is how a guest joins a run's network.
@@ -325,6 +290,50 @@ type WithTraits interface {
 // network, a pin, a profile).
 type Conformable interface {
 	ConformanceSpec() Spec
+}
+
+// WithProgram is implemented by kinds whose guests run a program of the
+// host's whose release changes what they measure (an OCI runtime, QEMU):
+// a run records its version beside the measuring tools'.
+type WithProgram interface {
+	// Program names the host program (as internal/tools knows it) that
+	// runs a guest of this spec.
+	Program(spec Spec) string
+}
+
+// WithLeftovers is implemented by kinds whose guests leave state of their
+// own that a run's teardown must remove, beyond the processes, mounts,
+// cgroups, namespaces and links every kind may leave (a runtime's record
+// of a container): tests' leak checks ask for it before and after.
+type WithLeftovers interface {
+	// Leftovers lists what exists now, each entry naming what it is.
+	Leftovers() []string
+}
+
+// Leftovers lists what every registered kind reports of its own state.
+func Leftovers() []string {
+	var out []string
+	for _, name := range KindNames() {
+		regMu.RLock()
+		k := kinds[name]
+		regMu.RUnlock()
+		if l, ok := k.(WithLeftovers); ok {
+			out = append(out, l.Leftovers()...)
+		}
+	}
+	return out
+}
+
+// ProgramOf names the host program that runs a guest of spec's kind, ""
+// for a kind that runs none.
+func ProgramOf(spec Spec) string {
+	regMu.RLock()
+	k := kinds[spec.Kind]
+	regMu.RUnlock()
+	if p, ok := k.(WithProgram); ok {
+		return p.Program(spec)
+	}
+	return ""
 }
 
 // TraitsOf returns the Traits of a registered kind; an unknown kind has

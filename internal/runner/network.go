@@ -101,7 +101,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 		}
 		n.views[pg.Spec.Name] = view
 	}
-	n.peer, err = startGuest(ctx, guest.Spec{Name: scenario.PeerName, Kind: scenario.DefaultKind, NetNS: n.net.PeerNS()}, env)
+	n.peer, err = startGuest(ctx, guest.Spec{Name: scenario.PeerName, Kind: scenario.BaselineKind, NetNS: n.net.PeerNS()}, env)
 	if err != nil {
 		return n, fmt.Errorf("start the network peer: %w", err)
 	}
@@ -119,7 +119,7 @@ func serverLifetime(plan *scenario.Plan) time.Duration {
 
 // record is the peer's stored record: the network's whole description.
 func (n *netRun) record() store.GuestRecord {
-	rec := store.GuestRecord{Group: scenario.PeerName, Kind: scenario.DefaultKind}
+	rec := store.GuestRecord{Group: scenario.PeerName, Kind: scenario.BaselineKind}
 	if n.net != nil {
 		rec.Details = n.net.Describe()
 	}

@@ -187,17 +187,18 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 	next, wanted := 0, 0
 	for i := range plan.Guests {
 		g := &plan.Guests[i].Spec
+		bare := guest.TraitsOf(g.Kind).Bare
 		switch {
 		case noiseGuests[g.Name]:
-			if g.Kind != scenario.DefaultKind {
+			if !bare {
 				g.CPUs = pl.noiseCPUs
 			}
 			pl.details[g.Name] = map[string]string{"pinning": "noise", "pinned_cpus": pl.noiseCPUs}
 			continue
-		case g.Kind == scenario.DefaultKind && pl.hostCPUs != "":
+		case bare && pl.hostCPUs != "":
 			pl.details[g.Name] = map[string]string{"pinning": "taskset", "pinned_cpus": pl.hostCPUs}
 			continue
-		case g.Kind == scenario.DefaultKind || g.CPUs != "" || g.PinVCPUs != "":
+		case bare || g.CPUs != "" || g.PinVCPUs != "":
 			continue
 		}
 		var mine []int

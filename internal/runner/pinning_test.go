@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/guesttest"
-
+	// The kinds whose traits and fields placement follows: plans are only
+	// placed here, no guest of them starts.
+	_ "github.com/vfleet/vfleet/internal/guest/all"
 	"github.com/vfleet/vfleet/internal/scenario"
 )
 
@@ -64,13 +64,6 @@ func plan(t *testing.T, src string) *scenario.Plan {
 		t.Fatal(err)
 	}
 	return spec.Expand()
-}
-
-// vmStandIn has the traits of the vm kind, which the runner does not
-// compile in: its guests are placed by their vCPUs.
-func init() {
-	guest.Register(guesttest.NewFake("vm", func(guest.Spec) guest.Info { return guest.Info{Kind: "vm"} }).
-		WithTraits(guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}))
 }
 
 func TestPlaceSpreadReservesAndLabelsOversubscription(t *testing.T) {

@@ -382,6 +382,7 @@ func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error
 		Status:         store.StatusRunning,
 		Host:           opts.Host,
 		Owner:          self,
+		Dropped:        spec.Dropped,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
@@ -823,7 +824,7 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if ex.WorkDir == "" {
 		ex.WorkDir = g.Info().ScratchDir
 	}
-	if g.Spec().Kind == scenario.DefaultKind && r.placed.hostCPUs != "" {
+	if guest.TraitsOf(g.Spec().Kind).Bare && r.placed.hostCPUs != "" {
 		ex.Argv = append([]string{"taskset", "--cpu-list", r.placed.hostCPUs}, ex.Argv...)
 	}
 	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: stretched(ex.Timeout, stretch).Milliseconds(), MaxOutput: ex.MaxOutput,

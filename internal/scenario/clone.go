@@ -39,6 +39,10 @@ func (s *Spec) clone() *Spec {
 	c := *s
 	c.Text = slices.Clone(s.Text)
 	c.Guests = slices.Clone(s.Guests)
+	c.Dropped = slices.Clone(s.Dropped)
+	for i := range c.Guests {
+		c.Guests[i].Tap = clonePtr(c.Guests[i].Tap)
+	}
 	c.Workloads = slices.Clone(s.Workloads)
 	for i := range c.Workloads {
 		c.Workloads[i].Params = maps.Clone(c.Workloads[i].Params)

@@ -11,11 +11,9 @@ import (
 // GuestSpec is the spec of the group's guest of this name, before the
 // run gives it its network and placement.
 func (g GuestGroup) GuestSpec(name string) guest.Spec {
-	return guest.Spec{
-		Name: name, Kind: g.Kind, Runtime: g.Runtime, CPUs: g.CPUs, MemoryBytes: g.MemoryBytes, CPULimit: g.CPULimit,
-		Arch: g.Arch, KernelFlavour: g.KernelFlavour, VCPUs: g.VCPUs, Accel: g.Accel, Disk: g.Disk, Launch: g.Launch, MemoryMerge: g.MemoryMerge, PinVCPUs: g.PinVCPUs, RTPriority: g.RTPriority,
-		Image: g.Image, Boot: g.Boot, Firmware: g.Firmware, Security: g.Security,
-	}
+	s := g.Spec
+	s.Name = name
+	return s
 }
 
 // Expand turns the spec into the guests to start and the steps to run.
@@ -43,7 +41,7 @@ func (s *Spec) Expand() *Plan {
 		}
 	}
 	if s.Noise != nil && s.Noise.On == NoiseOnHost {
-		plan.Guests = append(plan.Guests, PlannedGuest{Group: NoiseGuest, Spec: guest.Spec{Name: NoiseGuest, Kind: DefaultKind}})
+		plan.Guests = append(plan.Guests, PlannedGuest{Group: NoiseGuest, Spec: guest.Spec{Name: NoiseGuest, Kind: BaselineKind}})
 		plan.NoiseGuests = append(plan.NoiseGuests, NoiseGuest)
 	}
 	sizes := []int{0}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vfleet/vfleet/internal/guest"
 )
 
 // Fleet is the `fleet:` section: how many guests run a step at once, where
@@ -182,7 +184,7 @@ func (p *parser) noise(n *yaml.Node) *Noise {
 
 // scaled reports whether the fleet sweep sets the group's count.
 func (s *Spec) scaled(g GuestGroup) bool {
-	return s.Fleet != nil && len(s.Fleet.Scale) > 0 && g.Kind != DefaultKind && !s.noiseGroup(g.Name)
+	return s.Fleet != nil && len(s.Fleet.Scale) > 0 && !guest.TraitsOf(g.Kind).Bare && !s.noiseGroup(g.Name)
 }
 
 // noiseGroup reports whether the group runs the aggressors.
@@ -199,7 +201,7 @@ func (p *parser) checkFleet(root *yaml.Node, s *Spec) {
 			any = any || s.scaled(g)
 		}
 		if !any {
-			p.errorf(root, "fleet.scale", "no guest group to scale: the sweep sets the count of every group that is neither kind %s nor the noise group", DefaultKind)
+			p.errorf(root, "fleet.scale", "no guest group to scale: the sweep sets the count of every group that is neither the bare host (kind %s) nor the noise group", BaselineKind)
 		}
 	}
 	if f := s.Fleet; f != nil && f.GroupsApart && len(f.Scale) == 0 {

@@ -111,7 +111,7 @@ workloads:
 		t.Fatal(err)
 	}
 	plan := spec.Expand()
-	if !reflect.DeepEqual(plan.NoiseGuests, []string{NoiseGuest}) || plan.Guests[len(plan.Guests)-1].Spec.Kind != DefaultKind {
+	if !reflect.DeepEqual(plan.NoiseGuests, []string{NoiseGuest}) || plan.Guests[len(plan.Guests)-1].Spec.Kind != BaselineKind {
 		t.Fatalf("noise guests = %v, want the run's own host-side noise guest", plan.NoiseGuests)
 	}
 	var got []string

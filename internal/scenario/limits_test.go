@@ -70,7 +70,7 @@ func TestErrorsQuoteOnlyAPrefixOfAHugeValue(t *testing.T) {
 		{"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + huge + "}]\n", quoted},
 		{"name: x\nguests: [{kind: host}]\nworkloads: [{workload: " + testName + ", params: {mode: " + huge + "}}]\n", quoted},
 		// A path is quoted in a sentence, and in the errors of what looked at it.
-		{"name: x\nguests: [{kind: host}, {kind: container, kernel: /" + huge[:6000] + "}]\nworkloads: [{workload: " + testName + "}]\n",
+		{"name: x\nguests: [{kind: host}, {kind: vm, kernel: /" + huge[:6000] + "}]\nworkloads: [{workload: " + testName + "}]\n",
 			" /" + strings.Repeat("x", workload.MaxQuoted-1) + "… "},
 		{"name: x\nguests: [{kind: host}, {kind: container, image: /" + strings.Repeat("x/", 3000) + "}]\nworkloads: [{workload: " + testName + "}]\n",
 			" " + strings.Repeat("/x", workload.MaxQuoted/2) + "… "},

@@ -33,8 +33,6 @@ type Options struct {
 	// group (a runtime it knows, limits it can apply), so such mistakes are
 	// reported at the group's line rather than when the guest starts.
 	CheckGuest func(GuestGroup) error
-	// Traits tells what a kind's guests can do (guest.TraitsOf when nil).
-	Traits func(kind string) guest.Traits
 	// CheckImage, when set, says whether a group of the kind can run the
 	// image at path (an existing file or directory), so an unusable one is
 	// reported at its line rather than when the run unpacks it.
@@ -44,19 +42,14 @@ type Options struct {
 	Host *Host
 }
 
-func (o Options) traits(kind string) guest.Traits {
-	if o.Traits != nil {
-		return o.Traits(kind)
-	}
-	return guest.TraitsOf(kind)
-}
-
 // Defaults of optional fields, documented in docs/scenarios.md.
 const (
 	DefaultRepetitions = 3
 	DefaultWarmup      = 1
 	DefaultDuration    = 5 * time.Second
-	DefaultKind        = "host"
+	// BaselineKind is the bare kind (guest.Traits.Bare) a scenario
+	// compares against, and runs the peer and noise on the host as.
+	BaselineKind = "host"
 	// MaxCount bounds a group's count: well above the fleets vfleet is
 	// meant for, low enough that a typo (count: 10000000) is caught here
 	// instead of by the machine running out of memory.
@@ -77,6 +70,8 @@ type parser struct {
 	errs   ErrorList
 	// thisHost is ThisHost, once read.
 	thisHost *Host
+	// optionalAt is where each group that says optional says it.
+	optionalAt map[string]*yaml.Node
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -217,9 +212,6 @@ func (p *parser) str(dst *string) func(*yaml.Node, string) {
 	}
 }
 
-// MaxVCPUs bounds a VM guest's vcpus, as QEMU's q35 machine does.
-const MaxVCPUs = 288
-
 // oneOf reads a string that must be one of allowed.
 func (p *parser) oneOf(dst *string, allowed ...string) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
@@ -240,10 +232,11 @@ func (p *parser) oneOf(dst *string, allowed ...string) func(*yaml.Node, string) 
 func (p *parser) boolean(dst *bool) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		if s, ok := p.scalar(n, path); ok {
-			if s != "true" && s != "false" {
-				p.errorf(n, path, "%q is not allowed: want true or false", s)
+			b, err := guest.ParseBool(s)
+			if err != nil {
+				p.errorf(n, path, "%v", err)
 			}
-			*dst = s == "true"
+			*dst = b
 		}
 	}
 }
@@ -256,13 +249,9 @@ func (p *parser) integer(dst *int, min, max int) func(*yaml.Node, string) {
 		if !ok {
 			return
 		}
-		i, err := strconv.Atoi(v)
-		if err != nil || i < min || i > max {
-			want := fmt.Sprintf(">= %d", min)
-			if max != math.MaxInt {
-				want = fmt.Sprintf("from %d to %d", min, max)
-			}
-			p.errorf(n, path, "%q is not allowed: want a whole number %s", v, want)
+		i, err := guest.ParseInt(v, min, max)
+		if err != nil {
+			p.errorf(n, path, "%v", err)
 			return
 		}
 		*dst = i
@@ -348,17 +337,14 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	}
 	p.baseline(n, baselineNode, s)
 	p.checkFleet(n, s)
+	p.checkOptional(s)
 	grantRealTime(s)
 }
 
-// containerKind is the kind whose guests are granted real-time
-// scheduling when a workload needs it.
-const containerKind = "container"
-
-// grantRealTime gives container groups the real-time priority a workload
-// of the scenario needs (cyclictest's SCHED_FIFO threads), unless the
-// group names its own: a container is otherwise not allowed real-time
-// scheduling, and the measurement would fail in it alone.
+// grantRealTime gives the groups of kinds that need it granted
+// (guest.Traits.RealTimeOnRequest) the real-time priority a workload of
+// the scenario needs (cyclictest's SCHED_FIFO threads), unless the group
+// names its own: the measurement would otherwise fail in them alone.
 func grantRealTime(s *Spec) {
 	need := 0
 	for _, e := range s.Workloads {
@@ -368,7 +354,7 @@ func grantRealTime(s *Spec) {
 		}
 	}
 	for i := range s.Guests {
-		if g := &s.Guests[i]; g.Kind == containerKind && g.RTPriority == 0 {
+		if g := &s.Guests[i]; guest.TraitsOf(g.Kind).RealTimeOnRequest && g.RTPriority == 0 {
 			g.RTPriority = need
 		}
 	}
@@ -539,23 +525,18 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		g := GuestGroup{Count: 1}
 		var memNode, cpusNode *yaml.Node
 		var mem, cpus string
-		seen := p.fields(item, path, map[string]func(*yaml.Node, string){
-			"name":    p.name(&g.Name),
-			"kind":    p.str(&g.Kind),
-			"runtime": p.str(&g.Runtime),
-			"cpus":    func(v *yaml.Node, path string) { cpusNode = v; p.str(&cpus)(v, path) },
-			"memory":  func(v *yaml.Node, path string) { memNode = v; p.str(&mem)(v, path) },
-			"count":   p.integer(&g.Count, 1, MaxCount),
-			"network": func(v *yaml.Node, path string) { p.guestNetwork(v, path, s, &g) },
-			"image":   func(v *yaml.Node, path string) { p.image(v, path, s, &g) },
-			"kernel": func(v *yaml.Node, path string) {
-				p.file(v, path, s, &g.Boot.Kernel, "the kernel image a VM boots its disk with", guest.MaxKernelBytes)
-			},
-			"initrd": func(v *yaml.Node, path string) {
-				p.file(v, path, s, &g.Boot.Initrd, "the kernel's initrd, or remove initrd to boot without one", guest.MaxInitrdBytes)
-			},
-			"cmdline":  p.str(&g.Boot.Cmdline),
-			"firmware": p.oneOf(&g.Firmware, guest.FirmwareUEFI),
+		// The kind says which fields the group takes beyond the common
+		// ones, whichever line it is on.
+		g.Kind = mappingValue(item, "kind")
+		handlers := map[string]func(*yaml.Node, string){
+			"name":     p.name(&g.Name),
+			"kind":     p.str(&g.Kind),
+			"runtime":  p.str(&g.Runtime),
+			"cpus":     func(v *yaml.Node, path string) { cpusNode = v; p.str(&cpus)(v, path) },
+			"memory":   func(v *yaml.Node, path string) { memNode = v; p.str(&mem)(v, path) },
+			"count":    p.integer(&g.Count, 1, MaxCount),
+			"network":  func(v *yaml.Node, path string) { p.guestNetwork(v, path, s, &g) },
+			"image":    func(v *yaml.Node, path string) { p.image(v, path, s, &g) },
 			"security": p.oneOf(&g.Security, guest.SecurityProfiles...),
 			"cpu_limit": func(v *yaml.Node, path string) {
 				s, ok := p.scalar(v, path)
@@ -569,16 +550,12 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				}
 				g.CPULimit = f
 			},
-			"arch":           p.oneOf(&g.Arch, guest.Arches...),
-			"kernel_flavour": p.oneOf(&g.KernelFlavour, guest.KernelFlavours...),
-			"vcpus":          p.integer(&g.VCPUs, 1, MaxVCPUs),
-			"accel":          p.oneOf(&g.Accel, "auto", "kvm", "tcg"),
-			"disk":           p.oneOf(&g.Disk, "overlay", "copy", "raw"),
-			"launch":         p.oneOf(&g.Launch, "boot", "clone"),
-			"memory_merge":   p.boolean(&g.MemoryMerge),
-			"rt_priority":    p.integer(&g.RTPriority, 1, 99),
-			"pin_vcpus":      p.cpuSet(&g.PinVCPUs),
-		})
+			"optional": p.boolean(&g.Optional),
+		}
+		for _, f := range guest.FieldsOf(g.Kind) {
+			handlers[f.Key] = p.kindField(f, s, &g.Spec)
+		}
+		seen := p.fields(p.withoutMisplaced(item, path, g.Kind), path, handlers)
 		if seen == nil {
 			continue
 		}
@@ -616,7 +593,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		}
 		// A VM's disk is a file: a device or a directory would only be
 		// found out by QEMU, after the run has begun.
-		diskOK := g.Image == "" || !p.opts.traits(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
+		diskOK := g.Image == "" || !guest.TraitsOf(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
 		if g.Image != "" && diskOK && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
 			if err := p.opts.CheckImage(g.Kind, g.Image); err != nil {
 				p.errorf(seen["image"], path+".image", "%v", err)
@@ -627,14 +604,19 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				p.errorf(item, path, "%v", err)
 			}
 		}
-		if g.Network == "" && s.Network != nil && g.Kind != DefaultKind {
+		bare := guest.TraitsOf(g.Kind).Bare
+		if g.Network == "" && s.Network != nil && !bare {
 			g.Network = s.Network.Path
 		}
-		if seen["network"] != nil && g.Kind == DefaultKind {
-			p.errorf(seen["network"], path+".network", "the %s baseline always reaches the peer over the host side's own direct link; remove network here", DefaultKind)
+		if seen["network"] != nil && bare {
+			p.errorf(seen["network"], path+".network", "the %s baseline always reaches the peer over the host side's own direct link; remove network here", g.Kind)
 		}
-		if g.Network != "" && p.opts.traits(g.Kind).Network == guest.NetTap {
-			if err := netpath.CheckVMPath(netpath.Path(g.Network)); err != nil {
+		if g.Network != "" {
+			takes := netpath.CheckNamespacePath
+			if guest.TraitsOf(g.Kind).Network == guest.NetTap {
+				takes = netpath.CheckVMPath
+			}
+			if err := takes(netpath.Path(g.Network)); err != nil {
 				at := seen["network"]
 				if at == nil {
 					at = item
@@ -660,6 +642,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			p.uniqueGuests(item, path, g, made)
 		}
 		names[g.Name] = item.Line
+		p.noteOptional(g, seen["optional"])
 		s.Guests = append(s.Guests, g)
 	}
 }
@@ -726,6 +709,8 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 		e.Params = p.params(paramsNode, path+".params", w)
 		if _, net := w.(workload.Networked); net && s.Network == nil {
 			p.errorf(seen["workload"], path+".workload", "%s measures the network: add a network section (network: {path: bridge}) so the run has a peer to measure against", e.Workload)
+		} else if net {
+			p.inbound(seen["workload"], path, s, e)
 		}
 		implicit := seen["id"] == nil
 		if implicit {
@@ -760,6 +745,23 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 			continue
 		}
 		ids[e.ID] = en.item.Line
+	}
+}
+
+// inbound refuses a network workload whose client runs on the peer for
+// the groups on a path the peer cannot connect into (a VM behind passt's
+// NAT): its servers in the guest would never be reached.
+func (p *parser) inbound(at *yaml.Node, path string, s *Spec, e WorkloadEntry) {
+	if workload.ClientOf(e.Params) != workload.ClientPeer {
+		return
+	}
+	for _, g := range s.Guests {
+		if g.Network == "" {
+			continue
+		}
+		if err := netpath.CheckInbound(netpath.Path(g.Network)); err != nil {
+			p.errorf(at, path+".params.client", "client: peer cannot reach group %s: %v", g.Name, err)
+		}
 	}
 }
 
@@ -890,13 +892,13 @@ func paramNode(params *yaml.Node, pe *workload.ParamError) *yaml.Node {
 func (p *parser) baseline(root, n *yaml.Node, s *Spec) {
 	if s.Baseline == "" {
 		for _, g := range s.Guests {
-			if g.Kind == DefaultKind {
+			if guest.TraitsOf(g.Kind).Bare {
 				s.Baseline = g.Name
 				break
 			}
 		}
 		if s.Baseline == "" && len(s.Guests) > 0 {
-			p.errorf(root, "baseline", "missing: no guest group of kind %q to compare against; add one or name a group in baseline", DefaultKind)
+			p.errorf(root, "baseline", "missing: no guest group of kind %q to compare against; add one or name a group in baseline", BaselineKind)
 		}
 		return
 	}

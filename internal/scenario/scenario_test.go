@@ -11,24 +11,18 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
-
+	// The kinds compiled in, whose traits and fields the scenarios are
+	// checked against, as the vfleet command does.
+	_ "github.com/vfleet/vfleet/internal/guest/all"
 	"github.com/vfleet/vfleet/internal/workload"
 	"github.com/vfleet/vfleet/scenarios"
 )
 
-var opts = Options{KnownKinds: []string{"container", "host"}, Traits: testTraits, Host: &testHost}
+var opts = Options{KnownKinds: []string{"container", "host"}, Host: &testHost}
 
 // testHost stands in for this machine, so that CPU lists and memory sizes
 // are checked against the same host wherever the tests run.
 var testHost = Host{CPUs: []int{0, 1, 2, 3}, MemoryBytes: 8 << 30}
-
-// testTraits stands in for guest.TraitsOf: these tests compile no kind in.
-func testTraits(kind string) guest.Traits {
-	if kind == "vm" {
-		return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true}
-	}
-	return guest.Traits{}
-}
 
 // testWorkload stands in for a real adapter so that these tests do not
 // depend on the parameters of the tools' adapters, which change on their own.
@@ -37,7 +31,6 @@ type testWorkload struct{}
 const testName = "scenario-test"
 
 func (testWorkload) Name() string                                 { return testName }
-func (testWorkload) Tool() string                                 { return "true" }
 func (testWorkload) Defaults() workload.Params                    { return workload.Params{"mode": "a", "size": "1M"} }
 func (testWorkload) MinDuration() time.Duration                   { return 2 * time.Second }
 func (testWorkload) Parse(_, _ []byte) ([]workload.Sample, error) { return nil, nil }
@@ -62,7 +55,7 @@ func TestBuiltinScenariosParse(t *testing.T) {
 	if len(scenarios.Names()) == 0 {
 		t.Fatal("no built-in scenarios embedded")
 	}
-	every := Options{KnownKinds: []string{"container", "host", "lxc", "vm"}, Traits: testTraits, Host: &testHost}
+	every := Options{KnownKinds: []string{"container", "host", "lxc", "vm"}, Host: &testHost}
 	for _, name := range scenarios.Names() {
 		spec, err := Load(name, every)
 		if err != nil {
@@ -153,7 +146,7 @@ workloads:
 		t.Fatal(err)
 	}
 	g := spec.Guests[0]
-	want := GuestGroup{Name: "ctr", Kind: "container", Runtime: "crun", CPUs: "0,2-3", MemoryBytes: 512 << 20, CPULimit: 0.5, Count: 3}
+	want := GuestGroup{Name: "ctr", Count: 3, Spec: guest.Spec{Kind: "container", Runtime: "crun", CPUs: "0,2-3", MemoryBytes: 512 << 20, CPULimit: 0.5}}
 	if g != want {
 		t.Errorf("group = %+v, want %+v", g, want)
 	}
@@ -297,7 +290,11 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"unknown top-level key with suggestion", "name: t\nrepetition: 3\n" + guests + work,
 			[]string{`t.yaml:2:1: repetition: unknown field "repetition"; did you mean "repetitions"?`}},
 		{"unknown key lists what is allowed", "name: t\nguests:\n  - kind: host\n    zzz: 1\n" + work,
-			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: accel, arch, cmdline, count, cpu_limit, cpus, disk, firmware, image, initrd, kernel, kernel_flavour, kind, launch, memory, memory_merge, name, network, pin_vcpus, rt_priority, runtime, security, vcpus)`}},
+			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: count, cpu_limit, cpus, image, kind, memory, name, network, optional, runtime, security)`}},
+		// Another kind's field is no typo: the error says whose it is.
+		{"another kind's field", "name: t\nguests:\n  - kind: host\n  - vcpus: 2\n    kind: container\n    rt_priority: 100\n" + work,
+			[]string{`t.yaml:4:5: guests[1].vcpus: kind container takes no vcpus (a field of kind vm)`,
+				`t.yaml:6:18: guests[1].rt_priority: "100" is not allowed: want a whole number from 1 to 99`}},
 		{"key given twice", "name: t\nname: u\n" + guests + work,
 			[]string{"t.yaml:2:1: name: given twice (first at line 1)"}},
 		{"unknown param", "name: t\n" + guests + "workloads:\n  - workload: scenario-test\n    params: {mdoe: b}\n",
@@ -347,7 +344,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, fleet, guests, host_settings, name, network, noise, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
 		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
-			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, macvlan, macvtap, ovs, routed, tc, veth, xdp)`}},
+			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, macvlan, macvtap, ovs, routed, tc, user, veth, xdp)`}},
 		{"group path without a network section", "name: t\nguests:\n  - {kind: host}\n  - {kind: container, network: xdp}\n" + work,
 			[]string{`t.yaml:4:32: guests[1].network: a data path needs a network section`}},
 		{"baseline on a path", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host, network: xdp}\n" + work,
@@ -361,7 +358,12 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"adaptive maximum below the minimum", "name: t\nrepetitions: 5\nadaptive: {target: 0.05, max_repetitions: 4}\n" + guests + work,
 			[]string{"adaptive.max_repetitions: 4 is below repetitions (5)"}},
 		{"vm on a path without VMs", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host}\n  - {kind: vm, network: veth}\n" + work,
-			[]string{"guests[1].network: path not available to VM guests: veth: a VM's NIC is a tap, which has no far end to put in the peer (VMs take bridge, macvlan, macvtap, ovs, routed, tc, xdp)"}},
+			[]string{"guests[1].network: path not available to VM guests: veth: a VM's NIC is a tap, which has no far end to put in the peer (VMs take bridge, macvlan, macvtap, ovs, routed, tc, user, xdp)"}},
+		{"container on a path for VMs only", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {kind: container}\n" + work,
+			[]string{"t.yaml:5:5: guests[1].network: path not available to namespace guests: user"}},
+		{"peer's client into a path without inbound connections", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {name: v, kind: vm}\n" +
+			"workloads:\n  - workload: net-latency\n    params: {client: peer}\n",
+			[]string{"t.yaml:7:15: workloads[0].params.client: client: peer cannot reach group v: "}},
 		{"peer name reserved", "name: t\nguests:\n  - {name: peer, kind: container}\n  - {kind: host}\n" + work,
 			[]string{`guests[0].name: "peer" is reserved for the run's network peer`}},
 		{"guests not a list", "name: t\nguests: host\n" + work,
@@ -561,7 +563,7 @@ func TestHostSettingsSection(t *testing.T) {
 
 func TestBuiltinsAreWellWithinTheLimits(t *testing.T) {
 	for _, name := range scenarios.Names() {
-		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "lxc", "vm"}, Traits: testTraits})
+		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "lxc", "vm"}})
 		if err != nil {
 			t.Fatal(err)
 		}

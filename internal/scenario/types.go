@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -35,6 +36,9 @@ type Spec struct {
 	// HostSettings is the `host_settings:` section; nil leaves the host's
 	// kernel settings as they are.
 	HostSettings *HostSettings
+	// Dropped are the optional groups this host refused, taken out of
+	// Guests before the run (DropRefused); stored with the run.
+	Dropped []store.DroppedGroup
 }
 
 // HostSettings are host-wide real-time settings a run holds while it
@@ -85,34 +89,19 @@ const NoPin = -1
 
 // GuestGroup is one `guests:` entry; Count guests are made from it.
 type GuestGroup struct {
-	Name        string
-	Kind        string
-	Runtime     string
-	CPUs        string
-	MemoryBytes int64
-	CPULimit    float64
-	Count       int
+	// Spec is what each of the group's guests is, its name aside: the
+	// fields every group has, and those its kind takes (guest.Field),
+	// read once into it.
+	guest.Spec
+	// Name is the group's; its guests' names derive from it (guestName).
+	Name  string
+	Count int
 	// Network is the data path of the group's guests; empty for the
 	// baseline (it uses the host side's direct link).
 	Network string
-	// Image is a user's image for the group's guests (guest.Spec.Image):
-	// an absolute path, resolved against the scenario file's directory.
-	Image string
-	// Security is the group's profile (guest.Spec.Security); empty for
-	// its kind's default.
-	Security string
-	// VM-only fields; see guest.Spec.
-	Arch          string
-	KernelFlavour string
-	VCPUs         int
-	Accel         string
-	Disk          string
-	Launch        string
-	MemoryMerge   bool
-	PinVCPUs      string
-	RTPriority    int
-	Boot          guest.KernelBoot
-	Firmware      string
+	// Optional groups are dropped from the run, not an error, when the
+	// host refuses their kind, runtime or accelerator (see DropRefused).
+	Optional bool
 }
 
 // WorkloadEntry is one `workloads:` entry.

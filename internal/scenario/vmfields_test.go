@@ -14,7 +14,7 @@ import (
 )
 
 func TestVMFieldsParseAndExpand(t *testing.T) {
-	o := Options{KnownKinds: []string{"host", "vm"}, Traits: testTraits, Host: &testHost}
+	o := Options{KnownKinds: []string{"host", "vm"}, Host: &testHost}
 	src := `name: t
 guests:
   - kind: host
@@ -52,7 +52,7 @@ workloads:
 }
 
 func TestSecurityParsesAndReachesTheGuest(t *testing.T) {
-	o := Options{KnownKinds: []string{"host", "container"}, Traits: testTraits}
+	o := Options{KnownKinds: []string{"host", "container"}}
 	src := "name: t\nguests:\n  - kind: host\n  - kind: container\n    security: userns\nworkloads:\n  - workload: scenario-test\n"
 	spec, err := Parse("t.yaml", []byte(src), o)
 	if err != nil {
@@ -72,7 +72,7 @@ func TestSecurityParsesAndReachesTheGuest(t *testing.T) {
 // guests start: refused at its line, saying what this host has.
 func TestSettingsBeyondTheHostAreRefused(t *testing.T) {
 	small := Host{CPUs: []int{0, 1}, MemoryBytes: 2 << 30}
-	o := Options{KnownKinds: []string{"host", "container", "vm"}, Traits: testTraits, Host: &small}
+	o := Options{KnownKinds: []string{"host", "container", "vm"}, Host: &small}
 	const src = `name: t
 host_settings: {irq_affinity: "1"}
 noise: {profiles: [none, cpu], cpus: "0"}
@@ -107,7 +107,7 @@ func TestSettingsAreCheckedAgainstThisHostByDefault(t *testing.T) {
 		t.Fatalf("this host: %+v, %v", h, err)
 	}
 	src := "name: t\nhost_settings: {irq_affinity: \"8191\"}\nguests:\n  - kind: host\nworkloads:\n  - workload: scenario-test\n"
-	_, err = Parse("t.yaml", []byte(src), Options{KnownKinds: []string{"host"}, Traits: testTraits})
+	_, err = Parse("t.yaml", []byte(src), Options{KnownKinds: []string{"host"}})
 	if err == nil || !strings.Contains(err.Error(), "this host has no CPU 8191") {
 		t.Errorf("a CPU this machine lacks: %v", err)
 	}
@@ -118,7 +118,7 @@ func TestSettingsAreCheckedAgainstThisHostByDefault(t *testing.T) {
 // /dev/zero only after the run began, and vfleet's copy of an initrd from
 // /dev/zero would never end.
 func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
-	o := Options{KnownKinds: []string{"host", "vm"}, Traits: testTraits}
+	o := Options{KnownKinds: []string{"host", "vm"}}
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

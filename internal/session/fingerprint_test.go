@@ -4,7 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/testutil"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -34,5 +37,34 @@ func TestFingerprintRecordsEveryWorkloadsPackage(t *testing.T) {
 		if fp.ToolVersions[pkg] != v {
 			t.Errorf("%s recorded as %q, want %q", pkg, fp.ToolVersions[pkg], v)
 		}
+	}
+}
+
+// programKind runs its guests with a host program, as an OCI runtime or
+// QEMU does.
+type programKind struct{ probingKind }
+
+func (programKind) Program(spec guest.Spec) string { return spec.Runtime }
+
+func init() { guest.Register(&programKind{probingKind{name: "session-program"}}) }
+
+// A run records the version of what runs each kind's guests, once, for
+// whatever kind names it.
+func TestFingerprintRecordsWhatRunsTheGuests(t *testing.T) {
+	testutil.RequiresTool(t, "runc", "runc")
+	img := &image.Image{Manifest: image.Manifest{Hash: "h"}}
+	spec := &scenario.Spec{Guests: []scenario.GuestGroup{
+		{Name: "a", Spec: guest.Spec{Kind: "session-program", Runtime: "runc"}},
+		{Name: "b", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
+	}}
+	fp, err := fingerprint(context.Background(), img, []*scenario.Spec{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := fp.ToolVersions["runc"]; v == "" {
+		t.Errorf("runc's version not recorded: %v", fp.ToolVersions)
+	}
+	if _, ok := fp.ToolVersions["r1"]; ok {
+		t.Errorf("recorded a version for a kind that names no program: %v", fp.ToolVersions)
 	}
 }

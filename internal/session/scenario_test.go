@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/scenario"
 )
 
@@ -16,10 +17,10 @@ func TestScenarioOptionsAskTheKindsAndCheckImages(t *testing.T) {
 	if !slices.Contains(opts.KnownKinds, probed.name) {
 		t.Fatalf("known kinds %v lack %s", opts.KnownKinds, probed.name)
 	}
-	if err := opts.CheckGuest(scenario.GuestGroup{Name: "g", Kind: probed.name}); err == nil {
+	if err := opts.CheckGuest(scenario.GuestGroup{Name: "g", Spec: guest.Spec{Kind: probed.name}}); err == nil {
 		t.Fatal("a group its kind refuses was accepted")
 	}
-	if err := opts.CheckGuest(scenario.GuestGroup{Name: "g", Kind: "no-such-kind"}); err == nil {
+	if err := opts.CheckGuest(scenario.GuestGroup{Name: "g", Spec: guest.Spec{Kind: "no-such-kind"}}); err == nil {
 		t.Fatal("a group of an unknown kind was accepted")
 	}
 	missing := filepath.Join(t.TempDir(), "no-image")

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/guest/container"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/image/native"
@@ -53,12 +52,14 @@ type Session struct {
 
 // Prepare checks, before anything is built or started, that the host can
 // run every kind and runtime the scenarios ask for, then makes their
-// images ready and takes the host's fingerprint.
+// images ready, checks what only they tell (whether KVM boots a kernel)
+// and takes the host's fingerprint. The optional groups the host refuses
+// are dropped from their spec (scenario.Spec.DropRefused) and named on
+// cfg.Warnings.
 func Prepare(ctx context.Context, cfg Config, specs ...*scenario.Spec) (*Session, error) {
-	for _, spec := range specs {
-		if err := probeKinds(ctx, spec); err != nil {
-			return nil, err
-		}
+	ask := newProber()
+	if err := dropRefused(specs, cfg.Warnings, func(g scenario.GuestGroup) error { return ask.kind(ctx, g) }); err != nil {
+		return nil, err
 	}
 	img, err := EnsureImage(ctx, cfg, image.Variant{}, false)
 	if err != nil {
@@ -66,6 +67,16 @@ func Prepare(ctx context.Context, cfg Config, specs ...*scenario.Spec) (*Session
 	}
 	images, err := prepareGuestImages(ctx, cfg, specs)
 	if err != nil {
+		return nil, err
+	}
+	env := func(g scenario.GuestGroup) guest.Env {
+		env := guest.Env{RootFS: img.RootFS, AgentPath: img.AgentPath, Progress: cfg.imageLog}
+		if v, ok := images.variants[image.Variant{Arch: g.Arch, KernelFlavour: g.KernelFlavour}]; ok {
+			env.RootFS, env.AgentPath = v.RootFS, v.AgentPath
+		}
+		return env
+	}
+	if err := dropRefused(specs, cfg.Warnings, func(g scenario.GuestGroup) error { return ask.spec(ctx, g, env(g)) }); err != nil {
 		return nil, err
 	}
 	host, err := fingerprint(ctx, img, specs)
@@ -144,27 +155,6 @@ func EnsureImage(ctx context.Context, cfg Config, v image.Variant, rebuild bool)
 
 func (cfg Config) imageLog(line string) { cfg.Progress.Logf("image: %s", line) }
 
-// probeKinds checks that the host can run every kind and runtime the
-// scenario asks for, each once.
-func probeKinds(ctx context.Context, spec *scenario.Spec) error {
-	seen := map[string]bool{}
-	for _, grp := range spec.Guests {
-		key := grp.Kind + "/" + grp.Runtime
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		k, err := guest.Lookup(grp.Kind)
-		if err != nil {
-			return err
-		}
-		if err := k.Probe(ctx, grp.Runtime); err != nil {
-			return fmt.Errorf("guest group %q: %w", grp.Name, err)
-		}
-	}
-	return nil
-}
-
 // guestImages are the images a run's guests need besides vfleet's own for
 // this host: users' images, and vfleet's of the architectures its VMs
 // emulate.
@@ -234,19 +224,16 @@ func fingerprint(ctx context.Context, img *image.Image, specs []*scenario.Spec) 
 			fp.ToolVersions[filepath.Base(p.Name)] = "vfleet's own, source " + native.SourceHash(p)[:12]
 		}
 	}
-	// The runtimes' versions matter as much as the tools': runc releases
-	// change how cgroups are set up.
+	// The versions of what runs the guests (an OCI runtime, QEMU) matter
+	// as much as the tools'.
 	for _, g := range guestGroups(specs) {
-		if g.Kind != container.KindName {
+		prog := guest.ProgramOf(g.Spec)
+		if _, done := fp.ToolVersions[prog]; prog == "" || done {
 			continue
 		}
-		rt := g.Runtime
-		if rt == "" {
-			rt = container.DefaultRuntime
-		}
-		if t, err := tools.Find(rt); err == nil {
+		if t, err := tools.Find(prog); err == nil {
 			if v, err := tools.Version(ctx, t); err == nil {
-				fp.ToolVersions[rt] = v
+				fp.ToolVersions[prog] = v
 			}
 		}
 	}

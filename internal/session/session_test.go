@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,7 +20,8 @@ import (
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
-// probingKind records the runtimes it was probed for and refuses "none".
+// probingKind records the runtimes it was probed for, refuses "none" and
+// does not support "absent".
 type probingKind struct {
 	name   string
 	traits guest.Traits
@@ -30,8 +32,11 @@ func (k *probingKind) Name() string         { return k.name }
 func (k *probingKind) Traits() guest.Traits { return k.traits }
 func (k *probingKind) Probe(_ context.Context, runtime string) error {
 	k.probed = append(k.probed, runtime)
-	if runtime == "none" {
+	switch runtime {
+	case "none":
 		return errNoRuntime
+	case "absent":
+		return fmt.Errorf("%w: absent is not installed", guest.ErrNotSupported)
 	}
 	return nil
 }
@@ -50,32 +55,11 @@ func init() {
 	guest.Register(inGuest)
 }
 
-func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
-	probed.probed = nil
-	spec := &scenario.Spec{Guests: []scenario.GuestGroup{
-		{Name: "a", Kind: probed.name, Runtime: "r1"},
-		{Name: "b", Kind: probed.name, Runtime: "r1"},
-		{Name: "c", Kind: probed.name, Runtime: "r2"},
-	}}
-	if err := probeKinds(context.Background(), spec); err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"r1", "r2"}; !reflect.DeepEqual(probed.probed, want) {
-		t.Fatalf("probed runtimes %v, want %v", probed.probed, want)
-	}
-
-	spec.Guests = append(spec.Guests, scenario.GuestGroup{Name: "d", Kind: probed.name, Runtime: "none"})
-	err := probeKinds(context.Background(), spec)
-	if !errors.Is(err, errNoRuntime) || !strings.Contains(err.Error(), `guest group "d"`) {
-		t.Fatalf("probing a runtime the host lacks: %v; want it, naming group d", err)
-	}
-}
-
 // Prepare refuses a kind the host cannot run before it builds anything:
 // no agent is needed to learn that.
 func TestPrepareProbesBeforeBuilding(t *testing.T) {
 	cfg := Config{StateDir: t.TempDir(), AgentPath: filepath.Join(t.TempDir(), "no-agent")}
-	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Kind: probed.name, Runtime: "none"}}}
+	spec := &scenario.Spec{Guests: []scenario.GuestGroup{{Name: "g", Spec: guest.Spec{Kind: probed.name, Runtime: "none"}}}}
 	if _, err := Prepare(context.Background(), cfg, spec); !errors.Is(err, errNoRuntime) {
 		t.Fatalf("Prepare = %v; want the probe's refusal", err)
 	}
@@ -117,9 +101,9 @@ func TestPrepareGuestImagesLeavesAVMDiskAloneAndFindsTheAgent(t *testing.T) {
 	agent := filepath.Join(t.TempDir(), "vfleet-agent")
 	cfg := Config{StateDir: t.TempDir(), AgentPath: agent}
 	specs := []*scenario.Spec{{Guests: []scenario.GuestGroup{
-		{Name: "plain", Kind: inGuest.name},
-		{Name: "disk", Kind: inGuest.name, Image: "/disks/a.qcow2"},
-	}}, {Guests: []scenario.GuestGroup{{Name: "again", Kind: inGuest.name, Image: "/disks/a.qcow2"}}}}
+		{Name: "plain", Spec: guest.Spec{Kind: inGuest.name}},
+		{Name: "disk", Spec: guest.Spec{Kind: inGuest.name, Image: "/disks/a.qcow2"}},
+	}}, {Guests: []scenario.GuestGroup{{Name: "again", Spec: guest.Spec{Kind: inGuest.name, Image: "/disks/a.qcow2"}}}}}
 	if _, err := prepareGuestImages(context.Background(), cfg, specs); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("without the agent: %v", err)
 	}

@@ -96,6 +96,11 @@ var migrations = []string{
 		at_ns         INTEGER NOT NULL
 	);
 	CREATE INDEX audits_by_run ON audits(run_id, id);`,
+
+	// Version 5: the scenario's optional guest groups the host refused,
+	// each with the probe's reason, so a report says what was not run and
+	// why rather than leaving the group silently out.
+	`ALTER TABLE runs ADD COLUMN dropped_json TEXT NOT NULL DEFAULT '[]';`,
 }
 
 // checkSchema, for a read-only store, fails unless the database has

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,13 +15,14 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/vfleet/vfleet/internal/cgroup"
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // Snapshot is what a test could leak, taken before it runs.
 type Snapshot struct {
 	mounts    map[string]bool
-	runc      map[string]bool
+	kinds     map[string]bool // what the kinds compiled in report of their own state
 	cgroups   map[string]bool
 	runs      map[string]bool // the run cgroups (/vfleet/RUN) that exist already
 	processes map[string]bool
@@ -38,7 +38,7 @@ func TakeSnapshot(t testing.TB) Snapshot {
 	for dir := range cgroups {
 		runs[runOf(dir)] = true
 	}
-	return Snapshot{mounts: mounts(t), runc: runcContainers(), cgroups: cgroups, runs: runs, processes: processes(runs),
+	return Snapshot{mounts: mounts(t), kinds: kindLeftovers(), cgroups: cgroups, runs: runs, processes: processes(runs),
 		netns: netns(), links: rootLinks()}
 }
 
@@ -61,7 +61,7 @@ func Leaks(t testing.TB, before Snapshot) []string {
 	for {
 		leaks = leaks[:0]
 		leaks = append(leaks, added("mount", before.mounts, mounts(t))...)
-		leaks = append(leaks, added("runc container", before.runc, runcContainers())...)
+		leaks = append(leaks, added("", before.kinds, kindLeftovers())...)
 		leaks = append(leaks, added("cgroup", before.cgroups, vfleetCgroups())...)
 		leaks = append(leaks, added("network namespace", before.netns, netns())...)
 		leaks = append(leaks, added("link", before.links, rootLinks())...)
@@ -79,7 +79,7 @@ func added(what string, before, now map[string]bool) []string {
 	var out []string
 	for k := range now {
 		if !before[k] {
-			out = append(out, what+" "+k)
+			out = append(out, strings.TrimSpace(what+" "+k))
 		}
 	}
 	return out
@@ -116,14 +116,10 @@ func mounts(t testing.TB) map[string]bool {
 	return out
 }
 
-func runcContainers() map[string]bool {
+func kindLeftovers() map[string]bool {
 	out := map[string]bool{}
-	b, err := exec.Command("runc", "list", "-q").Output()
-	if err != nil {
-		return out
-	}
-	for _, id := range strings.Fields(string(b)) {
-		out[id] = true
+	for _, l := range guest.Leftovers() {
+		out[l] = true
 	}
 	return out
 }
@@ -152,12 +148,13 @@ func netns() map[string]bool {
 }
 
 // outsidePrograms are the command names (as /proc/PID/comm cuts them, at
-// 15 bytes) of what vfleet runs outside any guest's cgroup: vfleet itself
-// and the ovs path's daemons. A killed vfleet's processes are adopted by
+// 15 bytes) of what vfleet runs outside any guest's cgroup: vfleet itself,
+// the ovs path's daemons and the user path's passt (which runs as
+// passt.avx2 where the CPU has AVX2). A killed vfleet's processes are adopted by
 // init, so such a leak is not always a child of the test; one of another
 // vfleet still running (a developer's run beside the tests) has its own
 // parent and is not counted.
-var outsidePrograms = map[string]bool{"vfleet": true, "ovs-vswitchd": true, "ovsdb-server": true}
+var outsidePrograms = map[string]bool{"vfleet": true, "ovs-vswitchd": true, "ovsdb-server": true, "passt": true, "passt.avx2": true}
 
 // processes lists, as "PID (comm)", the running (not zombie) processes a
 // test could leave behind: every process in a cgroup of vfleet's (all a

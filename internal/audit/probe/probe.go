@@ -41,6 +41,7 @@ type Evidence struct {
 	// boot_id of its own.
 	BootTime        string            `json:"btime,omitempty"`
 	Kernel          string            `json:"kernel"`           // /proc/sys/kernel/osrelease
+	Uname           string            `json:"uname,omitempty"`  // uname(2)'s release and version
 	Namespaces      map[string]string `json:"namespaces"`       // /proc/self/ns/NAME -> its link
 	Devices         map[string]string `json:"devices"`          // device -> "ok" or why it did not open
 	Writable        map[string]string `json:"writable"`         // kernel setting -> "ok" or why it is not writable
@@ -100,6 +101,10 @@ func Collect(ctx context.Context, targets map[string]string) Evidence {
 		if v, ok := strings.CutPrefix(line, "btime "); ok {
 			e.BootTime = strings.TrimSpace(v)
 		}
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		e.Uname = unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
 	}
 	for _, ns := range []string{"cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts"} {
 		if link, err := os.Readlink("/proc/self/ns/" + ns); err == nil {

@@ -6,10 +6,12 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/testutil"
@@ -18,7 +20,8 @@ import (
 func TestMain(m *testing.M) { guesttest.Main(m) }
 
 // TestGuestConformance is the suite every registered kind passes, on
-// guests of its defaults or of its guest.Conformable spec: a new kind gets
+// guests of its defaults or of its guest.Conformable spec, under each of
+// its runtimes for a guest.Runtimed kind: a new kind gets
 // all of it by registering itself in a package this one imports. A kind
 // this host cannot run is skipped with its probe's reason, unless
 // guesttest.RequiredKindsEnv names it.
@@ -31,7 +34,20 @@ func TestGuestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			guesttest.Run(t, guesttest.Options{Kind: k, RootFS: img.RootFS, AgentPath: img.AgentPath})
+			o := guesttest.Options{Kind: k, RootFS: img.RootFS, AgentPath: img.AgentPath}
+			r, ok := k.(guest.Runtimed)
+			if !ok {
+				guesttest.Run(t, o)
+				return
+			}
+			// Each runtime the host's probe accepts; the others are
+			// skipped with the probe's reason.
+			for _, rt := range r.Runtimes() {
+				t.Run(rt, func(t *testing.T) {
+					o.Runtime = rt
+					guesttest.Run(t, o)
+				})
+			}
 		})
 	}
 }
@@ -104,4 +120,24 @@ func importsOf(t *testing.T, path string) map[string]bool {
 		out[p] = true
 	}
 	return out
+}
+
+// TestKindsBringTheirDoctorChecks: what a kind's guests need of the host
+// is checked by doctor because the kind says so, not because doctor
+// knows the kind.
+func TestKindsBringTheirDoctorChecks(t *testing.T) {
+	var names []string
+	for _, name := range guest.KindNames() {
+		k, _ := guest.Lookup(name)
+		if c, ok := k.(doctor.Contributor); ok {
+			for _, check := range c.DoctorChecks(doctor.Options{}) {
+				names = append(names, check.Name)
+			}
+		}
+	}
+	for _, want := range []string{"runtime runc", "QEMU", "KVM", "TCG", "vhost-net"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no kind brings the %q check (checks: %v)", want, names)
+		}
+	}
 }

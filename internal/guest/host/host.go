@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/vfleet/vfleet/internal/agent"
@@ -37,6 +36,9 @@ func init() { guest.Register(kind{}) }
 type kind struct{}
 
 func (kind) Name() string { return KindName }
+
+// Traits: the baseline is the host itself, confining nothing.
+func (kind) Traits() guest.Traits { return guest.Traits{Bare: true} }
 
 func (kind) Probe(_ context.Context, runtime string) error {
 	if runtime != "" {
@@ -61,8 +63,8 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.RTPriority != 0 {
 		return nil, fmt.Errorf("guest %s: the host baseline runs as root and may use real-time scheduling already; rt_priority is not allowed", spec.Name)
 	}
-	if vm := spec.VMFieldsSet(); len(vm) > 0 {
-		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
+	if err := guest.CheckSpec(KindName, spec); err != nil {
+		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
 	}
 	if _, err := guest.SecurityOf(spec); err != nil {
 		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)

@@ -179,7 +179,6 @@ func TestNewRefusesWhatLXCGuestsDoNotTake(t *testing.T) {
 		"a runtime":           {Runtime: "runc"},
 		"rt_priority":         {RTPriority: 50},
 		"too little memory":   {MemoryBytes: 1 << 20},
-		"a vm field":          {VCPUs: 2},
 		"a profile it lacks":  {Security: guest.SecuritySandbox},
 		"an unknown profile":  {Security: "weird"},
 		"a tap instead of ns": {Tap: &guest.TapConfig{Name: "t0"}},

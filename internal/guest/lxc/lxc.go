@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	hostapparmor "github.com/containerd/containerd/v2/pkg/apparmor"
@@ -52,6 +51,25 @@ func (kind) Name() string { return KindName }
 // Traits: an LXC container joins a namespace and is placed by cpusets,
 // as the zero traits say; it takes the profiles of containers.
 func (kind) Traits() guest.Traits { return guest.Traits{Security: lxcSecurity} }
+
+// Program: LXC's own tools, whose releases change what a container is
+// given (its defaults, its cgroup layout).
+func (kind) Program(guest.Spec) string { return "lxc-start" }
+
+// Leftovers are the lock directories LXC keeps under /run/lxc/lock for
+// each LXC path it used, which it never removes itself: a guest's stop
+// removes its own. The containers' processes are in the guests' cgroups,
+// which the leak checks count.
+func (kind) Leftovers() []string {
+	var out []string
+	_ = filepath.WalkDir(lockRoot, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, "lxc lock "+p)
+		}
+		return nil
+	})
+	return out
+}
 
 // ConformanceSpec: the suite's containers run within a CPU set and a
 // memory limit, as a run's do.
@@ -99,9 +117,11 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	if spec.Runtime != "" {
 		return nil, fmt.Errorf("guest %s: kind lxc takes no runtime (got %q)", spec.Name, spec.Runtime)
 	}
-	if vm := spec.VMFieldsSet(); len(vm) > 0 {
-		return nil, fmt.Errorf("guest %s: %s apply to kind vm only", spec.Name, strings.Join(vm, ", "))
+	if err := guest.CheckSpec(KindName, spec); err != nil {
+		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
 	}
+	// Another kind's field, refused by CheckSpec where that kind is
+	// compiled in; said plainly, as the scenario says it, everywhere.
 	if spec.RTPriority != 0 {
 		return nil, fmt.Errorf("guest %s: rt_priority is not supported by kind lxc: use kind container for real-time guests", spec.Name)
 	}
@@ -351,9 +371,6 @@ func hostV1Controllers() (map[string]bool, error) {
 func (g *Guest) details(bin string, hostAppArmor bool) map[string]string {
 	d := map[string]string{"lxc_path": g.lxcPath, "lxc_start": bin, "security": g.security,
 		"seccomp": "none", "apparmor": "unconfined", "no_new_privileges": "false"}
-	if v, err := lxcVersion(bin); err == nil {
-		d["lxc_version"] = v
-	}
 	switch g.security {
 	case guest.SecurityDefault, guest.SecurityUserNS:
 		d["seccomp"] = "LXC default (" + commonConf + ": common.seccomp denylist)"
@@ -376,24 +393,6 @@ func (g *Guest) details(bin string, hostAppArmor bool) map[string]string {
 	}
 	return d
 }
-
-// lxcVersion is the version lxc-start prints, asked once per process: it
-// is the same for every guest, and a fleet starts hundreds.
-var lxcVersion = func() func(bin string) (string, error) {
-	var once sync.Once
-	var v string
-	var err error
-	return func(bin string) (string, error) {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			var out []byte
-			out, err = exec.CommandContext(ctx, bin, "--version").Output()
-			v = strings.TrimSpace(string(out))
-		})
-		return v, err
-	}
-}()
 
 // notRunning is lxc-stop's exit status for a container that does not run
 // (stopped, or never defined).

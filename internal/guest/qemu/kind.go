@@ -55,13 +55,23 @@ func (kind) Traits() guest.Traits {
 	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: vmSecurity}
 }
 
+// Program: the QEMU of the guest's architecture, whose releases change
+// devices, machines and TCG.
+func (kind) Program(spec guest.Spec) string {
+	if _, a, err := archOf(spec.Arch); err == nil {
+		return a.qemu
+	}
+	return ""
+}
+
 // ConformanceSpec: the suite's VMs are emulated (TCG), which works on
 // every host; whether KVM does is TestAccelKVM's question.
 func (kind) ConformanceSpec() guest.Spec { return guest.Spec{Accel: AccelTCG} }
 
 // Probe checks that the tools every VM guest needs are installed; the
-// QEMU of a guest's architecture is looked for by New. Whether an
-// accelerator works is decided per guest at start, by booting a kernel.
+// QEMU of a guest's architecture is looked for by New. Whether KVM works
+// is found by booting a kernel: before the run for a guest that asks for
+// it (ProbeSpec), else at start for one that may fall back to TCG.
 func (kind) Probe(_ context.Context, runtime string) error {
 	if runtime != "" && !slices.Contains(allMachines(), runtime) {
 		return fmt.Errorf("%w: %v", guest.ErrNotSupported, unknownRuntime(runtime))
@@ -79,6 +89,9 @@ func (kind) Probe(_ context.Context, runtime string) error {
 func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	bad := func(format string, args ...any) (guest.Guest, error) {
 		return nil, fmt.Errorf("guest %s: "+format, append([]any{spec.Name}, args...)...)
+	}
+	if err := guest.CheckSpec(KindName, spec); err != nil {
+		return bad("%v", err)
 	}
 	arch, archSpec, err := archOf(spec.Arch)
 	if err != nil {
@@ -118,9 +131,6 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 			return bad("%v", err)
 		}
 	}
-	if spec.NetNS != "" {
-		return bad("a VM cannot join a network namespace: its network comes as a tap device (Spec.Tap)")
-	}
 	var nic *vminit.NetConfig
 	if t := spec.Tap; t != nil {
 		if t.NSPath == "" || t.Name == "" {
@@ -135,31 +145,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 			return bad("tap %s: %v", t.Name, err)
 		}
 	}
-	switch spec.Accel {
-	case "", AccelAuto, AccelKVM, AccelTCG:
-	default:
-		return bad("unknown accel %q (known: auto, kvm, tcg)", spec.Accel)
-	}
-	switch spec.Disk {
-	case "", DiskOverlay, DiskCopy, DiskRaw:
-	default:
-		return bad("unknown disk %q (known: overlay, copy, raw)", spec.Disk)
-	}
-	switch spec.Launch {
-	case "", LaunchBoot, LaunchClone:
-	default:
-		return bad("unknown launch %q (known: boot, clone)", spec.Launch)
-	}
-	vcpus := spec.VCPUs
-	if vcpus == 0 {
-		vcpus = 1
-	}
-	if vcpus < 0 || vcpus > 288 {
-		return bad("vcpus %d is not allowed: want 1 to 288", spec.VCPUs)
-	}
-	if spec.RTPriority < 0 || spec.RTPriority > 99 {
-		return bad("rt_priority %d is not allowed: want 1 to 99", spec.RTPriority)
-	}
+	vcpus := max(spec.VCPUs, 1)
 	var pins []int
 	if spec.PinVCPUs != "" {
 		if pins, err = pinPlan(spec.PinVCPUs, vcpus); err != nil {

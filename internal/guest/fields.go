@@ -1,0 +1,204 @@
+package guest
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Field is a scenario field of a guest group that a kind takes beyond
+// those every group has (name, kind, runtime, count, network, cpus,
+// memory, cpu_limit, image, security): the kind declares it, with what it
+// allows, and the scenario reads it into the group's Spec through it, so
+// the one declaration checks a scenario's text at its line and a Spec a
+// program built (Kind.New, CheckFields).
+type Field struct {
+	// Key is the field as a scenario writes it ("vcpus").
+	Key string
+	// Value is what the field holds and allows.
+	Value FieldValue
+	// at is where the field lives in a Spec: a *string, *int or *bool.
+	at func(*Spec) any
+}
+
+// FieldValue says how a field's scalar is read and what it allows.
+type FieldValue struct {
+	// Allowed are the strings a text field takes; none takes any.
+	Allowed []string
+	// Min and Max bound a whole number.
+	Min, Max int
+	// CPUList: the text is a host CPU list ("0-3"), checked against the
+	// host it runs on.
+	CPUList bool
+	// File: the text names a regular file of at most MaxBytes, relative to
+	// the scenario's directory; Want says what it must be, for errors.
+	File     bool
+	MaxBytes int64
+	Want     string
+}
+
+// TextField is a field held in a string of the Spec; allowed, when given,
+// are all it may be.
+func TextField(key string, at func(*Spec) *string, allowed ...string) Field {
+	return Field{Key: key, Value: FieldValue{Allowed: allowed}, at: func(s *Spec) any { return at(s) }}
+}
+
+// IntField is a whole number from min to max held in an int of the Spec;
+// 0, the zero value, stands for "not given".
+func IntField(key string, at func(*Spec) *int, min, max int) Field {
+	return Field{Key: key, Value: FieldValue{Min: min, Max: max}, at: func(s *Spec) any { return at(s) }}
+}
+
+// BoolField is true or false, held in a bool of the Spec.
+func BoolField(key string, at func(*Spec) *bool) Field {
+	return Field{Key: key, at: func(s *Spec) any { return at(s) }}
+}
+
+// CPUListField is a host CPU list held in a string of the Spec.
+func CPUListField(key string, at func(*Spec) *string) Field {
+	return Field{Key: key, Value: FieldValue{CPUList: true}, at: func(s *Spec) any { return at(s) }}
+}
+
+// FileField is the path of a regular file of at most maxBytes, held in a
+// string of the Spec; want says what the file is.
+func FileField(key string, at func(*Spec) *string, maxBytes int64, want string) Field {
+	return Field{Key: key, Value: FieldValue{File: true, MaxBytes: maxBytes, Want: want}, at: func(s *Spec) any { return at(s) }}
+}
+
+// Set reads the scenario's text into the field of s; the error says what
+// is allowed, for the field's line.
+func (f Field) Set(s *Spec, text string) error {
+	switch dst := f.at(s).(type) {
+	case *string:
+		*dst = text
+	case *bool:
+		b, err := ParseBool(text)
+		if err != nil {
+			return err
+		}
+		*dst = b
+	case *int:
+		i, err := ParseInt(text, f.Value.Min, f.Value.Max)
+		if err != nil {
+			return err
+		}
+		*dst = i
+	}
+	return f.check(*s)
+}
+
+// IsSet says whether s gives the field a value.
+func (f Field) IsSet(s Spec) bool {
+	switch v := f.at(&s).(type) {
+	case *string:
+		return *v != ""
+	case *int:
+		return *v != 0
+	case *bool:
+		return *v
+	}
+	return false
+}
+
+// check refuses a value of s the field does not allow.
+func (f Field) check(s Spec) error {
+	switch v := f.at(&s).(type) {
+	case *string:
+		if len(f.Value.Allowed) > 0 && *v != "" && !slices.Contains(f.Value.Allowed, *v) {
+			return fmt.Errorf("%q is not allowed: want one of %s", *v, strings.Join(f.Value.Allowed, ", "))
+		}
+	case *int:
+		if *v != 0 && (*v < f.Value.Min || *v > f.Value.Max) {
+			_, err := ParseInt(strconv.Itoa(*v), f.Value.Min, f.Value.Max)
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseBool reads true or false, and nothing else that might mean one
+// (1, yes, on): YAML itself disagrees between versions on which do.
+func ParseBool(text string) (bool, error) {
+	if text != "true" && text != "false" {
+		return false, fmt.Errorf("%q is not allowed: want true or false", text)
+	}
+	return text == "true", nil
+}
+
+// ParseInt reads a whole number in [min, max]; max is math.MaxInt when
+// only the lower bound matters.
+func ParseInt(text string, min, max int) (int, error) {
+	i, err := strconv.Atoi(text)
+	if err != nil || i < min || i > max {
+		want := fmt.Sprintf(">= %d", min)
+		if max != math.MaxInt {
+			want = fmt.Sprintf("from %d to %d", min, max)
+		}
+		return 0, fmt.Errorf("%q is not allowed: want a whole number %s", text, want)
+	}
+	return i, nil
+}
+
+// WithFields is implemented by kinds that take fields of their own.
+type WithFields interface {
+	Fields() []Field
+}
+
+// FieldsOf returns the fields a registered kind takes of its own.
+func FieldsOf(kind string) []Field {
+	regMu.RLock()
+	k := kinds[kind]
+	regMu.RUnlock()
+	if f, ok := k.(WithFields); ok {
+		return f.Fields()
+	}
+	return nil
+}
+
+// KindsTaking names the registered kinds that take a field of this key,
+// for an error that says where a misplaced field belongs.
+func KindsTaking(key string) []string {
+	var out []string
+	for _, name := range KindNames() {
+		for _, f := range FieldsOf(name) {
+			if f.Key == key {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// CheckSpec refuses a spec that gives a field the kind does not take (one
+// of another kind's), a value its kind's own field does not allow, or a
+// network its kind does not join by: what the scenario refuses at its
+// line, for a Spec a program built. Each kind's New calls it.
+func CheckSpec(kind string, s Spec) error {
+	switch net := TraitsOf(kind).Network; {
+	case s.Tap != nil && net != NetTap:
+		return fmt.Errorf("kind %s joins a network namespace, not a tap", kind)
+	case s.NetNS != "" && net != NetNamespace:
+		return fmt.Errorf("kind %s cannot join a network namespace: its network comes as a tap device", kind)
+	}
+	mine := map[string]bool{}
+	for _, f := range FieldsOf(kind) {
+		mine[f.Key] = true
+		if err := f.check(s); err != nil {
+			return fmt.Errorf("%s: %v", f.Key, err)
+		}
+	}
+	var foreign []string
+	for _, name := range KindNames() {
+		for _, f := range FieldsOf(name) {
+			if !mine[f.Key] && f.IsSet(s) && !slices.Contains(foreign, f.Key) {
+				foreign = append(foreign, f.Key)
+			}
+		}
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("kind %s takes no %s", kind, strings.Join(foreign, ", "))
+	}
+	return nil
+}
