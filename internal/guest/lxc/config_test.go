@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 func baseOptions() ConfigOptions {
@@ -228,5 +229,13 @@ func TestFillCpusetParents(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "vfleet", "r1", "lxc-0")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the guest's own cgroup is LXC's to make: %v", err)
+	}
+}
+
+// The program a run records the version of, and doctor finds, is one
+// internal/tools knows the banner of.
+func TestProgramIsAKnownTool(t *testing.T) {
+	if _, err := tools.Lookup(kind{}.Program(guest.Spec{})); err != nil {
+		t.Error(err)
 	}
 }

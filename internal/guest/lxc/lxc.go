@@ -98,15 +98,15 @@ func (kind) Probe(_ context.Context, runtime string) error {
 	return nil
 }
 
-// tools are LXC's programs, which the Debian package lxc ships together.
-type tools struct{ start, stop, info string }
+// lxcTools are LXC's programs, which the Debian package lxc ships together.
+type lxcTools struct{ start, stop, info string }
 
-func findTools() (tools, error) {
-	var t tools
+func findTools() (lxcTools, error) {
+	var t lxcTools
 	for name, dst := range map[string]*string{"lxc-start": &t.start, "lxc-stop": &t.stop, "lxc-info": &t.info} {
 		p, err := exec.LookPath(name)
 		if err != nil {
-			return tools{}, fmt.Errorf("%w: %s not found in PATH: %s", guest.ErrNotSupported, name, installHint)
+			return lxcTools{}, fmt.Errorf("%w: %s not found in PATH: %s", guest.ErrNotSupported, name, installHint)
 		}
 		*dst = p
 	}
