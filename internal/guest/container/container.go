@@ -205,7 +205,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	undo.PushRelease(led, ctrEntry)
 
 	if g.runtime == runscRuntime {
-		if err := fillCpusetParents(cpusetV1Dir, cgroupsPath); err != nil {
+		if err := cgroup.FillCpusetParents(cgroup.CpusetV1Dir, cgroupsPath); err != nil {
 			return fail(err)
 		}
 	}

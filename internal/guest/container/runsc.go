@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -137,50 +136,3 @@ func kvmOpens() bool {
 
 // errRunscSecurity is a security profile runsc cannot give its meaning.
 var errRunscSecurity = errors.New("security profile not available under runsc")
-
-// cpusetV1Dir is the cgroup v1 cpuset hierarchy's mount point.
-const cpusetV1Dir = "/sys/fs/cgroup/cpuset"
-
-// cpusetParentsMu serialises the filling of cpuset parents within this
-// process: guests of one run start at once and share their parents.
-var cpusetParentsMu sync.Mutex
-
-// fillCpusetParents makes the parents of cgroupsPath under cpusetDir (a
-// v1 cpuset hierarchy) and gives each that has none its parent's CPUs and
-// memory nodes. runsc fills only the cgroup it creates: one whose parent
-// another start made a moment before, and had not filled yet, is refused
-// its CPUs (EACCES), where runc fills every level itself. The parents are
-// those of the container's recorded cgroup path, removed with it. A host
-// without a v1 cpuset hierarchy needs nothing.
-func fillCpusetParents(cpusetDir, cgroupsPath string) error {
-	if _, err := os.Stat(filepath.Join(cpusetDir, "cpuset.cpus")); err != nil {
-		return nil
-	}
-	cpusetParentsMu.Lock()
-	defer cpusetParentsMu.Unlock()
-	dir := cpusetDir
-	for _, part := range strings.Split(strings.Trim(filepath.Dir(cgroupsPath), "/"), "/") {
-		parent := dir
-		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("cpuset parent: %w", err)
-		}
-		for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
-			own, err := os.ReadFile(filepath.Join(dir, file))
-			if err != nil {
-				return fmt.Errorf("cpuset parent: %w", err)
-			}
-			if strings.TrimSpace(string(own)) != "" {
-				continue
-			}
-			inherited, err := os.ReadFile(filepath.Join(parent, file))
-			if err != nil {
-				return fmt.Errorf("cpuset parent: %w", err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, file), inherited, 0o644); err != nil {
-				return fmt.Errorf("cpuset parent: give %s %s: %w", dir, strings.TrimSpace(string(inherited)), err)
-			}
-		}
-	}
-	return nil
-}

@@ -3,10 +3,7 @@ package container
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -112,50 +109,5 @@ func TestChoosePlatformTakesTheFirstThatRuns(t *testing.T) {
 	cancel()
 	if _, err := choosePlatform(ctx, false, none); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled choice: %v", err)
-	}
-}
-
-// Each parent of a runsc container's cgroup that has no CPUs or memory
-// nodes yet gets its parent's; one that has its own keeps them.
-func TestFillCpusetParents(t *testing.T) {
-	root := t.TempDir()
-	write := func(dir, cpus, mems string) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for file, v := range map[string]string{"cpuset.cpus": cpus, "cpuset.mems": mems} {
-			if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	write(root, "0-3\n", "0\n")
-	write(filepath.Join(root, "vfleet"), "\n", "\n")   // made by another start, not filled yet
-	write(filepath.Join(root, "vfleet", "r1"), "", "") // likewise
-	// A real cpuset directory has its files from the moment it is made;
-	// a plain one gets them when Mkdir finds it existing.
-	if err := fillCpusetParents(root, "/vfleet/r1/g"); err != nil {
-		t.Fatal(err)
-	}
-	for _, dir := range []string{"vfleet", "vfleet/r1"} {
-		for file, want := range map[string]string{"cpuset.cpus": "0-3", "cpuset.mems": "0"} {
-			b, _ := os.ReadFile(filepath.Join(root, dir, file))
-			if strings.TrimSpace(string(b)) != want {
-				t.Errorf("%s/%s = %q, want %s", dir, file, b, want)
-			}
-		}
-	}
-	if _, err := os.Stat(filepath.Join(root, "vfleet", "r1", "g")); !os.IsNotExist(err) {
-		t.Errorf("the container's own cgroup is runsc's to make: %v", err)
-	}
-	write(filepath.Join(root, "vfleet", "r1"), "1\n", "0\n")
-	if err := fillCpusetParents(root, "/vfleet/r1/g"); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(root, "vfleet", "r1", "cpuset.cpus")); string(b) != "1\n" {
-		t.Errorf("a parent's own CPUs were replaced: %q", b)
-	}
-	if err := fillCpusetParents(filepath.Join(root, "none"), "/vfleet/r1/g"); err != nil {
-		t.Errorf("no cpuset hierarchy: %v", err)
 	}
 }

@@ -2,8 +2,6 @@ package lxc
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -191,44 +189,6 @@ func TestNewRefusesWhatLXCGuestsDoNotTake(t *testing.T) {
 	}
 	if _, err := (kind{}).New(guest.Spec{Name: "lxc-0", Kind: KindName, MemoryBytes: MinMemory}, guest.Env{}); err != nil {
 		t.Errorf("the least memory: %v", err)
-	}
-}
-
-// A parent cgroup made but not filled yet (by another runtime starting
-// beside the guest) gets its parent's CPUs and memory nodes, one filled
-// already keeps its own, and both pass theirs on to the cgroups LXC makes.
-func TestFillCpusetParents(t *testing.T) {
-	root := t.TempDir()
-	write := func(dir, cpus, mems string) {
-		t.Helper()
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for f, v := range map[string]string{"cpuset.cpus": cpus, "cpuset.mems": mems} {
-			if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	write(root, "0-3\n", "0\n")
-	write(filepath.Join(root, "vfleet"), "0-1\n", "0\n")
-	write(filepath.Join(root, "vfleet", "r1"), "", "")
-	if err := fillCpusetParents(root, "/vfleet/r1/lxc-0"); err != nil {
-		t.Fatal(err)
-	}
-	for dir, want := range map[string]string{"vfleet": "0-1\n", "vfleet/r1": "0-1\n"} {
-		if b, _ := os.ReadFile(filepath.Join(root, dir, "cpuset.cpus")); string(b) != want {
-			t.Errorf("%s cpuset.cpus = %q, want %q", dir, b, want)
-		}
-	}
-	if b, _ := os.ReadFile(filepath.Join(root, "vfleet", "r1", "cpuset.mems")); string(b) != "0\n" {
-		t.Errorf("run's cpuset.mems = %q", b)
-	}
-	if b, _ := os.ReadFile(filepath.Join(root, "vfleet", "r1", "cgroup.clone_children")); string(b) != "1" {
-		t.Errorf("the run's cgroup.clone_children = %q: the cgroups LXC makes below it would be empty", b)
-	}
-	if _, err := os.Stat(filepath.Join(root, "vfleet", "r1", "lxc-0")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the guest's own cgroup is LXC's to make: %v", err)
 	}
 }
 

@@ -222,7 +222,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	undo.PushRelease(led, ctrEntry)
 
 	if v1["cpuset"] {
-		if err := fillCpusetParents(cpusetV1Dir, cgroupPath); err != nil {
+		if err := cgroup.FillCpusetParents(cgroup.CpusetV1Dir, cgroupPath); err != nil {
 			return fail(err)
 		}
 	}
