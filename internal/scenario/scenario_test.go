@@ -55,7 +55,7 @@ func TestBuiltinScenariosParse(t *testing.T) {
 	if len(scenarios.Names()) == 0 {
 		t.Fatal("no built-in scenarios embedded")
 	}
-	every := Options{KnownKinds: []string{"container", "host", "lxc", "vm"}, Host: &testHost}
+	every := Options{KnownKinds: guest.KindNames(), Host: &testHost}
 	for _, name := range scenarios.Names() {
 		spec, err := Load(name, every)
 		if err != nil {
@@ -563,7 +563,7 @@ func TestHostSettingsSection(t *testing.T) {
 
 func TestBuiltinsAreWellWithinTheLimits(t *testing.T) {
 	for _, name := range scenarios.Names() {
-		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "lxc", "vm"}})
+		spec, err := Load(name, Options{KnownKinds: guest.KindNames()})
 		if err != nil {
 			t.Fatal(err)
 		}
