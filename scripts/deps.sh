@@ -7,7 +7,7 @@ set -euo pipefail
 # tools for the lxc kind, the image builder (with the recommends it
 # uses as root: mount, gpg for the archive keys, libdpkg-perl, arch-test),
 # QEMU and e2fsprogs (the base disk) for VM guests and the KVM/TCG probe,
-# Open vSwitch for the ovs data path, sqlite3 for poking at results.
+# Open vSwitch for the ovs data path, passt for the user one, sqlite3 for poking at results.
 # Recommends are otherwise skipped: QEMU's would pull in firmware for
 # machines vfleet never emulates.
 # qemu-system-arm and qemu-user-static (with binfmt-support) are for arm64
@@ -20,16 +20,18 @@ set -euo pipefail
 # gcc and libc6-dev build vfleet's own programs (STREAM, the pinned
 # context switch) into the host architecture's image, the other
 # architecture's cross compiler and C library into its image.
-packages=(runc crun runsc lxc mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage openvswitch-switch sqlite3 ca-certificates gcc libc6-dev)
+packages=(runc crun runsc lxc mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage openvswitch-switch passt sqlite3 ca-certificates gcc libc6-dev)
 case "$(dpkg --print-architecture)" in
   amd64) packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
   arm64) packages+=(gcc-x86-64-linux-gnu libc6-dev-amd64-cross) ;;
 esac
 # --test adds what only the tests use: a browser that renders the HTML report,
-# a Prometheus server that scrapes the metrics endpoint, and what makes a
-# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image.
+# a Prometheus server that scrapes the metrics endpoint, what makes a
+# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image,
+# OpenSSH's server, which the tests' remote machine runs in a namespace, and
+# ethtool, with which it describes its NIC.
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium prometheus fdisk dosfstools mtools)
+  packages+=(chromium prometheus fdisk dosfstools mtools openssh-server ethtool)
 fi
 
 if [ "$(id -u)" -ne 0 ]; then

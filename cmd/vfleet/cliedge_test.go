@@ -235,7 +235,7 @@ func TestExecRefusesATimeoutBelowAMillisecond(t *testing.T) {
 func TestUsageErrorsExit2(t *testing.T) {
 	c := newCLI(t)
 	for _, args := range [][]string{
-		{"nope"}, {"compare", "1"}, {"compare", "1", "2", "3"}, {"report"}, {"runs", "x"}, {"doctor", "x"},
+		{"nope"}, {"compare", "1"}, {"compare", "1", "2", "3"}, {"report"}, {"runs", "x"}, {"doctor", "x"}, {"doctor", "--peer", "root@198.18.0.2"},
 		{"fleet", "nope"}, {"fleet", "down", "a", "b"}, {"image", "build", "x"}, {"scenarios", "x"}, {"runs", "--nope"},
 	} {
 		if _, stderr, code := c.run(args...); code != 2 {

@@ -137,40 +137,46 @@ workloads:
 }
 
 // After vfleet is killed, its workload's daemons outlive it, reparented to
-// init, until `vfleet clean` kills the guest's cgroup.
+// init (the bare baseline's) or inside a container that outlives vfleet
+// itself (an LXC one), until `vfleet clean` kills the guest's cgroup.
 func TestCleanAfterKillEndsDaemons(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	c := newCLI(t)
-	cmd, _ := startRun(t, c, c.scenario(`name: killed
+	for kind, sleep := range map[string]string{"host": "3177", "lxc": "3178"} {
+		t.Run(kind, func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			defer testutil.CheckLeaks(t, before)
+			c := newCLI(t)
+			cmd, _ := startRun(t, c, c.scenario(`name: killed
+baseline: bare
 repetitions: 1
 warmup: 0
 guests:
-  - {name: bare, kind: host}
+  - {name: bare, kind: `+kind+`}
 workloads:
   - id: daemon
     workload: command
     params:
-      argv: [sh, -c, '`+daemonize("3177")+` echo measuring; sleep 60; echo val 1']
+      argv: [sh, -c, '`+daemonize(sleep)+` echo measuring; sleep 60; echo val 1']
       metrics:
         - {name: val, unit: n, better: higher, regex: 'val ([0-9]+)'}
 `), "measure:")
-	key := c.latestRunKey()
-	if !awaitDaemon(t, "3177") {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatal("the daemon never started")
+			key := c.latestRunKey()
+			if !awaitDaemon(t, sleep) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatal("the daemon never started")
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			if len(testutil.RunningWithArgs(t, "sleep", sleep)) != 1 {
+				t.Fatal("the daemon did not outlive the killed vfleet (the test must be able to fail)")
+			}
+			stdout, stderr, code := c.run("clean")
+			if code != 0 || !strings.Contains(stdout, "removed cgroup "+cgroup.PathOf(key, "bare")) {
+				t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			requireNothingRunning(t, "after SIGKILL and clean", key, sleep)
+		})
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	if len(testutil.RunningWithArgs(t, "sleep", "3177")) != 1 {
-		t.Fatal("the daemon did not outlive the killed vfleet (the test must be able to fail)")
-	}
-	stdout, stderr, code := c.run("clean")
-	if code != 0 || !strings.Contains(stdout, "removed cgroup "+cgroup.PathOf(key, "bare")) {
-		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	requireNothingRunning(t, "after SIGKILL and clean", key, "3177")
 }

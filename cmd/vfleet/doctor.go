@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,18 +12,31 @@ import (
 	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/remote"
+	"github.com/vfleet/vfleet/internal/session"
+	"github.com/vfleet/vfleet/internal/workload"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 func newDoctorCommand(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var peer peerFlags
+	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Show what this host can do and what is missing",
 		Long: `Probe the host: root, cgroups, overlayfs, namespaces, BPF, each OCI runtime (does it
 really start a container?), QEMU and whether KVM really boots a guest kernel (with a
 timeout: /dev/kvm can exist and still not work), and the measuring tools in the guest
-image. Every missing piece says what to install.`,
+image. Every missing piece says what to install.
+
+With --peer ssh://USER@HOST[:PORT], check that remote machine instead, starting nothing
+there: reachable, its host key known, a key accepted (from the SSH agent or --peer-identity,
+never a password), its architecture, the network workloads' programs with their versions,
+and a work directory it lets vfleet make.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if peer.url != "" {
+				return doctorPeer(cmd.Context(), g, peer)
+			}
 			var opts doctor.Options
 			var kinds []doctor.Contributor
 			for _, name := range guest.KindNames() {
@@ -60,4 +74,45 @@ image. Every missing piece says what to install.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&peer.url, "peer", "", "check the remote peer ssh://USER@HOST[:PORT] instead of this host")
+	cmd.Flags().StringVar(&peer.identity, "peer-identity", "", "private key file for the peer (default: the SSH agent's keys only)")
+	cmd.Flags().StringVar(&peer.knownHosts, "peer-known-hosts", "", "known_hosts file the peer's host key is checked against (default ~/.ssh/known_hosts)")
+	return cmd
+}
+
+type peerFlags struct{ url, identity, knownHosts string }
+
+func doctorPeer(ctx context.Context, g *globalOptions, f peerFlags) error {
+	target, err := remote.ParseURL(f.url)
+	if err != nil {
+		return usageError{err}
+	}
+	// The peer runs the servers of the network workloads.
+	var progs []programs.Program
+	for _, name := range workload.Names() {
+		w, _ := workload.Lookup(name)
+		if _, ok := w.(workload.Networked); !ok {
+			continue
+		}
+		for _, p := range w.Programs() {
+			if p.Package != "" && !slices.Contains(progs, p) {
+				progs = append(progs, p)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	results := doctor.Peer(ctx, doctor.PeerOptions{
+		Target: target, Config: remote.Config{Identity: f.identity, KnownHosts: f.knownHosts}, Programs: progs,
+		AgentFor: func(arch string) (string, error) { return session.AgentBinary(g.agentPath, arch) },
+	})
+	if err := doctor.Write(os.Stdout, results); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Status != doctor.OK {
+			return fmt.Errorf("peer %s is not ready", target)
+		}
+	}
+	return nil
 }

@@ -87,21 +87,32 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-// printRunnable lists the workloads whose tool a root file system has.
+// printRunnable lists, for each workload, whether a root file system has
+// every program it runs (a network workload's servers included).
 func printRunnable(w io.Writer, rootfs string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKLOAD\tTOOL\tIN THE IMAGE")
+	fmt.Fprintln(tw, "WORKLOAD\tPROGRAMS\tIN THE IMAGE")
 	for _, name := range workload.Names() {
 		wl, _ := workload.Lookup(name)
-		if wl.Tool() == "" {
+		progs := wl.Programs()
+		if len(progs) == 0 {
 			fmt.Fprintf(tw, "%s\t(yours)\tany program the image has\n", name)
 			continue
 		}
-		where := "no: steps of this workload fail"
-		if path, ok := image.LookPath(rootfs, wl.Tool()); ok {
-			where = path
+		var names, paths, missing []string
+		for _, p := range progs {
+			names = append(names, p.Name)
+			if path, ok := image.LookPath(rootfs, p.Name); ok {
+				paths = append(paths, path)
+			} else {
+				missing = append(missing, p.Name)
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, wl.Tool(), where)
+		where := strings.Join(paths, ", ")
+		if len(missing) > 0 {
+			where = "no " + strings.Join(missing, ", ") + ": steps of this workload fail"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, strings.Join(names, ", "), where)
 	}
 	tw.Flush()
 }

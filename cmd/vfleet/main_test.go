@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
@@ -104,15 +105,28 @@ workloads:
 
 func reps(n int) string { return strings.Replace(quickScenario, "%d", string(rune('0'+n)), 1) }
 
+// isolatedGroups are the guest groups, by name, whose guests outlive a
+// vfleet that dies (a detached runc container, a daemonized LXC one):
+// quickScenario's container group, or one of kind lxc in its place.
+var isolatedGroups = map[string]string{
+	"container": "{name: container, kind: container, runtime: runc}",
+	"lxc":       "{name: lxc, kind: lxc}",
+}
+
+// repsOf is reps(n) with the isolated group named group.
+func repsOf(n int, group string) string {
+	return strings.Replace(reps(n), isolatedGroups["container"], isolatedGroups[group], 1)
+}
+
 func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 	c := newCLI(t)
-	bad := c.scenario("name: quick\nguests:\n  - kind: lxc\nworkloads:\n  - workload: cpu\n    params: {threads: -1}\n")
+	bad := c.scenario("name: quick\nguests:\n  - kind: jail\nworkloads:\n  - workload: cpu\n    params: {threads: -1}\n")
 	for _, tc := range []struct {
 		args []string
 		want string
 		code int
 	}{
-		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"lxc\"", 2},
+		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"jail\"", 2},
 		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: arch-emulation, consolidation-matrix, default", 2},
 		{[]string{"report", "latest"}, "no results database at", 1},
 		{[]string{"report", "1", "--format", "pdf"}, "allowed: table, html, json, csv", 2},
@@ -204,57 +218,66 @@ func startRun(t *testing.T, c *cli, scenario, marker string) (*exec.Cmd, *bytes.
 func TestInterruptKeepsSamplesAndLeavesNothing(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	c := newCLI(t)
-	cmd, stdout := startRun(t, c, c.scenario(reps(5)), "cpu on container (rep 1) ok")
-	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
-		t.Fatalf("interrupted run exit: %v, want %d", err, exitInterrupted)
-	}
-	if !strings.Contains(stdout.String(), "this run is incomplete — interrupted (SIGINT)") {
-		t.Errorf("the table of an interrupted run must say so:\n%s", stdout)
-	}
-	out, _, _ := c.run("runs")
-	fields := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[1])
-	// ID SCENARIO DATE TIME DURATION STATUS SAMPLES FAILURES
-	if fields[5] != "incomplete" || fields[6] == "0" {
-		t.Fatalf("interrupted run not kept as incomplete with samples:\n%s", out)
+	for group := range isolatedGroups {
+		t.Run(group, func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			defer testutil.CheckLeaks(t, before)
+			c := newCLI(t)
+			cmd, stdout := startRun(t, c, c.scenario(repsOf(5, group)), "cpu on "+group+" (rep 1) ok")
+			cmd.Process.Signal(syscall.SIGINT)
+			err := cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+				t.Fatalf("interrupted run exit: %v, want %d", err, exitInterrupted)
+			}
+			if !strings.Contains(stdout.String(), "this run is incomplete — interrupted (SIGINT)") {
+				t.Errorf("the table of an interrupted run must say so:\n%s", stdout)
+			}
+			out, _, _ := c.run("runs")
+			fields := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[1])
+			// ID SCENARIO DATE TIME DURATION STATUS SAMPLES FAILURES
+			if fields[5] != "incomplete" || fields[6] == "0" {
+				t.Fatalf("interrupted run not kept as incomplete with samples:\n%s", out)
+			}
+		})
 	}
 }
 
 func TestCleanAfterKillRemovesEverything(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	c := newCLI(t)
-	cmd, _ := startRun(t, c, c.scenario(reps(5)), "measure:")
-	cmd.Process.Kill()
-	cmd.Wait()
-	ids, _ := exec.Command("runc", "list", "-q").Output()
-	if !strings.Contains(string(ids), "vfleet-") {
-		t.Fatalf("a killed run should have left its container behind (the test must be able to fail); runc list: %q", ids)
-	}
-	stdout, stderr, code := c.run("clean")
-	if code != 0 || !strings.Contains(stdout, "removed container vfleet-") || !strings.Contains(stdout, "removed mount") {
-		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	if !strings.Contains(stderr, "was left running: marked aborted") {
-		t.Errorf("clean did not say it marked the killed run aborted:\n%s", stderr)
-	}
-	stdout, _, code = c.run("image", "inspect")
-	if code != 0 || !regexp.MustCompile(`(?m)^cpu +sysbench +/usr/bin/sysbench$`).MatchString(stdout) {
-		t.Errorf("image inspect (exit %d):\n%s", code, stdout)
-	}
-	stdout, _, _ = c.run("runs")
-	if fields := strings.Fields(strings.Split(strings.TrimSpace(stdout), "\n")[1]); fields[5] != store.StatusAborted {
-		t.Errorf("the killed run is listed as %s, want aborted:\n%s", fields[5], stdout)
-	}
-	stdout, _, _ = c.run("clean")
-	if !strings.Contains(stdout, "nothing to clean") {
-		t.Errorf("second clean: %s", stdout)
+	for group := range isolatedGroups {
+		t.Run(group, func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			defer testutil.CheckLeaks(t, before)
+			c := newCLI(t)
+			cmd, _ := startRun(t, c, c.scenario(repsOf(5, group)), "measure:")
+			key := c.latestRunKey()
+			cmd.Process.Kill()
+			cmd.Wait()
+			if len(testutil.RunningIn(t, cgroup.PathOf(key, group))) == 0 {
+				t.Fatalf("a killed run should have left its %s guest running (the test must be able to fail)", group)
+			}
+			stdout, stderr, code := c.run("clean")
+			if code != 0 || !strings.Contains(stdout, "removed cgroup "+cgroup.PathOf(key, group)) || !strings.Contains(stdout, "removed mount") {
+				t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			if !strings.Contains(stderr, "was left running: marked aborted") {
+				t.Errorf("clean did not say it marked the killed run aborted:\n%s", stderr)
+			}
+			requireNothingRunning(t, "after SIGKILL and clean", key)
+			stdout, _, code = c.run("image", "inspect")
+			if code != 0 || !regexp.MustCompile(`(?m)^cpu +sysbench +/usr/bin/sysbench$`).MatchString(stdout) {
+				t.Errorf("image inspect (exit %d):\n%s", code, stdout)
+			}
+			stdout, _, _ = c.run("runs")
+			if fields := strings.Fields(strings.Split(strings.TrimSpace(stdout), "\n")[1]); fields[5] != store.StatusAborted {
+				t.Errorf("the killed run is listed as %s, want aborted:\n%s", fields[5], stdout)
+			}
+			stdout, _, _ = c.run("clean")
+			if !strings.Contains(stdout, "nothing to clean") {
+				t.Errorf("second clean: %s", stdout)
+			}
+		})
 	}
 }
 

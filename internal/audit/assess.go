@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cap"
 
 	"github.com/vfleet/vfleet/internal/audit/probe"
+	"github.com/vfleet/vfleet/internal/guest"
 )
 
 // Verdict is how a property compares with what a container runtime
@@ -54,18 +55,34 @@ var isolatingNamespaces = []string{"ipc", "mnt", "net", "pid", "uts"}
 
 // Assess compares a guest's evidence with the host's (the same probes run
 // by vfleet itself) and says, property by property, how isolated the guest
-// is. Every probe's parsing is pure.
-func Assess(g, host probe.Evidence) []Finding {
-	if g.BootID != "" && g.BootID != host.BootID {
+// is. kernel is the guest record's guest.KernelDetail: the probes cannot
+// tell gVisor's application kernel from a VM's by themselves. Every
+// probe's parsing is pure.
+func Assess(g, host probe.Evidence, kernel string) []Finding {
+	if kernel == guest.KernelGVisor {
+		return gvisorKernel(g, host)
+	}
+	if OwnKernel(g, host) {
 		return ownKernel(g, host)
 	}
+	return sharedKernel(g, host)
+}
+
+// sharedKernel is the assessment of a guest whose processes run on the
+// host's kernel.
+func sharedKernel(g, host probe.Evidence) []Finding {
 	status := ParseStatus(g.Status)
 	userns := ParseUIDMap(g.UIDMap)
 	var f []Finding
 	add := func(property, value string, v Verdict, probe, evidence string) {
 		f = append(f, Finding{Property: property, Value: value, Verdict: v, Probe: probe, Evidence: strings.TrimSpace(evidence)})
 	}
-	add("kernel", "the host's", AsDefault, "/proc/sys/kernel/random/boot_id", g.BootID+" = host "+host.BootID)
+	if g.BootID == host.BootID {
+		add("kernel", "the host's", AsDefault, "/proc/sys/kernel/random/boot_id", g.BootID+" = host "+host.BootID)
+	} else {
+		add("kernel", "the host's (a boot_id of its own)", AsDefault, "/proc/stat btime, /proc/sys/kernel/osrelease",
+			fmt.Sprintf("btime %s = host %s, %s = host %s; boot_id %s ≠ host %s", g.BootTime, host.BootTime, g.Kernel, host.Kernel, g.BootID, host.BootID))
+	}
 	capValue, capVerdict := capabilities(status.Effective, userns.Mapped)
 	add("capabilities", capValue, capVerdict, "/proc/self/status CapEff", fmt.Sprintf("CapEff %016x CapBnd %016x", status.EffectiveBits, status.BoundingBits))
 	switch {
@@ -117,6 +134,18 @@ func Assess(g, host probe.Evidence) []Finding {
 	return f
 }
 
+// OwnKernel says whether a guest runs a kernel other than the host's: its
+// boot_id differs, and it is not the host's kernel with a boot_id given
+// to the guest (LXC gives each container its own), which the kernel's
+// boot time and release, the host's, would show. Evidence recorded
+// before the boot time was probed is judged by its boot_id alone.
+func OwnKernel(g, host probe.Evidence) bool {
+	if g.BootID == "" || g.BootID == host.BootID {
+		return false
+	}
+	return g.BootTime == "" || g.BootTime != host.BootTime || g.Kernel != host.Kernel
+}
+
 // ownKernel is the assessment of a guest that runs its own kernel: what it
 // holds inside is its own business; that it has its own kernel is the
 // isolation.
@@ -136,6 +165,62 @@ func ownKernel(g, host probe.Evidence) []Finding {
 			v.Value, v.Verdict, v.Probe, v.Evidence = listOrNone(probe.PartitionNames(g.Partitions)), Info, "/proc/partitions", strings.TrimSpace(g.Partitions)
 		}
 		f = append(f, v)
+	}
+	return f
+}
+
+// gvisorKernel is the assessment of a guest on gVisor's application
+// kernel: its processes never call the host's kernel, the sandbox that
+// serves them does, so what the probes read is gVisor's kernel's own
+// account. The isolation rows say what that kernel enforces, as facts
+// rather than scores: a capability there is not one over the host. Those
+// whose reading cannot mean the same thing say so.
+func gvisorKernel(g, host probe.Evidence) []Finding {
+	shared := map[string]Finding{}
+	for _, f := range sharedKernel(g, host) {
+		shared[f.Property] = f
+	}
+	inGVisor := func(f Finding) Finding {
+		f.Value, f.Verdict = f.Value+" (in gVisor's kernel)", Info
+		return f
+	}
+	fact := func(f Finding, value string) Finding {
+		f.Value, f.Verdict = value, Info
+		return f
+	}
+	release := "of an unknown release"
+	if fields := strings.Fields(g.Uname); len(fields) > 0 {
+		release = fields[0]
+	}
+	f := ownKernel(g, host)
+	for i, x := range f {
+		switch x.Property {
+		case "kernel":
+			f[i] = Finding{Property: x.Property, Value: "gVisor's application kernel (says Linux " + release + "), a host process on the host's",
+				Verdict: Stronger, Probe: "the guest's record; uname(2)", Evidence: g.Uname}
+		case "capabilities", "devices openable", "kernel settings writable", "keyctl":
+			f[i] = inGVisor(shared[x.Property])
+		case "seccomp":
+			// gVisor says whether a filter is on, not how many.
+			f[i] = inGVisor(shared[x.Property])
+			if s := ParseStatus(g.Status); s.Seccomp == 2 && statusLines(g.Status, "Seccomp_filters") == "" {
+				f[i].Value = "filter (in gVisor's kernel)"
+			}
+		case "namespaces shared with the host":
+			f[i].Value = "none (gVisor's own)"
+		case "no_new_privs":
+			if statusLines(g.Status, "NoNewPrivs") == "" {
+				f[i] = Finding{Property: x.Property, Value: "not reported by gVisor's kernel", Verdict: Info, Probe: "/proc/self/status NoNewPrivs", Evidence: "no NoNewPrivs line"}
+			} else {
+				f[i] = inGVisor(shared[x.Property])
+			}
+		case "lsm":
+			f[i] = fact(shared[x.Property], "none in gVisor's kernel")
+		case "user namespace":
+			f[i] = fact(shared[x.Property], "not comparable: gVisor's kernel keeps IDs of its own")
+		case "kernel modules loadable":
+			f[i] = fact(shared[x.Property], "no: gVisor's kernel has no modules")
+		}
 	}
 	return f
 }

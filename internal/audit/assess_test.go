@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/audit/probe"
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -29,7 +30,11 @@ func evidence(t *testing.T, name string) probe.Evidence {
 func findings(t *testing.T, name string) map[string]Finding {
 	t.Helper()
 	out := map[string]Finding{}
-	for _, f := range Assess(evidence(t, name), evidence(t, "host-reference")) {
+	kernel := ""
+	if strings.HasPrefix(name, "container-runsc") {
+		kernel = guest.KernelGVisor
+	}
+	for _, f := range Assess(evidence(t, name), evidence(t, "host-reference"), kernel) {
 		if f.Probe == "" || f.Evidence == "" {
 			t.Errorf("%s: %s has no probe or evidence: %+v", name, f.Property, f)
 		}
@@ -79,10 +84,51 @@ func TestAssessRecordedGuests(t *testing.T) {
 	expect(t, "host", host, "namespaces shared with the host", "pid", Weaker)
 	expect(t, "host", host, "host processes visible", "all", Weaker)
 
+	// gVisor's probes read its application kernel's own account: facts,
+	// not scores, but for the kernel itself and what it hides.
+	gv := findings(t, "container-runsc")
+	expect(t, "runsc", gv, "kernel", "gVisor's application kernel (says Linux 4.4.0)", Stronger)
+	expect(t, "runsc", gv, "seccomp", "none (in gVisor's kernel)", Info)
+	expect(t, "runsc", gv, "no_new_privs", "not reported by gVisor's kernel", Info)
+	expect(t, "runsc", gv, "user namespace", "not comparable", Info)
+	expect(t, "runsc", gv, "capabilities", "in gVisor's kernel", Info)
+	expect(t, "runsc", gv, "namespaces shared with the host", "none (gVisor's own)", Stronger)
+	expect(t, "runsc", gv, "host processes visible", "none", Stronger)
+
+	// Recorded with the bundle's filter applied in the sandbox
+	// (--oci-seccomp): gVisor says a filter is on, not how many.
+	gvFiltered := findings(t, "container-runsc-oci-seccomp")
+	expect(t, "runsc --oci-seccomp", gvFiltered, "seccomp", "filter (in gVisor's kernel)", Info)
+
 	vm := findings(t, "vm-microvm-sandbox")
 	expect(t, "vm", vm, "kernel", "its own", Stronger)
 	expect(t, "vm", vm, "namespaces shared with the host", "none", Stronger)
 	expect(t, "vm", vm, "root file system", "ext4 on /dev/vda", Info)
+}
+
+// LXC gives each container a boot_id of its own: the kernel's boot time
+// and release, the host's, still say it is the host's kernel, and the
+// container is judged as one. A VM's boot time is its own.
+func TestABootIDOfItsOwnIsNoKernelOfItsOwn(t *testing.T) {
+	host := evidence(t, "host-reference")
+	host.BootTime = "1764050000"
+	lxc := evidence(t, "container-default")
+	lxc.BootID, lxc.BootTime = "0c7b8a55-6a1f-4a5e-9d38-54fa1f3b0d21", host.BootTime
+	f := map[string]Finding{}
+	for _, x := range Assess(lxc, host, "") {
+		f[x.Property] = x
+	}
+	expect(t, "lxc", f, "kernel", "the host's", AsDefault)
+	expect(t, "lxc", f, "seccomp", "filter (1)", AsDefault)
+	vm := evidence(t, "vm-microvm-sandbox")
+	vm.BootTime = "1764050042"
+	if !OwnKernel(vm, host) {
+		t.Error("a VM booted after the host is judged the host's kernel")
+	}
+	vm.BootTime = ""
+	if !OwnKernel(vm, host) {
+		t.Error("a VM recorded before boot times were probed is judged the host's kernel")
+	}
 }
 
 func TestParsersOnRecordedStatus(t *testing.T) {
@@ -152,10 +198,17 @@ func TestRootNamespaceReachedOnlyBySharingOrALink(t *testing.T) {
 		{"container-default", nil, false},
 		{"vm-microvm-sandbox", nil, false},
 		{"container-default", []string{"vfleet-r1-hs/up-x"}, true},
+		{"container-runsc", nil, false},
+		{"container-runsc", []string{"vfleet-r1-hs/up-x"}, true},
 	} {
 		h := host
 		h.LinksIntoRoot = c.links
-		if got, why := reachesRoot(evidence(t, c.guest), h); got != c.want || why == "" {
+		kernel := ""
+		if c.guest == "container-runsc" {
+			kernel = guest.KernelGVisor
+		}
+		got, why := reachesRoot(evidence(t, c.guest), h, kernel)
+		if got != c.want || why == "" {
 			t.Errorf("%s with links %v: reaches the root namespace = %v (%s), want %v", c.guest, c.links, got, why, c.want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/audit/probe"
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -71,7 +72,8 @@ func Summarize(recs []store.AuditRecord, guests map[string]store.GuestRecord) (R
 	index := map[string]int{}
 	targets := map[string]bool{}
 	for _, p := range all {
-		f := Assess(p.ev, *host)
+		kernel := guests[p.rec.Guest].Details[guest.KernelDetail]
+		f := Assess(p.ev, *host, kernel)
 		i, seen := index[p.rec.Group]
 		if !seen {
 			index[p.rec.Group] = len(rep.Groups)
@@ -91,7 +93,7 @@ func Summarize(recs []store.AuditRecord, guests map[string]store.GuestRecord) (R
 		}
 		root := rep.Groups[i].Reach[probe.TargetRoot]
 		root.Tried++
-		if reached, why := reachesRoot(p.ev, *host); reached {
+		if reached, why := reachesRoot(p.ev, *host, kernel); reached {
 			root.Reached++
 		} else if root.Why == "" {
 			root.Why = why
@@ -119,14 +121,17 @@ func Summarize(recs []store.AuditRecord, guests map[string]store.GuestRecord) (R
 
 // reachesRoot says whether a guest reaches the host's own network stack:
 // it does when it shares the host's network namespace, or when a link
-// leads from the run's namespaces into it.
-func reachesRoot(g, host probe.Evidence) (bool, string) {
+// leads from the run's namespaces into it. A gVisor guest's sockets are
+// the host's, in the namespace its sandbox joined: the guest's own, as
+// every container's (a runtime is always given one).
+func reachesRoot(g, host probe.Evidence, kernel string) (bool, string) {
+	gvisor := kernel == guest.KernelGVisor
 	switch {
-	case g.BootID == host.BootID && slices.Contains(SharedNamespaces(g.Namespaces, host.Namespaces), "net"):
+	case !gvisor && !OwnKernel(g, host) && slices.Contains(SharedNamespaces(g.Namespaces, host.Namespaces), "net"):
 		return true, "shares the host's network namespace"
 	case len(host.LinksIntoRoot) > 0:
 		return true, "the run's namespaces link into it: " + strings.Join(host.LinksIntoRoot, ", ")
-	case g.BootID != host.BootID:
+	case !gvisor && OwnKernel(g, host):
 		return false, "another kernel, whose network is a device in the run's namespaces, none of which links into the root one"
 	}
 	return false, "its own network namespace; none of the run's namespaces links into the root one"

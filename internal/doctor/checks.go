@@ -60,6 +60,7 @@ func Checks(o Options, kinds ...Contributor) []Check {
 		{Name: "BPF", Run: checkBPF},
 		{Name: "XDP native on veth", Run: checkXDPNative},
 		{Name: "Open vSwitch", Run: func(ctx context.Context) Result { return checkOVS(ctx, netpath.ProbeOVSDatapath) }},
+		{Name: "passt", Run: toolCheck("passt", "runs the user data path")},
 		{Name: "image builder", Run: toolCheck("mmdebstrap", "builds the guest image")},
 		{Name: "C compiler amd64", Run: toolCheck("x86_64-linux-gnu-gcc", "builds vfleet's own programs (stream, ctxswitch-pinned) into amd64 images")},
 		{Name: "C compiler arm64", Run: toolCheck("aarch64-linux-gnu-gcc", "builds vfleet's own programs (stream, ctxswitch-pinned) into arm64 images")},

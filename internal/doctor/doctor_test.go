@@ -86,7 +86,7 @@ func TestChecksListEverything(t *testing.T) {
 		}
 		names = append(names, c.Name)
 	}
-	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "image builder", "C compiler amd64", "C compiler arm64",
+	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "passt", "image builder", "C compiler amd64", "C compiler arm64",
 		"runtime runc", "QEMU", "KSM", "latency tracers", "measuring tools"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("checks %q, want %q", names, want)
@@ -181,7 +181,7 @@ func TestRuntimeCheckWithFakeProbes(t *testing.T) {
 	if r := runtimeCheck("crun", nil, hybrid)(ctx); r.Status != Skip {
 		t.Errorf("no probe wired: %+v", r)
 	}
-	for rt, fix := range map[string]string{"runc": "apt-get install runc", "runsc": "gVisor (runsc) is not packaged in Debian"} {
+	for rt, fix := range map[string]string{"runc": "apt-get install runc", "runsc": "apt-get install runsc", "kata-runtime": "Kata Containers is not packaged in Debian"} {
 		r := runtimeCheck(rt, working, hybrid)(ctx)
 		if r.Status != Missing || !strings.Contains(r.Fix, fix) || !strings.Contains(r.Detail, "not found in PATH") {
 			t.Errorf("missing %s: %+v", rt, r)

@@ -146,7 +146,8 @@ type TapConfig struct {
 	// NSPath is the network namespace holding the device; it must be
 	// opened from inside it.
 	NSPath string
-	// Name is the device's name in that namespace.
+	// Name is the device's name in that namespace; on the user path, the
+	// path of its passt's unix socket there.
 	Name string
 	// Addr is the guest's address with its prefix length.
 	Addr netip.Prefix

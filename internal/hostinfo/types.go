@@ -19,4 +19,5 @@ type Fingerprint struct {
 	VfleetVer    string            `json:"vfleet_version"`
 	ToolVersions map[string]string `json:"tool_versions,omitempty"` // measuring tools in the guest image, runtimes on the host
 	RealTime     RealTime          `json:"real_time,omitzero"`      // omitted when nothing was recorded, as in older runs
+	NIC          *NIC              `json:"nic,omitempty"`           // the interface measured across, when one was named
 }

@@ -19,12 +19,14 @@ import (
 
 // TestDataPathConformance is the test every registered data path passes,
 // all of them built into one network as a run builds them: a namespace
-// guest (a container) reaches the peer and the peer reaches it; the host
-// side forwards the traffic exactly when the path routes through the
-// stack, and a path with counters of its own counts it instead; a VM's
-// tap carries traffic both ways where the path takes VMs, and is refused
-// with ErrPathNotForVMs where it does not; and closing the network leaves
-// no namespace, link, process or ledger entry behind. A new path gets all
+// guest (a container) reaches the peer and the peer reaches it where the
+// path takes namespace guests, and is refused with ErrPathNotForNamespaces
+// where it does not; the host side forwards the traffic exactly when the
+// path routes through the stack, and a path with counters of its own
+// counts it instead; a VM's device carries traffic both ways where the
+// path takes VMs, and is refused with ErrPathNotForVMs where it does not;
+// and closing the network leaves no namespace, link, process, file or
+// ledger entry behind. A new path gets all
 // of this by registering itself.
 func TestDataPathConformance(t *testing.T) {
 	testutil.RequiresRoot(t)
@@ -65,8 +67,14 @@ func TestDataPathConformance(t *testing.T) {
 }
 
 // conformNamespace attaches two namespace guests to p and checks traffic
-// both ways, and who carried it.
+// both ways, and who carried it, or checks that p refuses them.
 func conformNamespace(t *testing.T, n *Network, p Path, peerPort int) {
+	if CheckNamespacePath(p) != nil {
+		if _, _, err := n.Attach("ns-"+string(p), p); !errors.Is(err, ErrPathNotForNamespaces) {
+			t.Errorf("namespace guest attached, or not refused as ErrPathNotForNamespaces: %v", err)
+		}
+		return
+	}
 	for i := range 2 {
 		link, nsPath, err := n.Attach("ns-"+string(p)+"-"+string(rune('0'+i)), p)
 		if err != nil {
@@ -122,8 +130,9 @@ const tapFrames = 100
 
 // conformTap attaches a VM's device to p, or checks that p refuses it,
 // and sends UDP over IPv4 through it both ways as the VM's NIC would: the
-// peer must receive the VM's datagrams and the VM the peer's, carried by
-// whoever the path says, as for a namespace guest.
+// peer must receive the VM's datagrams and the VM the peer's answers to
+// where they came from (the VM itself, or the host side for a NAT path),
+// carried by whoever the path says, as for a namespace guest.
 func conformTap(t *testing.T, n *Network, p Path) {
 	name := "vm-" + string(p)
 	if CheckVMPath(p) != nil {
@@ -136,7 +145,14 @@ func conformTap(t *testing.T, n *Network, p Path) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nic := fakeNIC{dev: openTapIn(t, n.host, link.HostIf), link: link}
+	dev, kind, err := OpenVMDevice(n.HostSide(), link.HostIf)
+	if err != nil {
+		t.Fatalf("open %s: %v", link.HostIf, err)
+	}
+	if kind != specOf(p).VMDevice {
+		t.Errorf("%s opened as a %s, want a %s", link.HostIf, kind, specOf(p).VMDevice)
+	}
+	nic := newFakeNIC(dev, kind, link)
 	defer nic.dev.Close()
 	// The VM asks for its next hop: its gateway, or the peer on its own
 	// segment.
@@ -148,27 +164,32 @@ func conformTap(t *testing.T, n *Network, p Path) {
 	if err != nil {
 		t.Fatalf("guest %s asking for %s: %v", link.Addr, next, err)
 	}
-	var server, client net.PacketConn
+	var server net.PacketConn
 	if err := nsthread.DoPath(n.PeerNS(), func() (err error) {
-		if server, err = net.ListenPacket("udp4", netip.AddrPortFrom(link.Peer, 0).String()); err != nil {
-			return err
-		}
-		client, err = net.ListenPacket("udp4", netip.AddrPortFrom(link.Peer, 0).String())
+		server, err = net.ListenPacket("udp4", netip.AddrPortFrom(link.Peer, 0).String())
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	defer server.Close()
-	defer client.Close()
 	guest := netip.AddrPortFrom(link.Addr.Addr(), 40000)
 	toPeer := udpFrame(link.MAC, nextMAC, guest, server.LocalAddr().(*net.UDPAddr).AddrPort(), []byte("from the vm"))
-	fromPeer := func() { _, _ = client.WriteTo([]byte("to the vm"), net.UDPAddrFromAddrPort(guest)) }
 	isFromPeer := func(f []byte) bool { return udpTo(f, guest) }
 
 	// The first exchange each way resolves neighbours through the stack.
-	if err := toPeerUntilReceived(nic, toPeer, server); err != nil {
+	seen, err := toPeerUntilReceived(nic, toPeer, server)
+	if err != nil {
 		t.Fatalf("guest %s to peer %s: %v", link.Addr, link.Peer, err)
 	}
+	// A NAT path's traffic leaves from the host side's own sockets.
+	want := guest.Addr()
+	if specOf(p).Layout == LayoutNAT {
+		want = UplinkOf(p).Host.Addr()
+	}
+	if got := seen.(*net.UDPAddr).AddrPort().Addr(); got != want {
+		t.Errorf("the peer saw the guest as %s, want %s", got, want)
+	}
+	fromPeer := func() { _, _ = server.WriteTo([]byte("to the vm"), seen) }
 	if err := nic.await(fromPeer, isFromPeer); err != nil {
 		t.Fatalf("peer to guest %s: %v", link.Addr, err)
 	}
@@ -222,13 +243,28 @@ func conformTap(t *testing.T, n *Network, p Path) {
 // address, which the host side or the peer asks before sending it
 // anything.
 type fakeNIC struct {
-	dev  *os.File
-	link Link
+	dev    *os.File
+	kind   VMDevice
+	frames frameSource
+	link   Link
 }
 
-// write sends one frame behind a virtio-net header that asks for nothing.
+func newFakeNIC(dev *os.File, kind VMDevice, link Link) fakeNIC {
+	var frames frameSource = &tapSource{f: dev}
+	if kind == VMPasst {
+		frames = &streamSource{f: dev}
+	}
+	return fakeNIC{dev: dev, kind: kind, frames: frames, link: link}
+}
+
+// write sends one frame as the device takes it: behind a virtio-net
+// header that asks for nothing, or on passt's stream behind its length.
 func (v fakeNIC) write(frame []byte) error {
-	_, err := v.dev.Write(append(make([]byte, vnetHdrLen), frame...))
+	hdr := make([]byte, vnetHdrLen)
+	if v.kind == VMPasst {
+		hdr = binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
+	}
+	_, err := v.dev.Write(append(hdr, frame...))
 	return err
 }
 
@@ -244,7 +280,7 @@ func (v fakeNIC) answerARP(f []byte) bool {
 
 // await is awaitFrame on the NIC, answering ARP on the way.
 func (v fakeNIC) await(send func(), match func(frame []byte) bool) error {
-	return awaitFrame(v.dev, send, func(f []byte) bool { return !v.answerARP(f) && match(f) })
+	return awaitFrames(v.frames, send, func(f []byte) bool { return !v.answerARP(f) && match(f) })
 }
 
 // resolve asks for target's MAC as the guest's stack does.
@@ -268,7 +304,7 @@ func (v fakeNIC) resolve(target netip.Addr) (net.HardwareAddr, error) {
 // them matched, and returns how many did.
 func (v fakeNIC) count(match func(frame []byte) bool, want int) int {
 	got := 0
-	_ = awaitFrame(v.dev, func() {}, func(f []byte) bool {
+	_ = awaitFrames(v.frames, func() {}, func(f []byte) bool {
 		if !v.answerARP(f) && match(f) {
 			got++
 		}
@@ -278,19 +314,20 @@ func (v fakeNIC) count(match func(frame []byte) bool, want int) int {
 }
 
 // toPeerUntilReceived writes the guest's frame every half second until
-// the peer's socket receives it, for up to five seconds.
-func toPeerUntilReceived(nic fakeNIC, frame []byte, server net.PacketConn) error {
+// the peer's socket receives it, for up to five seconds, and returns where
+// the peer saw it come from.
+func toPeerUntilReceived(nic fakeNIC, frame []byte, server net.PacketConn) (net.Addr, error) {
 	buf := make([]byte, 64)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		if err := nic.write(frame); err != nil {
-			return err
+			return nil, err
 		}
 		_ = server.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		if _, _, err := server.ReadFrom(buf); err == nil {
-			return nil
+		if _, from, err := server.ReadFrom(buf); err == nil {
+			return from, nil
 		}
 	}
-	return errNoFrame
+	return nil, errNoFrame
 }
 
 // receiveDatagrams reads from the socket until want datagrams came or none

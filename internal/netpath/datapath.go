@@ -39,6 +39,14 @@ type Spec struct {
 	// NoVMs, when set, is why a VM's NIC cannot be put on the path; it is
 	// wrapped in ErrPathNotForVMs.
 	NoVMs string
+	// NoNamespaces, when set, is why a namespace guest (a container, the
+	// host kind) cannot be put on the path; it is wrapped in
+	// ErrPathNotForNamespaces.
+	NoNamespaces string
+	// NoInbound, when set, is why the peer cannot open connections to the
+	// path's guests (a workload whose client runs in the peer); it is
+	// wrapped in ErrNoInbound.
+	NoInbound string
 	// VMDevice is what a VM's NIC sits on in the host side.
 	VMDevice VMDevice
 	// VMOffloadsOff, when set, is why the path needs a VM's NIC to send
@@ -59,11 +67,19 @@ const (
 	// VMMacvtap: a macvtap in bridge mode on the path's uplink host end,
 	// with the guest's MAC, on the path from birth.
 	VMMacvtap
+	// VMPasst: no device, but the unix socket of a passt of the VM's own,
+	// a user-mode network stack in the host side that carries the VM's
+	// connections through that namespace's sockets. The VM's emulator
+	// takes frames from it as a stream netdev.
+	VMPasst
 )
 
 func (d VMDevice) String() string {
-	if d == VMMacvtap {
+	switch d {
+	case VMMacvtap:
 		return "macvtap"
+	case VMPasst:
+		return "passt"
 	}
 	return "tap"
 }
@@ -80,6 +96,11 @@ const (
 	LayoutSwitched
 	// LayoutPeerLinks: each guest's /30 ends in the peer itself; no uplink.
 	LayoutPeerLinks
+	// LayoutNAT: each guest has a /30 whose other end is a user-mode stack
+	// of its own, which carries its connections through the host side's
+	// sockets over the uplink: the peer sees the host side's address,
+	// never the guest's, and has no route to the guests.
+	LayoutNAT
 )
 
 // Sides are the two namespaces every path is built between, and what a
@@ -102,7 +123,8 @@ type Live interface {
 	// gns) on the path; the network then gives it link.Addr and its route.
 	AttachNamespace(gns *namespace, link Link) error
 	// AttachTap puts a VM's device (Spec.VMDevice), made in the host side
-	// and named link.HostIf, on the path.
+	// and named link.HostIf, on the path. dev is nil for passt's socket,
+	// which the path makes itself at link.HostIf.
 	AttachTap(dev netlink.Link, link Link) error
 	// Describe returns what the run's record keeps about the path, by key
 	// below "path.NAME.".
@@ -119,6 +141,14 @@ type Counting interface {
 // ErrPathNotForVMs says a VM guest was put on a path that cannot carry a
 // VM's NIC; the wrapping error names the path and why.
 var ErrPathNotForVMs = errors.New("path not available to VM guests")
+
+// ErrPathNotForNamespaces says a namespace guest was put on a path that
+// only VMs take; the wrapping error names the path and why.
+var ErrPathNotForNamespaces = errors.New("path not available to namespace guests")
+
+// ErrNoInbound says the peer cannot open connections to a path's guests;
+// the wrapping error names the path and why.
+var ErrNoInbound = errors.New("the peer cannot connect to guests on this path")
 
 // ErrUnknownPath is wrapped by the error for a path name nobody registered.
 var ErrUnknownPath = errors.New("unknown network path")
@@ -214,18 +244,44 @@ func ParsePath(s string) (Path, error) {
 // CheckVMPath says whether a VM guest can be put on path p, so a scenario
 // is refused before anything is built.
 func CheckVMPath(p Path) error {
+	return checkPathTakes(p, func(s Spec) string { return s.NoVMs }, ErrPathNotForVMs, "VMs")
+}
+
+// CheckNamespacePath says whether a namespace guest (a container, the
+// host kind) can be put on path p, so a scenario is refused before
+// anything is built.
+func CheckNamespacePath(p Path) error {
+	return checkPathTakes(p, func(s Spec) string { return s.NoNamespaces }, ErrPathNotForNamespaces, "namespace guests")
+}
+
+// CheckInbound says whether the peer can open connections to guests on
+// path p, as a workload whose client runs in the peer does.
+func CheckInbound(p Path) error {
 	d, err := lookup(p)
 	if err != nil {
 		return err
 	}
-	if why := d.Spec().NoVMs; why != "" {
+	if why := d.Spec().NoInbound; why != "" {
+		return fmt.Errorf("%w: %s: %s", ErrNoInbound, p, why)
+	}
+	return nil
+}
+
+// checkPathTakes refuses path p with sentinel when refusal gives a reason
+// for its spec, naming the paths that take those guests (who).
+func checkPathTakes(p Path, refusal func(Spec) string, sentinel error, who string) error {
+	d, err := lookup(p)
+	if err != nil {
+		return err
+	}
+	if why := refusal(d.Spec()); why != "" {
 		var ok []string
 		for _, q := range GuestPaths() {
-			if specOf(q).NoVMs == "" {
+			if refusal(specOf(q)) == "" {
 				ok = append(ok, string(q))
 			}
 		}
-		return fmt.Errorf("%w: %s: %s (VMs take %s)", ErrPathNotForVMs, p, why, strings.Join(ok, ", "))
+		return fmt.Errorf("%w: %s: %s (%s take %s)", sentinel, p, why, who, strings.Join(ok, ", "))
 	}
 	return nil
 }

@@ -43,6 +43,9 @@ type Network struct {
 	led  *ledger.Ledger
 	host *namespace // the host side
 	peer *namespace
+	// sides is what the paths were built between (host side, peer, the
+	// run's ledger and state directory).
+	sides Sides
 
 	mu     sync.Mutex
 	guests map[string]*namespace
@@ -76,7 +79,7 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 	if err := n.host.sysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return n, err
 	}
-	sides := Sides{Host: n.host, Peer: n.peer, Ledger: n.led, StateDir: cmp.Or(o.StateDir, os.TempDir()), Detached: o.Detached}
+	n.sides = Sides{Host: n.host, Peer: n.peer, Ledger: n.led, StateDir: cmp.Or(o.StateDir, os.TempDir()), Detached: o.Detached}
 	seen := map[Path]bool{}
 	for _, p := range append([]Path{Direct}, o.Paths...) {
 		if seen[p] {
@@ -90,7 +93,7 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 		if err != nil {
 			return n, err
 		}
-		live, err := d.Build(sides)
+		live, err := d.Build(n.sides)
 		if live != nil {
 			// Even half-built: Close releases what it holds.
 			n.live[p] = live
@@ -223,6 +226,9 @@ func (n *Network) Attach(guestName string, p Path) (Link, string, error) {
 	defer n.mu.Unlock()
 	if n.closed {
 		return Link{}, "", errClosed
+	}
+	if err := CheckNamespacePath(p); err != nil {
+		return Link{}, "", fmt.Errorf("guest %s: %w", guestName, err)
 	}
 	live, ok := n.live[p]
 	if !ok || !n.hasPath(p) {

@@ -61,9 +61,9 @@ func TestOVSTablesOnRecordedOutput(t *testing.T) {
 	}
 }
 
-// ovsLedgerEntries are the ovs path's daemons and directory as its ledger
-// lists them.
-func ovsLedgerEntries(t *testing.T, led *ledger.Ledger) (daemons []procfs.Process, dir string) {
+// daemonLedgerEntries are a path's daemons, want of them, and its
+// directory as its ledger lists them.
+func daemonLedgerEntries(t *testing.T, led *ledger.Ledger, want int) (daemons []procfs.Process, dir string) {
 	t.Helper()
 	for _, e := range led.Pending() {
 		switch e.Kind {
@@ -75,8 +75,8 @@ func ovsLedgerEntries(t *testing.T, led *ledger.Ledger) (daemons []procfs.Proces
 			dir = e.ID
 		}
 	}
-	if len(daemons) != 2 || dir == "" {
-		t.Fatalf("ledger lists %v, want two daemons and a directory", led.Pending())
+	if len(daemons) != want || dir == "" {
+		t.Fatalf("ledger lists %v, want %d daemons and a directory", led.Pending(), want)
 	}
 	for _, d := range daemons {
 		if !d.Alive() {
@@ -86,9 +86,9 @@ func ovsLedgerEntries(t *testing.T, led *ledger.Ledger) (daemons []procfs.Proces
 	return daemons, dir
 }
 
-// checkOVSGone fails the test for a daemon still running, a process whose
-// command line names the state directory, or the directory itself.
-func checkOVSGone(t *testing.T, daemons []procfs.Process, dir string) {
+// checkDaemonsGone fails the test for a daemon still running, a process
+// whose command line names the state directory, or the directory itself.
+func checkDaemonsGone(t *testing.T, daemons []procfs.Process, dir string) {
 	t.Helper()
 	for _, d := range daemons {
 		if d.Alive() {
@@ -123,7 +123,7 @@ func TestOVSCloseLeavesNothing(t *testing.T) {
 	}
 	defer n.Close()
 	t.Logf("network with the ovs path built in %v", time.Since(start).Round(time.Millisecond))
-	daemons, dir := ovsLedgerEntries(t, led)
+	daemons, dir := daemonLedgerEntries(t, led, 2)
 	if filepath.Dir(dir) != stateDir {
 		t.Errorf("state directory %s is not in the run's %s", dir, stateDir)
 	}
@@ -160,7 +160,7 @@ func TestOVSCloseLeavesNothing(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	checkOVSGone(t, daemons, dir)
+	checkDaemonsGone(t, daemons, dir)
 	if p := led.Pending(); len(p) > 0 {
 		t.Errorf("ledger still lists %v", p)
 	}
@@ -195,7 +195,7 @@ func TestOVSCleanAfterKilledRun(t *testing.T) {
 	if _, _, err := n.Attach("g", OVS); err != nil {
 		t.Fatal(err)
 	}
-	daemons, dir := ovsLedgerEntries(t, led)
+	daemons, dir := daemonLedgerEntries(t, led, 2)
 	for _, d := range daemons {
 		if sid, err := unix.Getsid(d.PID); err != nil || sid != d.PID {
 			t.Errorf("a fleet's daemon %d is in session %d (%v), not its own", d.PID, sid, err)
@@ -211,7 +211,7 @@ func TestOVSCleanAfterKilledRun(t *testing.T) {
 	if len(removed) != 6 {
 		t.Errorf("clean removed %d entries, want two daemons, their directory and three namespaces: %+v", len(removed), removed)
 	}
-	checkOVSGone(t, daemons, dir)
+	checkDaemonsGone(t, daemons, dir)
 	n.Close() // releases handles; everything it held is already gone
 }
 

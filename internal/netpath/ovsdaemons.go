@@ -11,10 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/tools"
@@ -30,9 +27,6 @@ const (
 	// ovsCommandTimeout bounds one ovs-vsctl, its wait for ovs-vswitchd to
 	// apply a change included; ovs-vswitchd applies one in milliseconds.
 	ovsCommandTimeout = 10 * time.Second
-	// ovsStopTimeout is how long a daemon gets to exit after SIGTERM
-	// before it is killed.
-	ovsStopTimeout = 5 * time.Second
 )
 
 // ovsSwitch is the Open vSwitch of one run: an ovsdb-server and an
@@ -41,30 +35,20 @@ const (
 // sockets and logs in a directory of the run's own. The system's Open
 // vSwitch, its database and its service are never touched.
 type ovsSwitch struct {
+	sides    Sides
 	led      *ledger.Ledger
-	detached bool
 	dir      string
 	dirEntry ledger.Entry
 	programs map[string]tools.Tool // by name
 	datapath OVSDatapath
 	version  string
-	daemons  []*ovsDaemon // started, the database server first
-}
-
-// ovsDaemon is one daemon, a child of vfleet.
-type ovsDaemon struct {
-	name  string
-	cmd   *exec.Cmd
-	log   string
-	entry ledger.Entry
-	// gone is done once the daemon has exited and been reaped.
-	gone context.Context
+	daemons  []*daemon // started, the database server first
 }
 
 // startOVS starts the run's Open vSwitch with one bridge on datapath dp.
 // On error it has stopped what it started and removed its directory.
 func startOVS(sides Sides, dp OVSDatapath) (sw *ovsSwitch, err error) {
-	sw = &ovsSwitch{led: sides.Ledger, detached: sides.Detached, datapath: dp,
+	sw = &ovsSwitch{sides: sides, led: sides.Ledger, datapath: dp,
 		dir: filepath.Join(sides.StateDir, sides.Host.name+"-ovs"), programs: map[string]tools.Tool{}}
 	for _, name := range OVSPrograms() {
 		if sw.programs[name], err = tools.Find(name); err != nil {
@@ -74,9 +58,8 @@ func startOVS(sides Sides, dp OVSDatapath) (sw *ovsSwitch, err error) {
 	if sw.version, err = tools.Version(context.Background(), sw.programs["ovs-vswitchd"]); err != nil {
 		return nil, err
 	}
-	if len(sw.dbSocket()) >= len(unix.RawSockaddrUnix{}.Path) {
-		return nil, fmt.Errorf("the ovs path's socket %s is longer than a unix socket path may be (%d bytes): use a shorter state directory",
-			sw.dbSocket(), len(unix.RawSockaddrUnix{}.Path)-1)
+	if err := checkSocketPath("the ovs path's socket", sw.dbSocket()); err != nil {
+		return nil, err
 	}
 	if sw.dirEntry, err = sw.led.Record(ledger.KindDir, sw.dir, nil); err != nil {
 		return nil, err
@@ -96,7 +79,7 @@ func startOVS(sides Sides, dp OVSDatapath) (sw *ovsSwitch, err error) {
 	if _, err := sw.run("ovsdb-tool", "create", db); err != nil {
 		return sw, err
 	}
-	server, err := sw.startDaemon(sides.Host, "ovsdb-server", db, "--remote=punix:"+sw.dbSocket())
+	server, err := sw.startDaemon("ovsdb-server", db, "--remote=punix:"+sw.dbSocket())
 	if err != nil {
 		return sw, err
 	}
@@ -111,7 +94,7 @@ func startOVS(sides Sides, dp OVSDatapath) (sw *ovsSwitch, err error) {
 	if _, err := sw.vsctl(setup...); err != nil {
 		return sw, err
 	}
-	if _, err := sw.startDaemon(sides.Host, "ovs-vswitchd", "unix:"+sw.dbSocket()); err != nil {
+	if _, err := sw.startDaemon("ovs-vswitchd", "unix:"+sw.dbSocket()); err != nil {
 		return sw, err
 	}
 	// ovs-vsctl waits until ovs-vswitchd has made the bridge.
@@ -128,7 +111,7 @@ func (sw *ovsSwitch) dbSocket() string { return sw.path("db.sock") }
 
 // awaitSocket waits until the database server accepts connections:
 // ovs-vsctl's own --retry would back off for a second.
-func (sw *ovsSwitch) awaitSocket(server *ovsDaemon) error {
+func (sw *ovsSwitch) awaitSocket(server *daemon) error {
 	deadline := time.Now().Add(ovsCommandTimeout)
 	for {
 		c, err := net.Dial("unix", sw.dbSocket())
@@ -150,45 +133,22 @@ func (sw *ovsSwitch) env() []string {
 		"OVS_RUNDIR=" + sw.dir, "OVS_DBDIR=" + sw.dir, "OVS_LOGDIR=" + sw.dir, "OVS_SYSCONFDIR=" + sw.dir}
 }
 
-// startDaemon starts a daemon in the host side, in the foreground so that
-// it is vfleet's child: its pid is known at once, and no pidfile has to
-// be trusted to stop it. It is recorded in the ledger right after the
-// fork; a run's vfleet killed in between takes it along through the
-// parent-death signal, which fires when the forking thread exits: a
-// thread nsthread returns lives until the process ends.
-func (sw *ovsSwitch) startDaemon(host *namespace, name string, args ...string) (*ovsDaemon, error) {
-	d := &ovsDaemon{name: name, log: sw.path(name + ".log")}
-	logf, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("%s log: %w", name, err)
-	}
-	defer logf.Close()
-	args = append(args, "--pidfile="+sw.path(name+".pid"), "--unixctl="+sw.path(name+".ctl"), "--log-file="+d.log,
+// startDaemon starts one of the Open vSwitch daemons with the run's
+// directory for everything it keeps.
+func (sw *ovsSwitch) startDaemon(name string, args ...string) (*daemon, error) {
+	log := sw.path(name + ".log")
+	args = append(args, "--pidfile="+sw.path(name+".pid"), "--unixctl="+sw.path(name+".ctl"), "--log-file="+log,
 		"-vconsole:off", "-vsyslog:off")
-	d.cmd = exec.Command(sw.programs[name].Path, args...)
-	d.cmd.Env, d.cmd.Dir = sw.env(), sw.dir
+	cmd := exec.Command(sw.programs[name].Path, args...)
+	cmd.Env, cmd.Dir = sw.env(), sw.dir
 	// What it prints before its log file is open (a bad argument) lands
 	// in the log file too.
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	// The policy guest.Env.ProcAttr has for guests. A run's daemons lead
-	// their own process group, so a terminal's Ctrl-C reaches vfleet alone,
-	// which then stops them in order, and die with vfleet. A fleet's
-	// network outlives the vfleet that built it: its daemons get a session
-	// of their own instead, and go when the fleet's ledger is undone.
-	if sw.detached {
-		d.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	} else {
-		d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	d, err := startDaemon(sw.sides, name, log, cmd)
+	if d != nil {
+		sw.daemons = append(sw.daemons, d)
 	}
-	if err := host.do(d.cmd.Start); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	gone, markGone := context.WithCancel(context.Background())
-	d.gone = gone
-	go func() { _ = d.cmd.Wait(); markGone() }()
-	sw.daemons = append(sw.daemons, d)
-	if d.entry, err = sw.led.RecordProcess(d.cmd.Process.Pid); err != nil {
-		return nil, sw.explain(fmt.Errorf("%s: %w", name, err))
+	if err != nil {
+		return nil, sw.explain(err)
 	}
 	return d, nil
 }
@@ -202,22 +162,6 @@ func (sw *ovsSwitch) stop() error {
 	sw.daemons = nil
 	errs = append(errs, sw.led.Release(context.Background(), sw.dirEntry))
 	return errors.Join(errs...)
-}
-
-// stop asks the daemon to exit, and kills it if it has not within
-// ovsStopTimeout. os.Process signals no process it has reaped, so a pid
-// the kernel has given to another process since is never hit.
-func (d *ovsDaemon) stop(led *ledger.Ledger) error {
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	timer := time.NewTimer(ovsStopTimeout)
-	defer timer.Stop()
-	select {
-	case <-d.gone.Done():
-	case <-timer.C:
-		_ = d.cmd.Process.Kill()
-		<-d.gone.Done()
-	}
-	return led.Done(d.entry)
 }
 
 // explain adds to err the last words of every daemon that has exited:

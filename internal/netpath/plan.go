@@ -47,7 +47,8 @@ type Uplink struct {
 	HostIf, PeerIf string       // interface names in the host side and in the peer
 	Host, Peer     netip.Prefix // addresses with their prefix length
 	// Routes are the subnets the peer reaches through this uplink's host
-	// side (the routed guests' block); empty for switched paths.
+	// side (the routed guests' block); empty for switched paths, and for
+	// a NAT path, whose guests the peer never sees.
 	Routes []netip.Prefix
 }
 
@@ -66,7 +67,7 @@ func (s Spec) uplink() Uplink {
 	net24 := addrAdd(linkRange.Addr(), s.Index<<8)
 	u.Host = netip.PrefixFrom(addrAdd(net24, 1), 24)
 	u.Peer = netip.PrefixFrom(addrAdd(net24, 2), 24)
-	if !s.Baseline {
+	if !s.Baseline && s.Layout != LayoutNAT {
 		u.Routes = []netip.Prefix{s.block()}
 	}
 	return u
@@ -77,11 +78,12 @@ type Link struct {
 	Path Path
 	// HostIf is the far end of the guest's link: in the host side, or in
 	// the peer for the veth path; "" for a namespace guest on macvlan or
-	// macvtap (no device of its own), a VM's macvtap there.
+	// macvtap (no device of its own), a VM's macvtap there; for a VM on a
+	// path whose VMDevice is VMPasst, the path of passt's socket.
 	HostIf  string
 	Addr    netip.Prefix // the guest's address on eth0
 	Gateway netip.Addr   // the guest's default route, invalid for switched paths
-	HostIP  netip.Prefix // the address of HostIf, routed and peer-link paths only
+	HostIP  netip.Prefix // the address of HostIf, routed and peer-link paths only; a NAT path's user-mode stack's
 	Peer    netip.Addr   // the peer as the guest reaches it
 	MAC     net.HardwareAddr
 	HostMAC net.HardwareAddr // of HostIf

@@ -24,7 +24,7 @@ func TestEveryPathHasDistinctSubnets(t *testing.T) {
 		u := UplinkOf(p)
 		// A switched path's uplink lives in its own block; the veth
 		// path has none.
-		if s.Layout == LayoutRouted {
+		if s.Layout == LayoutRouted || s.Layout == LayoutNAT {
 			all = append(all, owned{u.Host.Masked(), string(p) + " uplink"})
 		}
 		if s.Layout != LayoutPeerLinks && (!bench.Contains(u.Host.Addr()) || !bench.Contains(u.Peer.Addr())) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -54,10 +55,14 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 		return Link{}, fmt.Errorf("guest %s: %w", guestName, err)
 	}
 	spec := specOf(p)
-	if spec.VMDevice == VMMacvtap {
+	switch spec.VMDevice {
+	case VMMacvtap:
 		// A namespace guest's macvlan is born in its own namespace; the
 		// VM's macvtap stays in the host side and needs a name there.
 		link.HostIf, link.HostMAC = spec.macvtapName(n.counts[p]), link.MAC
+	case VMPasst:
+		// No device: the VM's emulator reaches its passt by the socket.
+		link.HostIf = passtSocket(n.sides, link.HostIf)
 	}
 	link.OffloadsOff = spec.VMOffloadsOff
 	n.counts[p]++
@@ -71,6 +76,10 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 // wireVMDevice makes the VM's device and puts it on its path; on error it
 // deletes the device again, so a failed attach leaves nothing behind.
 func (n *Network) wireVMDevice(live Live, kind VMDevice, link Link) (err error) {
+	if kind == VMPasst {
+		// The path makes passt's socket itself; there is no link to make.
+		return live.AttachTap(nil, link)
+	}
 	h := n.host.nl
 	create := n.createTap
 	if kind == VMMacvtap {
@@ -149,7 +158,20 @@ func newPersistentTap(name string) error {
 // which kind it is. The descriptor carries the virtio-net header and keeps
 // working in any namespace. It is non-blocking, as emulators use it: tun
 // runs a native XDP program only on frames written without blocking.
+//
+// A name with a slash, which no interface's name has, is the path of
+// passt's socket (VMPasst): the descriptor is a stream connected to it,
+// carrying each frame behind its length as a 32-bit big-endian number,
+// without a virtio-net header. A unix socket is reached by its path from
+// any namespace.
 func OpenVMDevice(nsPath, name string) (*os.File, VMDevice, error) {
+	if strings.ContainsRune(name, '/') {
+		f, err := connectPasst(name)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", VMPasst, err)
+		}
+		return f, VMPasst, nil
+	}
 	target, err := netns.GetFromPath(nsPath)
 	if err != nil {
 		return nil, 0, fmt.Errorf("vm device %s: open network namespace %s: %w", name, nsPath, err)
@@ -216,4 +238,23 @@ func attachTap(name string) (*os.File, error) {
 		return nil, fmt.Errorf("attach (TUNSETIFF): %w", err)
 	}
 	return os.NewFile(uintptr(fd), "/dev/net/tun:"+name), nil
+}
+
+// connectPasst connects to passt's socket at path. The connection is
+// made blocking, as passt listens with no backlog, and then made
+// non-blocking as emulators use it.
+func connectPasst(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("socket of %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), "passt:"+path), nil
 }

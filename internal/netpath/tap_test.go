@@ -82,25 +82,81 @@ var errNoFrame = errors.New("no such frame within 5s")
 // second for up to five. Other frames, such as the IPv6 neighbour
 // discovery of new links, are skipped.
 func awaitFrame(tap *os.File, send func(), match func(frame []byte) bool) error {
-	buf := make([]byte, 2048)
+	return awaitFrames(&tapSource{f: tap}, send, match)
+}
+
+// awaitFrames is awaitFrame on any VM device's frames.
+func awaitFrames(src frameSource, send func(), match func(frame []byte) bool) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		send()
 		for {
-			_ = tap.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-			n, err := tap.Read(buf)
+			f, err := src.readFrame()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				break
 			}
 			if err != nil {
 				return err
 			}
-			if n >= vnetHdrLen && match(buf[vnetHdrLen:n]) {
+			if match(f) {
 				return nil
 			}
 		}
 	}
 	return errNoFrame
+}
+
+// frameSource hands out the frames a VM's device gives the VM, one at a
+// time, each within half a second or os.ErrDeadlineExceeded.
+type frameSource interface {
+	readFrame() ([]byte, error)
+}
+
+// tapSource hands out the frames of a tap or a macvtap: one per read, behind a
+// virtio-net header.
+type tapSource struct {
+	f   *os.File
+	buf [2048]byte
+}
+
+func (t *tapSource) readFrame() ([]byte, error) {
+	for {
+		_ = t.f.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		n, err := t.f.Read(t.buf[:])
+		if err != nil {
+			return nil, err
+		}
+		if n >= vnetHdrLen {
+			return t.buf[vnetHdrLen:n], nil
+		}
+	}
+}
+
+// streamSource hands out the frames of passt's stream, each behind its length as
+// a 32-bit big-endian number. A frame split across reads is kept until its
+// end comes.
+type streamSource struct {
+	f       *os.File
+	pending []byte
+}
+
+func (s *streamSource) readFrame() ([]byte, error) {
+	buf := make([]byte, 64<<10)
+	for {
+		if len(s.pending) >= 4 {
+			if end := 4 + int(binary.BigEndian.Uint32(s.pending)); len(s.pending) >= end {
+				frame := append([]byte(nil), s.pending[4:end]...)
+				s.pending = s.pending[end:]
+				return frame, nil
+			}
+		}
+		_ = s.f.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		n, err := s.f.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		s.pending = append(s.pending, buf[:n]...)
+	}
 }
 
 // TestAttachTap puts a VM's device on the routed, the bridge and the

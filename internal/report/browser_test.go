@@ -51,6 +51,19 @@ func TestScalingPlotRendersInABrowser(t *testing.T) {
 	requireColours(t, img, map[string][3]uint32{"first group's scaling line": {0x00, 0x72, 0xb2}, "second group's scaling line": {0xd5, 0x5e, 0x00}}, 200)
 }
 
+// TestFrontierRendersInABrowser: the frontier's line and points, and the
+// points off it, must be on screen in their own colours.
+func TestFrontierRendersInABrowser(t *testing.T) {
+	var page bytes.Buffer
+	if err := WriteHTML(&page, spectrum(), nil); err != nil {
+		t.Fatal(err)
+	}
+	img := screenshot(t, page.Bytes(), 2400)
+	requireColours(t, img, map[string][3]uint32{"frontier line and points": {0x6a, 0x3d, 0x9a}}, 600)
+	// Two points of radius 6, less their outline.
+	requireColours(t, img, map[string][3]uint32{"points off the frontier": {0xf0, 0xb4, 0x29}}, 120)
+}
+
 // TestABHTMLRendersInABrowser does the same for the A/B page: the worse and
 // the better bar and the noise-floor band must be on screen.
 func TestABHTMLRendersInABrowser(t *testing.T) {

@@ -114,6 +114,8 @@ type jsonRun struct {
 	Status         string                       `json:"status"`
 	Host           hostinfo.Fingerprint         `json:"host"`
 	Guests         map[string]store.GuestRecord `json:"guests"`
+	// Dropped are the optional groups the host refused.
+	Dropped []store.DroppedGroup `json:"dropped,omitempty"`
 }
 
 type jsonSample struct {
@@ -192,7 +194,7 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 	out := jsonReport{
 		Run: jsonRun{ID: run.ID, ScenarioName: run.ScenarioName, ScenarioSource: run.ScenarioSource, ScenarioHash: run.ScenarioHash,
 			ScenarioText: string(run.ScenarioText), Baseline: run.Baseline, Started: run.Started.UTC(), Status: run.Status,
-			Host: run.Host, Guests: run.Guests},
+			Host: run.Host, Guests: run.Guests, Dropped: run.Dropped},
 		Columns: c.Columns, Index: make([]jsonEstimate, len(c.Index)), Rows: make([]Row, len(c.Rows)),
 		NonFinite: c.NonFinite, Latency: make([]jsonLatency, len(c.Latency)),
 		// Empty lists rather than null, so a reader can range over them.

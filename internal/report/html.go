@@ -165,6 +165,12 @@ type htmlData struct {
 	Interference *htmlInterference
 	// Audit is nil for a run without an isolation audit.
 	Audit *auditTable
+	// Frontier is nil unless at least two groups have both an overhead
+	// index and an audit; FrontierRows are its points as a table, the
+	// header first.
+	Frontier     *frontierChart
+	FrontierRows [][]string
+	FrontierNote string
 }
 
 type htmlCost struct {
@@ -221,6 +227,9 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		JSONHref:   template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),
 		Cost:       htmlCostRows(c.Cost), CostNote: costNote, Scaling: buildScalingCharts(c.Scaling),
 		Audit: buildAuditTable(c.Audit, c.Columns),
+	}
+	if pts := frontierOf(c); pts != nil {
+		d.Frontier, d.FrontierRows, d.FrontierNote = buildFrontierChart(pts), frontierRows(pts), frontierNote
 	}
 	if !c.Run.Finished.IsZero() {
 		d.Duration = c.Run.Finished.Sub(c.Run.Started).Round(time.Second).String()

@@ -49,6 +49,10 @@ type Column struct {
 	// emulated guest is never read as a KVM one.
 	Arch  string `json:"arch,omitempty"`
 	Accel string `json:"accel,omitempty"`
+	// Platform is how a gVisor container's sandbox runs its processes
+	// (ptrace, systrap, kvm): its costs differ by far more than a
+	// runtime's usually do.
+	Platform string `json:"platform,omitempty"`
 	// Security is the profile the group's guests ran under, so that the
 	// cost of a configuration is read with how confined it was.
 	Security string `json:"security,omitempty"`
@@ -56,8 +60,8 @@ type Column struct {
 }
 
 // Label is how the column is titled: the group, with its kind and runtime
-// when the name does not already say it, and its security profile where
-// its kind has a choice of them.
+// (and a gVisor sandbox's platform) when the name does not already say it,
+// and its security profile where its kind has a choice of them.
 func (c Column) Label() string {
 	label := c.Group
 	if c.Kind != "" && c.Kind != c.Group {
@@ -67,7 +71,7 @@ func (c Column) Label() string {
 	if len(guest.TraitsOf(c.Kind).Security) < 2 {
 		security = ""
 	}
-	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Arch, c.Accel, security}, " ")); about != "" {
+	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Platform, c.Arch, c.Accel, security}, " ")); about != "" {
 		label += " (" + strings.Join(strings.Fields(about), " ") + ")"
 	}
 	return label
@@ -140,6 +144,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 			if rec := run.Guests[g]; rec.Group == group {
 				col.Kind, col.Runtime = rec.Kind, rec.Runtime
 				col.Arch, col.Accel, col.Security = rec.Details["arch"], rec.Details["accel"], rec.Details["security"]
+				col.Platform = rec.Details["platform"]
 				break
 			}
 		}

@@ -45,6 +45,32 @@ container runtime deploys by default: red weaker, green stronger. Hover a cell f
 {{range .Reach}}<tr><th>{{.Name}}</th>{{range .Cells}}<td title="{{.Evidence}}">{{.Text}}</td>{{end}}</tr>
 {{end}}</table>{{end}}
 {{end}}
+{{with .Frontier}}{{$c := .}}
+<h2>Cost and isolation</h2>
+<p class="muted">Purple: {{$.FrontierNote}}; the line joins the frontier. Amber: a group some other beats on both.
+Error bars: the index's 95% interval; dashed line: the baseline's 1.00.</p>
+<svg class="frontier" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="overhead index against audit score, with the frontier">
+{{range .XTicks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="{{px $c.Top}}" y2="{{px $c.Bottom}}"/><text x="{{px .X}}" y="{{px $c.Bottom}}" dy="16" text-anchor="middle">{{.Label}}</text>
+{{end}}{{range .YTicks}}<line class="grid" x1="{{px $c.Left}}" x2="{{px $c.Right}}" y1="{{px .Y}}" y2="{{px .Y}}"/><text x="{{px $c.Left}}" dx="-6" y="{{px .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
+{{end}}<line class="axis" x1="{{px .Left}}" x2="{{px .Right}}" y1="{{px .Bottom}}" y2="{{px .Bottom}}"/>
+<line class="ref" x1="{{px .Left}}" x2="{{px .Right}}" y1="{{px .OneY}}" y2="{{px .OneY}}"/>
+<text x="{{px .Left}}" y="{{px .Top}}" dy="-10">overhead index ↑ (cheaper)</text><text x="{{px .Right}}" y="{{px .Bottom}}" dy="34" text-anchor="end">audit score → (more isolated)</text>
+{{if .Line}}<polyline class="frontier" points="{{.Line}}"/>
+{{end}}{{range .Points}}{{if .Bar}}<path class="errbar frontier-bar" d="M{{px .X}} {{px .LoY}}V{{px .HiY}}M{{px .X}} {{px .LoY}}m-4 0h8M{{px .X}} {{px .HiY}}m-4 0h8"/>
+{{end}}<circle class="{{if .OnFrontier}}frontier{{else}}dominated{{end}}" cx="{{px .X}}" cy="{{px .Y}}" r="6"><title>{{.Title}}</title></circle>
+<text x="{{px .TextX}}" y="{{px .TextY}}" text-anchor="{{.Anchor}}">{{.Label}}</text>
+{{end}}</svg>
+<table>
+{{range $i, $r := $.FrontierRows}}<tr>{{range $r}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>
+{{end}}</table>
+{{end}}
+{{with .Run.Dropped}}
+<h2>Not run here</h2>
+<p>Optional groups of the scenario this host refused; the run went without them.</p>
+<table><tr><th>group</th><th>technology</th><th>why</th></tr>
+{{range .}}<tr><td>{{.Name}}</td><td>{{.What}}</td><td>{{.Reason}}</td></tr>
+{{end}}</table>
+{{end}}
 <h2>Normalised to the baseline</h2>
 <p class="muted">Bars: each group's mean relative to the baseline's; whiskers: 95% confidence interval; dashed line: 1.00.
 ↑ higher is better, ↓ lower is better. Green/red: better/worse beyond the interval.</p>
@@ -158,6 +184,8 @@ path.errbar { fill: none; stroke-width: 1.5; } line.axis { stroke: #9aa5b0; }
 polyline.cdf { fill: none; stroke-width: 2; stroke-linejoin: round; } line.cdf { stroke-width: 3; }
 line.pref { stroke: #9aa5b0; stroke-dasharray: 2 3; } line.minor { stroke: #f3f5f7; } svg text.muted { fill: #66717c; }
 line.ref { stroke: #1d2328; stroke-dasharray: 4 3; } line.ci { stroke: #1d2328; stroke-width: 1.5; } line.grid { stroke: #eceff2; }
+polyline.frontier { fill: none; stroke: #6a3d9a; stroke-width: 3; stroke-linejoin: round; }
+circle.frontier { fill: #6a3d9a; } circle.dominated { fill: #f0b429; stroke: #8a6d1f; } path.frontier-bar { stroke: #66717c; }
 pre { background: #f5f7f9; padding: .8rem; overflow-x: auto; }
 `
 

@@ -536,9 +536,24 @@ func TestColumnLabelSaysEmulation(t *testing.T) {
 		{Column{Group: "c", Kind: "container", Runtime: "runc"}, "c [container] (runc)"},
 		{Column{Group: "vm-arm", Kind: "vm", Runtime: "virt", Arch: "arm64", Accel: "tcg"}, "vm-arm [vm] (virt arm64 tcg)"},
 		{Column{Group: "vm", Kind: "vm", Runtime: "q35", Arch: "amd64", Accel: "kvm"}, "vm (q35 amd64 kvm)"},
+		{Column{Group: "container", Kind: "container", Runtime: "runsc", Platform: "ptrace"}, "container (runsc ptrace)"},
 	} {
 		if got := c.col.Label(); got != c.want {
 			t.Errorf("Label() = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// A gVisor group's column says its sandbox's platform, from the stored
+// guest record.
+func TestColumnOfARunscGroupSaysItsPlatform(t *testing.T) {
+	run, samples, failures := fixture()
+	run.Guests["container"] = store.GuestRecord{Group: "container", Kind: "container", Runtime: "runsc",
+		Details: map[string]string{"platform": "ptrace", "security": "default"}}
+	c := Build(run, samples, failures)
+	for _, col := range c.Columns {
+		if col.Group == "container" && col.Label() != "container (runsc ptrace)" {
+			t.Errorf("label %q", col.Label())
 		}
 	}
 }

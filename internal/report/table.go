@@ -49,6 +49,8 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 		}
 	}
 	writeAudit(w, c.Audit, c.Columns, opts.Width)
+	writeFrontier(w, c)
+	writeDropped(w, run.Dropped)
 	writeInterference(w, c.Interference)
 	writeLatency(w, c.Latency)
 	writeCost(w, c.Cost)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -76,6 +77,29 @@ func TestNetCommandProgramsAreFoundBeforeTheStepRuns(t *testing.T) {
 		if n := execs.Load(); n != 0 {
 			t.Errorf("client %s: %d executions before the missing program was found", tc.client, n)
 		}
+	}
+}
+
+// A built-in network workload's server is found on the peer too: a peer
+// without it would fail as a server that never listens.
+func TestBuiltinNetworkServerIsFoundOnThePeer(t *testing.T) {
+	r, g := fakeNetRun(t)
+	bare := guesttest.NewFake("bare-peer", func(guest.Spec) guest.Info { return guest.Info{} })
+	bare.Reset(nil)
+	bare.Lacks("sockperf")
+	peer, err := bare.New(guest.Spec{Name: scenario.PeerName}, guest.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.net.peer = peer
+	w, err := workload.Lookup("net-latency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := scenario.Step{Guest: "c", WorkloadID: "rr", Workload: "net-latency", Params: w.Defaults(), Duration: time.Second}
+	_, _, err = r.exec(context.Background(), g, w.(workload.Networked), st, 0, 1)
+	if want := "missing tool: sockperf is not in vfleet's image on the network peer"; !errors.Is(err, ErrToolMissing) || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
 	}
 }
 

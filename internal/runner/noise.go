@@ -11,6 +11,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
 // noiseLead is how long aggressors run before the measurement starts, so
@@ -36,7 +37,7 @@ func aggressorArgv(profile string, workers int, limit time.Duration) []string {
 		// network stack and softirq work, not the measured data path.
 		load = []string{"--sock", n}
 	}
-	return append(append([]string{"stress-ng"}, load...), "--timeout", strconv.Itoa(int(limit.Seconds())+1)+"s", "--quiet")
+	return append(append([]string{programs.StressNG.Name}, load...), "--timeout", strconv.Itoa(int(limit.Seconds())+1)+"s", "--quiet")
 }
 
 // startNoise starts the step's aggressors in every noise guest and
@@ -64,6 +65,10 @@ func (r *run) startNoise(ctx context.Context, st scenario.Step) (stop func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if err := r.tools.require(nctx, g, r.records[name].Group, r.imageName(g), programs.StressNG.Name); err != nil {
+				r.noiseFailed(ctx, g, st, err)
+				return
+			}
 			reply, err := g.Exec(nctx, agent.Request{Argv: argv, Dir: g.Info().ScratchDir, TimeoutMS: limit.Milliseconds()})
 			if err == nil && !reply.Succeeded() {
 				err = execError(reply)

@@ -382,6 +382,7 @@ func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error
 		Status:         store.StatusRunning,
 		Host:           opts.Host,
 		Owner:          self,
+		Dropped:        spec.Dropped,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record run: %w", err)

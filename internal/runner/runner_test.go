@@ -114,6 +114,25 @@ func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 	assertNoState(t, opts.StateRoot)
 }
 
+// A noise guest whose image lacks the aggressors' program says so, as a
+// failure of the step it should have disturbed, which is still measured.
+func TestMissingAggressorIsNamed(t *testing.T) {
+	_, opts := setup(t)
+	fake.Lacks("stress-ng")
+	plan := fakePlan(t, strings.Replace(fakeScenario, "warmup: 1\n", "warmup: 0\nnoise: {profiles: [cpu], on: other, cpus: \"1\"}\n", 1))
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures, _ := opts.Store.Failures(context.Background(), id)
+	if len(failures) == 0 || !strings.Contains(failures[0].Error, "noise cpu: missing tool: stress-ng is not in vfleet's image") {
+		t.Fatalf("failures = %+v, want the missing aggressor named", failures)
+	}
+	if samples, _ := opts.Store.Samples(context.Background(), id); len(samples) == 0 {
+		t.Error("the disturbed step was not measured")
+	}
+}
+
 // A step whose tool the image lacks fails saying so, in every guest,
 // without running anything; the run goes on.
 func TestMissingToolFailsItsStepsByName(t *testing.T) {

@@ -50,14 +50,11 @@ func (c *toolCheck) require(ctx context.Context, g guest.Guest, group, image, to
 }
 
 // requireNet finds, before a network step runs anything, the programs it
-// runs where they run: a built-in workload's tool in the guest; a user's
-// net-command's client, server, pre and post programs on the side each
-// runs on, the peer's included, so that a missing one fails the step by
-// name and place instead of as a server that never listens.
+// runs where they run: its clients' on the client's side, its servers' and
+// a net-command's pre and post programs on the server's, the peer's
+// included, so that a missing one fails the step by name and place
+// instead of as a server that never listens.
 func (r *run) requireNet(ctx context.Context, g guest.Guest, group string, w workload.Networked, st scenario.Step) error {
-	if tool := w.Tool(); tool != "" {
-		return r.tools.require(ctx, g, group, r.imageName(g), tool)
-	}
 	e := r.net.endsOf(g, st.Params)
 	ne, err := w.NetCommand(st.Params, st.Duration, e.target)
 	if err != nil {

@@ -39,6 +39,7 @@ func (s *Spec) clone() *Spec {
 	c := *s
 	c.Text = slices.Clone(s.Text)
 	c.Guests = slices.Clone(s.Guests)
+	c.Dropped = slices.Clone(s.Dropped)
 	for i := range c.Guests {
 		c.Guests[i].Tap = clonePtr(c.Guests[i].Tap)
 	}

@@ -70,6 +70,8 @@ type parser struct {
 	errs   ErrorList
 	// thisHost is ThisHost, once read.
 	thisHost *Host
+	// optionalAt is where each group that says optional says it.
+	optionalAt map[string]*yaml.Node
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -335,6 +337,7 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	}
 	p.baseline(n, baselineNode, s)
 	p.checkFleet(n, s)
+	p.checkOptional(s)
 	grantRealTime(s)
 }
 
@@ -547,6 +550,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				}
 				g.CPULimit = f
 			},
+			"optional": p.boolean(&g.Optional),
 		}
 		for _, f := range guest.FieldsOf(g.Kind) {
 			handlers[f.Key] = p.kindField(f, s, &g.Spec)
@@ -607,8 +611,12 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		if seen["network"] != nil && bare {
 			p.errorf(seen["network"], path+".network", "the %s baseline always reaches the peer over the host side's own direct link; remove network here", g.Kind)
 		}
-		if g.Network != "" && guest.TraitsOf(g.Kind).Network == guest.NetTap {
-			if err := netpath.CheckVMPath(netpath.Path(g.Network)); err != nil {
+		if g.Network != "" {
+			takes := netpath.CheckNamespacePath
+			if guest.TraitsOf(g.Kind).Network == guest.NetTap {
+				takes = netpath.CheckVMPath
+			}
+			if err := takes(netpath.Path(g.Network)); err != nil {
 				at := seen["network"]
 				if at == nil {
 					at = item
@@ -634,6 +642,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			p.uniqueGuests(item, path, g, made)
 		}
 		names[g.Name] = item.Line
+		p.noteOptional(g, seen["optional"])
 		s.Guests = append(s.Guests, g)
 	}
 }
@@ -700,6 +709,8 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 		e.Params = p.params(paramsNode, path+".params", w)
 		if _, net := w.(workload.Networked); net && s.Network == nil {
 			p.errorf(seen["workload"], path+".workload", "%s measures the network: add a network section (network: {path: bridge}) so the run has a peer to measure against", e.Workload)
+		} else if net {
+			p.inbound(seen["workload"], path, s, e)
 		}
 		implicit := seen["id"] == nil
 		if implicit {
@@ -734,6 +745,23 @@ func (p *parser) workloads(n *yaml.Node, s *Spec) {
 			continue
 		}
 		ids[e.ID] = en.item.Line
+	}
+}
+
+// inbound refuses a network workload whose client runs on the peer for
+// the groups on a path the peer cannot connect into (a VM behind passt's
+// NAT): its servers in the guest would never be reached.
+func (p *parser) inbound(at *yaml.Node, path string, s *Spec, e WorkloadEntry) {
+	if workload.ClientOf(e.Params) != workload.ClientPeer {
+		return
+	}
+	for _, g := range s.Guests {
+		if g.Network == "" {
+			continue
+		}
+		if err := netpath.CheckInbound(netpath.Path(g.Network)); err != nil {
+			p.errorf(at, path+".params.client", "client: peer cannot reach group %s: %v", g.Name, err)
+		}
 	}
 }
 

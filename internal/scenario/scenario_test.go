@@ -31,7 +31,6 @@ type testWorkload struct{}
 const testName = "scenario-test"
 
 func (testWorkload) Name() string                                 { return testName }
-func (testWorkload) Tool() string                                 { return "true" }
 func (testWorkload) Defaults() workload.Params                    { return workload.Params{"mode": "a", "size": "1M"} }
 func (testWorkload) MinDuration() time.Duration                   { return 2 * time.Second }
 func (testWorkload) Parse(_, _ []byte) ([]workload.Sample, error) { return nil, nil }
@@ -56,7 +55,7 @@ func TestBuiltinScenariosParse(t *testing.T) {
 	if len(scenarios.Names()) == 0 {
 		t.Fatal("no built-in scenarios embedded")
 	}
-	every := Options{KnownKinds: []string{"container", "host", "vm"}, Host: &testHost}
+	every := Options{KnownKinds: guest.KindNames(), Host: &testHost}
 	for _, name := range scenarios.Names() {
 		spec, err := Load(name, every)
 		if err != nil {
@@ -291,7 +290,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"unknown top-level key with suggestion", "name: t\nrepetition: 3\n" + guests + work,
 			[]string{`t.yaml:2:1: repetition: unknown field "repetition"; did you mean "repetitions"?`}},
 		{"unknown key lists what is allowed", "name: t\nguests:\n  - kind: host\n    zzz: 1\n" + work,
-			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: count, cpu_limit, cpus, image, kind, memory, name, network, runtime, security)`}},
+			[]string{`t.yaml:4:5: guests[0].zzz: unknown field "zzz" (allowed: count, cpu_limit, cpus, image, kind, memory, name, network, optional, runtime, security)`}},
 		// Another kind's field is no typo: the error says whose it is.
 		{"another kind's field", "name: t\nguests:\n  - kind: host\n  - vcpus: 2\n    kind: container\n    rt_priority: 100\n" + work,
 			[]string{`t.yaml:4:5: guests[1].vcpus: kind container takes no vcpus (a field of kind vm)`,
@@ -345,7 +344,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, fleet, guests, host_settings, name, network, noise, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
 		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
-			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, macvlan, macvtap, ovs, routed, tc, veth, xdp)`}},
+			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, macvlan, macvtap, ovs, routed, tc, user, veth, xdp)`}},
 		{"group path without a network section", "name: t\nguests:\n  - {kind: host}\n  - {kind: container, network: xdp}\n" + work,
 			[]string{`t.yaml:4:32: guests[1].network: a data path needs a network section`}},
 		{"baseline on a path", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host, network: xdp}\n" + work,
@@ -359,7 +358,12 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"adaptive maximum below the minimum", "name: t\nrepetitions: 5\nadaptive: {target: 0.05, max_repetitions: 4}\n" + guests + work,
 			[]string{"adaptive.max_repetitions: 4 is below repetitions (5)"}},
 		{"vm on a path without VMs", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host}\n  - {kind: vm, network: veth}\n" + work,
-			[]string{"guests[1].network: path not available to VM guests: veth: a VM's NIC is a tap, which has no far end to put in the peer (VMs take bridge, macvlan, macvtap, ovs, routed, tc, xdp)"}},
+			[]string{"guests[1].network: path not available to VM guests: veth: a VM's NIC is a tap, which has no far end to put in the peer (VMs take bridge, macvlan, macvtap, ovs, routed, tc, user, xdp)"}},
+		{"container on a path for VMs only", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {kind: container}\n" + work,
+			[]string{"t.yaml:5:5: guests[1].network: path not available to namespace guests: user"}},
+		{"peer's client into a path without inbound connections", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {name: v, kind: vm}\n" +
+			"workloads:\n  - workload: net-latency\n    params: {client: peer}\n",
+			[]string{"t.yaml:7:15: workloads[0].params.client: client: peer cannot reach group v: "}},
 		{"peer name reserved", "name: t\nguests:\n  - {name: peer, kind: container}\n  - {kind: host}\n" + work,
 			[]string{`guests[0].name: "peer" is reserved for the run's network peer`}},
 		{"guests not a list", "name: t\nguests: host\n" + work,
@@ -559,7 +563,7 @@ func TestHostSettingsSection(t *testing.T) {
 
 func TestBuiltinsAreWellWithinTheLimits(t *testing.T) {
 	for _, name := range scenarios.Names() {
-		spec, err := Load(name, Options{KnownKinds: []string{"container", "host", "vm"}})
+		spec, err := Load(name, Options{KnownKinds: guest.KindNames()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -35,6 +36,9 @@ type Spec struct {
 	// HostSettings is the `host_settings:` section; nil leaves the host's
 	// kernel settings as they are.
 	HostSettings *HostSettings
+	// Dropped are the optional groups this host refused, taken out of
+	// Guests before the run (DropRefused); stored with the run.
+	Dropped []store.DroppedGroup
 }
 
 // HostSettings are host-wide real-time settings a run holds while it
@@ -95,6 +99,9 @@ type GuestGroup struct {
 	// Network is the data path of the group's guests; empty for the
 	// baseline (it uses the host side's direct link).
 	Network string
+	// Optional groups are dropped from the run, not an error, when the
+	// host refuses their kind, runtime or accelerator (see DropRefused).
+	Optional bool
 }
 
 // WorkloadEntry is one `workloads:` entry.

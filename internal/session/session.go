@@ -52,12 +52,14 @@ type Session struct {
 
 // Prepare checks, before anything is built or started, that the host can
 // run every kind and runtime the scenarios ask for, then makes their
-// images ready and takes the host's fingerprint.
+// images ready, checks what only they tell (whether KVM boots a kernel)
+// and takes the host's fingerprint. The optional groups the host refuses
+// are dropped from their spec (scenario.Spec.DropRefused) and named on
+// cfg.Warnings.
 func Prepare(ctx context.Context, cfg Config, specs ...*scenario.Spec) (*Session, error) {
-	for _, spec := range specs {
-		if err := probeKinds(ctx, spec); err != nil {
-			return nil, err
-		}
+	ask := newProber()
+	if err := dropRefused(specs, cfg.Warnings, func(g scenario.GuestGroup) error { return ask.kind(ctx, g) }); err != nil {
+		return nil, err
 	}
 	img, err := EnsureImage(ctx, cfg, image.Variant{}, false)
 	if err != nil {
@@ -65,6 +67,16 @@ func Prepare(ctx context.Context, cfg Config, specs ...*scenario.Spec) (*Session
 	}
 	images, err := prepareGuestImages(ctx, cfg, specs)
 	if err != nil {
+		return nil, err
+	}
+	env := func(g scenario.GuestGroup) guest.Env {
+		env := guest.Env{RootFS: img.RootFS, AgentPath: img.AgentPath, Progress: cfg.imageLog}
+		if v, ok := images.variants[image.Variant{Arch: g.Arch, KernelFlavour: g.KernelFlavour}]; ok {
+			env.RootFS, env.AgentPath = v.RootFS, v.AgentPath
+		}
+		return env
+	}
+	if err := dropRefused(specs, cfg.Warnings, func(g scenario.GuestGroup) error { return ask.spec(ctx, g, env(g)) }); err != nil {
 		return nil, err
 	}
 	host, err := fingerprint(ctx, img, specs)
@@ -142,27 +154,6 @@ func EnsureImage(ctx context.Context, cfg Config, v image.Variant, rebuild bool)
 }
 
 func (cfg Config) imageLog(line string) { cfg.Progress.Logf("image: %s", line) }
-
-// probeKinds checks that the host can run every kind and runtime the
-// scenario asks for, each once.
-func probeKinds(ctx context.Context, spec *scenario.Spec) error {
-	seen := map[string]bool{}
-	for _, grp := range spec.Guests {
-		key := grp.Kind + "/" + grp.Runtime
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		k, err := guest.Lookup(grp.Kind)
-		if err != nil {
-			return err
-		}
-		if err := k.Probe(ctx, grp.Runtime); err != nil {
-			return fmt.Errorf("guest group %q: %w", grp.Name, err)
-		}
-	}
-	return nil
-}
 
 // guestImages are the images a run's guests need besides vfleet's own for
 // this host: users' images, and vfleet's of the architectures its VMs

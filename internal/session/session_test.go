@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,7 +20,8 @@ import (
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
-// probingKind records the runtimes it was probed for and refuses "none".
+// probingKind records the runtimes it was probed for, refuses "none" and
+// does not support "absent".
 type probingKind struct {
 	name   string
 	traits guest.Traits
@@ -30,8 +32,11 @@ func (k *probingKind) Name() string         { return k.name }
 func (k *probingKind) Traits() guest.Traits { return k.traits }
 func (k *probingKind) Probe(_ context.Context, runtime string) error {
 	k.probed = append(k.probed, runtime)
-	if runtime == "none" {
+	switch runtime {
+	case "none":
 		return errNoRuntime
+	case "absent":
+		return fmt.Errorf("%w: absent is not installed", guest.ErrNotSupported)
 	}
 	return nil
 }
@@ -48,27 +53,6 @@ var (
 func init() {
 	guest.Register(probed)
 	guest.Register(inGuest)
-}
-
-func TestProbeKindsProbesEachKindAndRuntimeOnceAndNamesTheGroup(t *testing.T) {
-	probed.probed = nil
-	spec := &scenario.Spec{Guests: []scenario.GuestGroup{
-		{Name: "a", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
-		{Name: "b", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
-		{Name: "c", Spec: guest.Spec{Kind: probed.name, Runtime: "r2"}},
-	}}
-	if err := probeKinds(context.Background(), spec); err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"r1", "r2"}; !reflect.DeepEqual(probed.probed, want) {
-		t.Fatalf("probed runtimes %v, want %v", probed.probed, want)
-	}
-
-	spec.Guests = append(spec.Guests, scenario.GuestGroup{Name: "d", Spec: guest.Spec{Kind: probed.name, Runtime: "none"}})
-	err := probeKinds(context.Background(), spec)
-	if !errors.Is(err, errNoRuntime) || !strings.Contains(err.Error(), `guest group "d"`) {
-		t.Fatalf("probing a runtime the host lacks: %v; want it, naming group d", err)
-	}
 }
 
 // Prepare refuses a kind the host cannot run before it builds anything:

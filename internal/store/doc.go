@@ -2,11 +2,11 @@
 // embedded SQLite database (modernc.org/sqlite: pure Go, so vfleet stays a
 // static binary without cgo).
 //
-// Schema (version 5):
+// Schema (version 6):
 //
 //	runs(id, scenario_name, scenario_source, scenario_text, scenario_hash,
 //	     baseline, started_ns, finished_ns, status, host_json, guests_json,
-//	     status_reason, run_key, owner_pid, owner_start)
+//	     status_reason, run_key, owner_pid, owner_start, dropped_json)
 //	samples(id, run_id, guest, grp, kind, runtime, workload_id, workload,
 //	        params_json, repetition, metric, unit, value, better, at_ns,
 //	        wall_ns, cpu_ns)                      indexed by (run_id, id)

@@ -43,13 +43,17 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create run: encode guests: %w", err)
 	}
+	dropped, err := json.Marshal(r.Dropped)
+	if err != nil {
+		return 0, fmt.Errorf("create run: encode dropped groups: %w", err)
+	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO runs
 		(scenario_name, scenario_source, scenario_text, scenario_hash, baseline, started_ns, finished_ns, status, host_json, guests_json,
-		 run_key, owner_pid, owner_start)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 run_key, owner_pid, owner_start, dropped_json)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ScenarioName, r.ScenarioSource, r.ScenarioText, hash, r.Baseline,
 		toNS(r.Started), toNS(r.Finished), StatusRunning, string(host), string(guests),
-		r.Key, r.Owner.PID, int64(r.Owner.StartTime))
+		r.Key, r.Owner.PID, int64(r.Owner.StartTime), string(dropped))
 	if err != nil {
 		return 0, fmt.Errorf("create run: %w", err)
 	}
@@ -167,12 +171,12 @@ func (s *Store) updateRun(ctx context.Context, id int64, query string, args ...a
 func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
 	var r Run
 	var started, finished int64
-	var host, guests string
+	var host, guests, dropped string
 	var ownerStart int64
 	err := s.db.QueryRowContext(ctx, `SELECT id, scenario_name, scenario_source, scenario_text, scenario_hash, baseline,
-		started_ns, finished_ns, status, status_reason, run_key, owner_pid, owner_start, host_json, guests_json FROM runs WHERE id = ?`, id).
+		started_ns, finished_ns, status, status_reason, run_key, owner_pid, owner_start, host_json, guests_json, dropped_json FROM runs WHERE id = ?`, id).
 		Scan(&r.ID, &r.ScenarioName, &r.ScenarioSource, &r.ScenarioText, &r.ScenarioHash, &r.Baseline,
-			&started, &finished, &r.Status, &r.StatusReason, &r.Key, &r.Owner.PID, &ownerStart, &host, &guests)
+			&started, &finished, &r.Status, &r.StatusReason, &r.Key, &r.Owner.PID, &ownerStart, &host, &guests, &dropped)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fmt.Errorf("run %d: %w", id, ErrNotFound)
 	}
@@ -185,6 +189,9 @@ func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
 	}
 	if err := json.Unmarshal([]byte(guests), &r.Guests); err != nil {
 		return Run{}, fmt.Errorf("read run %d guests: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(dropped), &r.Dropped); err != nil {
+		return Run{}, fmt.Errorf("read run %d dropped groups: %w", id, err)
 	}
 	return r, nil
 }

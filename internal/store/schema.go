@@ -97,7 +97,12 @@ var migrations = []string{
 	);
 	CREATE INDEX audits_by_run ON audits(run_id, id);`,
 
-	// Version 5: capacity searches. A search is not a run of its own: each
+	// Version 5: the scenario's optional guest groups the host refused,
+	// each with the probe's reason, so a report says what was not run and
+	// why rather than leaving the group silently out.
+	`ALTER TABLE runs ADD COLUMN dropped_json TEXT NOT NULL DEFAULT '[]';`,
+
+	// Version 6: capacity searches. A search is not a run of its own: each
 	// size it measured is an ordinary run of the scenario (its samples
 	// labelled with the fleet size), and this row keeps what ties them
 	// together: the SLOs, the answer and every size's verdict with the

@@ -93,6 +93,8 @@ func TestRoundTripEveryField(t *testing.T) {
 	in := newRun()
 	in.Host = host
 	in.Owner = procfs.Process{PID: 4242, StartTime: 1 << 40}
+	in.Dropped = []DroppedGroup{{Name: "kvm", Kind: "vm", Runtime: "q35", Reason: "not supported on this host: accel kvm: no /dev/kvm"}}
+	requireAllSet(t, in.Dropped[0])
 	id, err := s.CreateRun(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -408,6 +410,17 @@ func TestVersion1DatabaseGainsHistograms(t *testing.T) {
 	got, err := s.Samples(ctx, id)
 	if err != nil || len(got) != 2 || got[0].Hist != nil || got[1].Hist == nil || got[1].Hist.Count() != 3 {
 		t.Fatalf("samples after migration = %+v, %v", got, err)
+	}
+}
+
+// A run stored before optional groups existed dropped none.
+func TestVersion4RunHasNoDroppedGroups(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	old, id := oldDatabase(t, path, 4)
+	old.Close()
+	got, err := open(t, path).GetRun(context.Background(), id)
+	if err != nil || len(got.Dropped) != 0 {
+		t.Fatalf("run of a version 4 database: dropped %+v, %v; want none", got.Dropped, err)
 	}
 }
 

@@ -52,6 +52,26 @@ type Run struct {
 	// Guests maps a guest name to what it was (kind, runtime, boot time...),
 	// as JSON-serialisable data supplied by the runner.
 	Guests map[string]GuestRecord
+	// Dropped are the scenario's optional guest groups this host could not
+	// run, which the run went without.
+	Dropped []DroppedGroup
+}
+
+// DroppedGroup is an optional guest group the host refused, and why.
+type DroppedGroup struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Runtime string `json:"runtime,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+// What names the group's technology: its kind, and its runtime when one
+// is named.
+func (d DroppedGroup) What() string {
+	if d.Runtime == "" {
+		return d.Kind
+	}
+	return d.Kind + " " + d.Runtime
 }
 
 // GuestRecord is what the store keeps about one guest of a run.

@@ -148,12 +148,13 @@ func netns() map[string]bool {
 }
 
 // outsidePrograms are the command names (as /proc/PID/comm cuts them, at
-// 15 bytes) of what vfleet runs outside any guest's cgroup: vfleet itself
-// and the ovs path's daemons. A killed vfleet's processes are adopted by
+// 15 bytes) of what vfleet runs outside any guest's cgroup: vfleet itself,
+// the ovs path's daemons and the user path's passt (which runs as
+// passt.avx2 where the CPU has AVX2). A killed vfleet's processes are adopted by
 // init, so such a leak is not always a child of the test; one of another
 // vfleet still running (a developer's run beside the tests) has its own
 // parent and is not counted.
-var outsidePrograms = map[string]bool{"vfleet": true, "ovs-vswitchd": true, "ovsdb-server": true}
+var outsidePrograms = map[string]bool{"vfleet": true, "ovs-vswitchd": true, "ovsdb-server": true, "passt": true, "passt.avx2": true}
 
 // processes lists, as "PID (comm)", the running (not zombie) processes a
 // test could leave behind: every process in a cgroup of vfleet's (all a

@@ -12,10 +12,11 @@ import (
 func TestParseVersionOfEveryKnownTool(t *testing.T) {
 	want := map[string]string{
 		"runc": "1.1.5+ds1", "crun": "1.8.1", "runsc": "release-20240807.0", "kata-runtime": "3.7.0",
-		"mmdebstrap": "1.3.5", "qemu-system-x86_64": "7.2.22", "qemu-system-aarch64": "7.2.22", "qemu-img": "7.2.22", "genisoimage": "1.1.11", "clang": "14.0.6",
+		"lxc-start": "5.0.2", "mmdebstrap": "1.3.5", "qemu-system-x86_64": "7.2.22", "qemu-system-aarch64": "7.2.22", "qemu-img": "7.2.22", "genisoimage": "1.1.11", "clang": "14.0.6",
 		"x86_64-linux-gnu-gcc": "12.2.0", "aarch64-linux-gnu-gcc": "12.2.0",
 		"firecracker": "1.8.0", "cloud-hypervisor": "40.0.0",
 		"ovs-vswitchd": "3.1.0", "ovs-vsctl": "3.1.0", "ovsdb-server": "3.1.0", "ovsdb-tool": "3.1.0",
+		"passt": "unknown version",
 	}
 	for _, name := range Known() {
 		banner, err := os.ReadFile(filepath.Join("testdata", name+".version"))
@@ -32,7 +33,7 @@ func TestParseVersionOfEveryKnownTool(t *testing.T) {
 
 func TestParseVersionRejectsAnotherToolsBanner(t *testing.T) {
 	// crun's banner must not pass for runc's, nor QEMU's for qemu-img's.
-	for name, other := range map[string]string{"runc": "crun", "qemu-img": "qemu-system-x86_64", "clang": "runc", "ovsdb-server": "ovsdb-tool"} {
+	for name, other := range map[string]string{"lxc-start": "runc", "runc": "crun", "qemu-img": "qemu-system-x86_64", "clang": "runc", "ovsdb-server": "ovsdb-tool"} {
 		banner, err := os.ReadFile(filepath.Join("testdata", other+".version"))
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestParseVersionRejectsAnotherToolsBanner(t *testing.T) {
 }
 
 func TestEveryToolSaysHowToInstallIt(t *testing.T) {
-	notInDebian := map[string]bool{"runsc": true, "kata-runtime": true, "firecracker": true, "cloud-hypervisor": true}
+	notInDebian := map[string]bool{"kata-runtime": true, "firecracker": true, "cloud-hypervisor": true}
 	for _, name := range Known() {
 		s, err := Lookup(name)
 		if err != nil {
@@ -64,7 +65,7 @@ func TestFindMissingNamesThePackage(t *testing.T) {
 	for name, msg := range map[string]string{
 		"runc":     "runc not found in PATH: install the Debian package runc",
 		"qemu-img": "qemu-img not found in PATH: install the Debian package qemu-utils",
-		"runsc":    "runsc not found in PATH: gVisor (runsc) is not packaged in Debian: install it from the gVisor release builds",
+		"runsc":    "runsc not found in PATH: install the Debian package runsc",
 	} {
 		_, err := Find(name)
 		if !errors.Is(err, ErrMissing) || err.Error() != msg {

@@ -43,7 +43,6 @@ const DurationPlaceholder = "{duration}"
 func (command) Name() string { return "command" }
 
 // Tool is empty: the program is the user's, named by argv.
-func (command) Tool() string { return "" }
 
 // Programs: none of vfleet's; the user's image has the user's programs.
 func (command) Programs() []Program { return nil }

@@ -16,7 +16,6 @@ type cpu struct{}
 func init() { Register(cpu{}) }
 
 func (cpu) Name() string { return "cpu" }
-func (cpu) Tool() string { return "sysbench" }
 func (cpu) Programs() []Program {
 	return []Program{programs.Sysbench}
 }

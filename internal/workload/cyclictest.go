@@ -27,7 +27,6 @@ type timerLatency struct{}
 func init() { Register(timerLatency{}) }
 
 func (timerLatency) Name() string { return "timer-latency" }
-func (timerLatency) Tool() string { return "cyclictest" }
 func (timerLatency) Programs() []Program {
 	return []Program{programs.Cyclictest}
 }

@@ -15,7 +15,6 @@ type fio struct{}
 func init() { Register(fio{}) }
 
 func (fio) Name() string { return "fio" }
-func (fio) Tool() string { return "fio" }
 func (fio) Programs() []Program {
 	return []Program{programs.Fio}
 }

@@ -54,9 +54,13 @@ func fuzzParse(f *testing.F, name string) {
 		params = w.Defaults()
 	}
 	// A command is any program: every recording seeds it.
-	stderrs, err := filepath.Glob(filepath.Join("testdata", w.Tool()+"*-*.stderr"))
+	tool := ""
+	if progs := w.Programs(); len(progs) > 0 {
+		tool = progs[0].Name
+	}
+	stderrs, err := filepath.Glob(filepath.Join("testdata", tool+"*-*.stderr"))
 	if err != nil || len(stderrs) == 0 {
-		f.Fatalf("no recording of %s under testdata (%v)", w.Tool(), err)
+		f.Fatalf("no recording of %s under testdata (%v)", tool, err)
 	}
 	for _, path := range stderrs {
 		stderr, err := os.ReadFile(path)

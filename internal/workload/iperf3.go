@@ -18,7 +18,6 @@ type netThroughput struct{}
 func init() { Register(netThroughput{}) }
 
 func (netThroughput) Name() string { return "net-throughput" }
-func (netThroughput) Tool() string { return "iperf3" }
 func (netThroughput) Programs() []Program {
 	return []Program{programs.Iperf3}
 }

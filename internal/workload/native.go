@@ -36,7 +36,6 @@ var streamKernels = []struct{ name, metric string }{
 }
 
 func (stream) Name() string { return "stream" }
-func (stream) Tool() string { return "vfleet-stream" }
 
 // Programs: vfleet's own, built into every image, so no Debian package.
 func (stream) Programs() []Program {
@@ -125,7 +124,6 @@ func (stream) Parse(stdout, stderr []byte) ([]Sample, error) {
 }
 
 func (pingpong) Name() string { return "ctxswitch-pinned" }
-func (pingpong) Tool() string { return "vfleet-pingpong" }
 func (pingpong) Programs() []Program {
 	return []Program{{Name: "vfleet-pingpong"}}
 }

@@ -97,7 +97,6 @@ type timerlat struct{}
 func init() { Register(timerlat{}) }
 
 func (timerlat) Name() string { return "timerlat" }
-func (timerlat) Tool() string { return "rtla" }
 func (timerlat) Programs() []Program {
 	return []Program{programs.RTLA}
 }
@@ -278,7 +277,6 @@ type osnoise struct{}
 func init() { Register(osnoise{}) }
 
 func (osnoise) Name() string { return "osnoise" }
-func (osnoise) Tool() string { return "rtla" }
 func (osnoise) Programs() []Program {
 	return []Program{programs.RTLA}
 }

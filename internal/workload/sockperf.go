@@ -26,7 +26,6 @@ type netLatency struct{}
 func init() { Register(netLatency{}) }
 
 func (netLatency) Name() string { return "net-latency" }
-func (netLatency) Tool() string { return "sockperf" }
 func (netLatency) Programs() []Program {
 	return []Program{programs.Sockperf, programs.Iperf3}
 }

@@ -64,7 +64,6 @@ func init() {
 }
 
 func (w stressng) Name() string { return w.name }
-func (stressng) Tool() string   { return "stress-ng" }
 func (stressng) Programs() []Program {
 	return []Program{programs.StressNG}
 }

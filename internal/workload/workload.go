@@ -64,9 +64,6 @@ type Exec struct {
 type Workload interface {
 	// Name is the identifier used in scenarios, e.g. "cpu".
 	Name() string
-	// Tool is the executable the adapter measures with, e.g. "sysbench",
-	// the first of Programs; empty for a user's program (command).
-	Tool() string
 	// Programs are every program the adapter runs, in the guest or on
 	// the network peer (its servers, its background load), Tool first,
 	// each with what puts it into vfleet's image. None for a workload that

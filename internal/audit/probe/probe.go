@@ -32,11 +32,16 @@ const ProbeArg = "audit"
 
 // Evidence is what one process saw, raw, as the kernel told it.
 type Evidence struct {
-	Status          string            `json:"status"`           // /proc/self/status
-	UIDMap          string            `json:"uid_map"`          // /proc/self/uid_map
-	LSM             string            `json:"lsm"`              // /proc/self/attr/current, or why it could not be read
-	BootID          string            `json:"boot_id"`          // /proc/sys/kernel/random/boot_id
+	Status string `json:"status"`  // /proc/self/status
+	UIDMap string `json:"uid_map"` // /proc/self/uid_map
+	LSM    string `json:"lsm"`     // /proc/self/attr/current, or why it could not be read
+	BootID string `json:"boot_id"` // /proc/sys/kernel/random/boot_id
+	// BootTime is the kernel's boot time (btime of /proc/stat), which a
+	// container cannot be given another of: LXC gives each container a
+	// boot_id of its own.
+	BootTime        string            `json:"btime,omitempty"`
 	Kernel          string            `json:"kernel"`           // /proc/sys/kernel/osrelease
+	Uname           string            `json:"uname,omitempty"`  // uname(2)'s release and version
 	Namespaces      map[string]string `json:"namespaces"`       // /proc/self/ns/NAME -> its link
 	Devices         map[string]string `json:"devices"`          // device -> "ok" or why it did not open
 	Writable        map[string]string `json:"writable"`         // kernel setting -> "ok" or why it is not writable
@@ -91,6 +96,15 @@ func Collect(ctx context.Context, targets map[string]string) Evidence {
 		BootID: strings.TrimSpace(readText("/proc/sys/kernel/random/boot_id")), Kernel: strings.TrimSpace(readText("/proc/sys/kernel/osrelease")),
 		Partitions: readText("/proc/partitions"), ModulesDisabled: strings.TrimSpace(readText("/proc/sys/kernel/modules_disabled")),
 		Namespaces: map[string]string{}, Devices: map[string]string{}, Writable: map[string]string{},
+	}
+	for _, line := range strings.Split(readText("/proc/stat"), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			e.BootTime = strings.TrimSpace(v)
+		}
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		e.Uname = unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
 	}
 	for _, ns := range []string{"cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts"} {
 		if link, err := os.Readlink("/proc/self/ns/" + ns); err == nil {

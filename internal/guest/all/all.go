@@ -7,5 +7,6 @@ package all
 import (
 	_ "github.com/vfleet/vfleet/internal/guest/container"
 	_ "github.com/vfleet/vfleet/internal/guest/host"
+	_ "github.com/vfleet/vfleet/internal/guest/lxc"
 	_ "github.com/vfleet/vfleet/internal/guest/qemu"
 )

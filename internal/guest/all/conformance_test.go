@@ -20,7 +20,8 @@ import (
 func TestMain(m *testing.M) { guesttest.Main(m) }
 
 // TestGuestConformance is the suite every registered kind passes, on
-// guests of its defaults or of its guest.Conformable spec: a new kind gets
+// guests of its defaults or of its guest.Conformable spec, under each of
+// its runtimes for a guest.Runtimed kind: a new kind gets
 // all of it by registering itself in a package this one imports. A kind
 // this host cannot run is skipped with its probe's reason, unless
 // guesttest.RequiredKindsEnv names it.
@@ -33,7 +34,20 @@ func TestGuestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			guesttest.Run(t, guesttest.Options{Kind: k, RootFS: img.RootFS, AgentPath: img.AgentPath})
+			o := guesttest.Options{Kind: k, RootFS: img.RootFS, AgentPath: img.AgentPath}
+			r, ok := k.(guest.Runtimed)
+			if !ok {
+				guesttest.Run(t, o)
+				return
+			}
+			// Each runtime the host's probe accepts; the others are
+			// skipped with the probe's reason.
+			for _, rt := range r.Runtimes() {
+				t.Run(rt, func(t *testing.T) {
+					o.Runtime = rt
+					guesttest.Run(t, o)
+				})
+			}
 		})
 	}
 }

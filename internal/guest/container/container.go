@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -46,6 +48,20 @@ func (kind) Fields() []guest.Field {
 	return []guest.Field{guest.IntField("rt_priority", func(s *guest.Spec) *int { return &s.RTPriority }, 1, 99)}
 }
 
+// Runtimes: the runtimes a container runs under, the default first.
+func (kind) Runtimes() []string { return Runtimes() }
+
+// RuntimeTraits: under runsc the agent runs on gVisor's application
+// kernel, inside the sandbox's memory, and the container takes fewer
+// profiles.
+func (k kind) RuntimeTraits(runtime string) guest.Traits {
+	t := k.Traits()
+	if runtime == runscRuntime {
+		t.AgentInGuest, t.Security = true, runscSecurity
+	}
+	return t
+}
+
 // ConformanceSpec: the suite's containers run within a CPU set and a
 // memory limit, as a run's do.
 func (kind) ConformanceSpec() guest.Spec {
@@ -67,6 +83,10 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	security, err := guest.SecurityOf(spec)
 	if err != nil {
 		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
+	}
+	if rt == runscRuntime && !slices.Contains(runscSecurity, security) {
+		return nil, fmt.Errorf("guest %s: %w: security %s (runsc takes %s): %s", spec.Name, errRunscSecurity, security,
+			strings.Join(runscSecurity, ", "), runscRefusal[security])
 	}
 	if security == guest.SecurityUserNS && spec.RTPriority > 0 {
 		return nil, fmt.Errorf("guest %s: rt_priority needs the host's CAP_SYS_NICE, which a container in a user namespace (security: userns) cannot hold; use security default", spec.Name)
@@ -136,6 +156,17 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
+	// runsc keeps its containers' state in the guest's directory, where
+	// the ledger's undo finds it after a crash.
+	platform, stateRoot := "", ""
+	if g.runtime == runscRuntime {
+		// runsc does not apply the spec's AppArmor profile.
+		appArmor, appArmorRecord = "", "not applied by runsc"
+		if platform, err = runscPlatform(ctx, bin); err != nil {
+			return fail(err)
+		}
+		stateRoot = filepath.Join(g.dir, "runsc")
+	}
 
 	cgroupsPath := cgroup.PathOf(g.env.RunID, g.Spec().Name)
 	config, err := Bundle(BundleOptions{
@@ -163,14 +194,23 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 	undo.PushRelease(led, cgEntry)
-	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin})
+	global := rootFlags(stateRoot)
+	if platform != "" {
+		global = append(global, runscCreateFlags(platform, g.Spec().NetNS != "")...)
+	}
+	ctrEntry, err := led.Record(kindContainer, g.id, map[string]string{"runtime": bin, "root": stateRoot})
 	if err != nil {
 		return fail(err)
 	}
 	undo.PushRelease(led, ctrEntry)
 
+	if g.runtime == runscRuntime {
+		if err := cgroup.FillCpusetParents(cgroup.CpusetV1Dir, cgroupsPath); err != nil {
+			return fail(err)
+		}
+	}
 	logPath, pidPath := filepath.Join(g.dir, "container.log"), filepath.Join(g.dir, "container.pid")
-	if err := g.runWithBudget(ctx, cgroupsPath, func() error { return g.runDetached(ctx, bin, bundleDir, logPath, pidPath) }); err != nil {
+	if err := g.runWithBudget(ctx, cgroupsPath, func() error { return g.runDetached(ctx, bin, global, bundleDir, logPath, pidPath) }); err != nil {
 		return fail(err)
 	}
 	pid, err := readPidFile(pidPath)
@@ -189,7 +229,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	return client, guest.Info{
 		Kind: KindName, Runtime: g.runtime, PIDs: []int{pid},
 		Cgroup: cgroupsPath, ScratchDir: guest.ScratchDir, AgentAddr: agentAddr,
-		Details: g.details(bin, config, appArmorRecord),
+		Details: g.details(bin, config, appArmorRecord, platform),
 	}, nil
 }
 
@@ -208,13 +248,13 @@ func (g *Guest) binds(sockDir string) []Bind {
 // container's init pid to pidPath: reading it there spares running the
 // runtime's binary a second time (`state`), which cost more CPU than
 // anything else in a start but `run` itself.
-func (g *Guest) runDetached(ctx context.Context, bin, bundleDir, logPath, pidPath string) error {
+func (g *Guest) runDetached(ctx context.Context, bin string, global []string, bundleDir, logPath, pidPath string) error {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.CommandContext(ctx, bin, "run", "--detach", "--pid-file", pidPath, "--bundle", bundleDir, g.id)
+	cmd := exec.CommandContext(ctx, bin, append(global, "run", "--detach", "--pid-file", pidPath, "--bundle", bundleDir, g.id)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Run(); err != nil {
 		log, _ := os.ReadFile(logPath)
@@ -233,9 +273,19 @@ func (g *Guest) rtRuntime() int64 {
 	return containerRTRuntimeUS
 }
 
-func (g *Guest) details(bin string, config *specs.Spec, appArmor string) map[string]string {
+func (g *Guest) details(bin string, config *specs.Spec, appArmor, platform string) map[string]string {
 	d := map[string]string{"container_id": g.id, "runtime_path": bin, "security": g.security, "apparmor": appArmor,
 		"seccomp": seccompRecord(config.Linux.Seccomp), "no_new_privileges": strconv.FormatBool(config.Process.NoNewPrivileges)}
+	if platform != "" {
+		d["platform"], d["network_stack"] = platform, "gVisor's own, loopback only (runsc --network=none)"
+		if g.Spec().NetNS != "" {
+			d["network_stack"] = "host kernel's, in the guest's namespace (runsc --network=" + runscNetwork + ")"
+		}
+		d[guest.KernelDetail] = guest.KernelGVisor
+		if config.Linux.Seccomp != nil {
+			d["seccomp"] += ", in the bundle, not applied by runsc"
+		}
+	}
 	if prio := g.Spec().RTPriority; prio > 0 {
 		d["rt_priority"] = strconv.Itoa(prio)
 		if rt := g.rtRuntime(); rt > 0 {

@@ -36,6 +36,10 @@ func (kind) Probe(ctx context.Context, runtime string) error {
 	if err != nil {
 		return err
 	}
+	if runtime == runscRuntime {
+		_, err := runscPlatform(ctx, bin)
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	out, err := probeRun(ctx, bin)
@@ -50,8 +54,10 @@ func (kind) Probe(ctx context.Context, runtime string) error {
 }
 
 // probeRun runs /bin/true in a throwaway container whose root filesystem is
-// the host's own /usr, bound read-only, and removes everything afterwards.
-func probeRun(ctx context.Context, bin string) ([]byte, error) {
+// the host's own /usr, bound read-only, with the runtime's global flags
+// and its state in the probe's own directory, and removes everything
+// afterwards: a sandbox that hangs is killed with its cgroup.
+func probeRun(ctx context.Context, bin string, flags ...string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "vfleet-probe-")
 	if err != nil {
 		return nil, err
@@ -74,13 +80,18 @@ func probeRun(ctx context.Context, bin string) ([]byte, error) {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
 		return nil, err
 	}
+	global := append(rootFlags(filepath.Join(dir, "state")), flags...)
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = deleteContainer(cctx, bin, id)
+		_ = deleteContainer(cctx, bin, global, id)
+		_ = cgroup.Kill(cctx, cgroupsPath)
 		_ = cgroup.Remove(cgroupsPath)
 	}()
-	cmd := exec.CommandContext(ctx, bin, "run", "--bundle", dir, id)
+	cmd := exec.CommandContext(ctx, bin, append(global, "run", "--bundle", dir, id)...)
+	// A sandbox killed with its runtime may hold the output open until its
+	// cgroup is killed, which comes after.
+	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

@@ -23,7 +23,7 @@ const DefaultRuntime = "runc"
 var runtimeInfo = map[string]string{
 	"runc":         "install the Debian package runc",
 	"crun":         "install the Debian package crun",
-	"runsc":        "gVisor's runsc is not packaged in Debian; install it from the gVisor releases",
+	"runsc":        "install the Debian package runsc",
 	"kata-runtime": "Kata Containers is not packaged in Debian; install it from the Kata releases",
 }
 
@@ -31,7 +31,9 @@ var runtimeInfo = map[string]string{
 func Runtimes() []string { return []string{"runc", "crun", "runsc", "kata-runtime"} }
 
 // kindContainer is the ledger entry of a created container; ID is the
-// container id, Data["runtime"] the runtime binary.
+// container id, Data["runtime"] the runtime binary, Data["root"] the
+// runtime's state directory when it is not the runtime's default (runsc's,
+// under the guest's own state directory).
 const kindContainer = "container"
 
 func init() { ledger.RegisterUndo(kindContainer, undoContainer) }
@@ -49,13 +51,16 @@ func runtimeBinary(name string) (string, error) {
 	return p, nil
 }
 
-// Leftovers lists the containers each installed runtime knows of: a
-// container a teardown missed stays in its runtime's state directory.
+// Leftovers lists the containers each installed runtime knows of in its
+// host-wide state directory: a container a teardown missed stays there.
+// runsc keeps its records in the guest's own state directory instead
+// (--root), which goes with the run's; its processes are in the guest's
+// cgroups, which the leak checks count.
 func (kind) Leftovers() []string {
 	var out []string
 	for _, rt := range Runtimes() {
 		bin, err := exec.LookPath(rt)
-		if err != nil {
+		if err != nil || rt == runscRuntime {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -71,14 +76,15 @@ func (kind) Leftovers() []string {
 	return out
 }
 
-// runtimeCmd runs one runtime subcommand and returns its combined output.
-func runtimeCmd(ctx context.Context, bin string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, bin, args...)
+// runtimeCmd runs one runtime subcommand after the runtime's global flags
+// and returns its combined output.
+func runtimeCmd(ctx context.Context, bin string, global []string, sub string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, append(append(append([]string(nil), global...), sub), args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	if err != nil {
-		return out.Bytes(), fmt.Errorf("%s %s: %w: %s", bin, args[0], err, strings.TrimSpace(out.String()))
+		return out.Bytes(), fmt.Errorf("%s %s: %w: %s", bin, sub, err, strings.TrimSpace(out.String()))
 	}
 	return out.Bytes(), nil
 }
@@ -98,10 +104,10 @@ func readPidFile(path string) (int, error) {
 
 // deleteContainer kills and deletes a container; a container that does not
 // exist is already deleted.
-func deleteContainer(ctx context.Context, bin, id string) error {
-	_, _ = runtimeCmd(ctx, bin, "kill", id, "KILL")
-	if _, err := runtimeCmd(ctx, bin, "delete", "--force", id); err != nil {
-		if !exists(ctx, bin, id) {
+func deleteContainer(ctx context.Context, bin string, global []string, id string) error {
+	_, _ = runtimeCmd(ctx, bin, global, "kill", id, "KILL")
+	if _, err := runtimeCmd(ctx, bin, global, "delete", "--force", id); err != nil {
+		if !exists(ctx, bin, global, id) {
 			return nil
 		}
 		return err
@@ -109,8 +115,8 @@ func deleteContainer(ctx context.Context, bin, id string) error {
 	return nil
 }
 
-func exists(ctx context.Context, bin, id string) bool {
-	_, err := runtimeCmd(ctx, bin, "state", id)
+func exists(ctx context.Context, bin string, global []string, id string) bool {
+	_, err := runtimeCmd(ctx, bin, global, "state", id)
 	return err == nil
 }
 
@@ -124,5 +130,14 @@ func undoContainer(ctx context.Context, e ledger.Entry) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return deleteContainer(ctx, bin, e.ID)
+	return deleteContainer(ctx, bin, rootFlags(e.Data["root"]), e.ID)
+}
+
+// rootFlags are the global flags that point a runtime at its state
+// directory, root; none for the runtime's default.
+func rootFlags(root string) []string {
+	if root == "" {
+		return nil
+	}
+	return []string{"--root", root}
 }

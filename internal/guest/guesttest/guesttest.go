@@ -28,6 +28,9 @@ type Options struct {
 	Kind guest.Kind
 	// RootFS and AgentPath come from the guest image.
 	RootFS, AgentPath string
+	// Runtime is the runtime the guests run under (guest.Runtimed);
+	// empty for the kind's default.
+	Runtime string
 }
 
 // spec is the kind's conformance spec, named.
@@ -37,6 +40,9 @@ func (o Options) spec(name string) guest.Spec {
 		s = c.ConformanceSpec()
 	}
 	s.Name, s.Kind = name, o.Kind.Name()
+	if o.Runtime != "" {
+		s.Runtime = o.Runtime
+	}
 	return s
 }
 
@@ -54,7 +60,9 @@ const RequiredKindsEnv = "VFLEET_TEST_KINDS"
 func probeKind(t *testing.T, o Options) {
 	t.Helper()
 	k := o.Kind
-	fail, why := probeVerdict(k.Name(), k.Probe(context.Background(), o.spec("").Runtime), required(k.Name()))
+	// A host promises a kind's default runtime; another it lacks (crun on
+	// a hybrid cgroup layout) is skipped with the probe's reason.
+	fail, why := probeVerdict(k.Name(), k.Probe(context.Background(), o.spec("").Runtime), required(k.Name()) && o.defaultRuntime())
 	switch {
 	case why == "":
 	case fail:
@@ -120,9 +128,26 @@ func Run(t *testing.T, o Options) {
 	t.Run("Detached", func(t *testing.T) { detached(t, o) })
 }
 
-// profiles are the security profiles the kind takes, its default first.
-func profiles(kind string) []string {
-	if p := guest.TraitsOf(kind).Security; len(p) > 0 {
+// defaultRuntime says whether the guests run under the kind's default
+// runtime.
+func (o Options) defaultRuntime() bool {
+	r, ok := o.Kind.(guest.Runtimed)
+	return !ok || o.Runtime == "" || o.Runtime == r.Runtimes()[0]
+}
+
+// traitsOf are the traits of the kind's guests under the runtime under
+// test.
+func traitsOf(o Options) guest.Traits {
+	if r, ok := o.Kind.(guest.Runtimed); ok && o.Runtime != "" {
+		return r.RuntimeTraits(o.Runtime)
+	}
+	return guest.TraitsOf(o.Kind.Name())
+}
+
+// profiles are the security profiles the kind takes under the runtime
+// under test, its default first.
+func profiles(o Options) []string {
+	if p := traitsOf(o).Security; len(p) > 0 {
 		return p
 	}
 	return []string{guest.SecurityUnconfined}
@@ -148,7 +173,7 @@ func lifecycle(t *testing.T, o Options) {
 	}
 	// A guest that names no profile runs under its kind's default, and
 	// its record says which.
-	if got, want := info.Details["security"], profiles(o.Kind.Name())[0]; got != want {
+	if got, want := info.Details["security"], profiles(o)[0]; got != want {
 		t.Errorf("a guest of the kind's defaults records security %q, want its default %q", got, want)
 	}
 	r, err := g.Exec(ctx, agent.Request{Argv: []string{o.AgentPath, "--version"}})
@@ -162,7 +187,7 @@ func lifecycle(t *testing.T, o Options) {
 	// A kind that confines nothing is the bare host, which keeps the
 	// host's name; any other gives its guest a name of its own.
 	want := "conf-a"
-	if len(guest.TraitsOf(o.Kind.Name()).Security) == 0 {
+	if len(traitsOf(o).Security) == 0 {
 		if want, err = os.Hostname(); err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +276,7 @@ func cancelDuringStart(t *testing.T, o Options) {
 // default (Lifecycle's), explicitly named: it must work and say so. A
 // profile the kind does not take is refused before anything starts.
 func security(t *testing.T, o Options) {
-	taken := profiles(o.Kind.Name())
+	taken := profiles(o)
 	for _, p := range guest.SecurityProfiles {
 		if slices.Contains(taken, p) {
 			continue

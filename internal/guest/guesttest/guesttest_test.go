@@ -48,3 +48,22 @@ func TestRequiredKinds(t *testing.T) {
 		}
 	}
 }
+
+type runtimedKind struct{ guest.Kind }
+
+func (runtimedKind) Runtimes() []string                { return []string{"first", "other"} }
+func (runtimedKind) RuntimeTraits(string) guest.Traits { return guest.Traits{} }
+
+// A host that promises a kind promises its default runtime only: another
+// runtime it cannot run (crun on a hybrid cgroup layout) is skipped.
+func TestOnlyTheDefaultRuntimeIsPromised(t *testing.T) {
+	k := runtimedKind{}
+	for rt, want := range map[string]bool{"": true, "first": true, "other": false} {
+		if got := (Options{Kind: k, Runtime: rt}).defaultRuntime(); got != want {
+			t.Errorf("runtime %q: default %v, want %v", rt, got, want)
+		}
+	}
+	if !(Options{}).defaultRuntime() {
+		t.Error("a kind of one runtime runs its default")
+	}
+}

@@ -77,12 +77,15 @@ type ramFile struct {
 }
 
 // nicConfig is a virtio-net card on a tap or macvtap QEMU inherits as an
-// open file.
+// open file, or on a stream connected to passt's socket.
 type nicConfig struct {
 	// FD is the device's descriptor number in QEMU: 3 plus its index in
 	// exec.Cmd.ExtraFiles.
 	FD  int
 	MAC string
+	// Stream says FD is a stream connected to passt (netpath.VMPasst),
+	// not a tap.
+	Stream bool
 	// VhostFD, when above 0, is an open vhost-net device's descriptor:
 	// the kernel moves the NIC's packets instead of QEMU.
 	VhostFD int
@@ -103,8 +106,12 @@ type nicConfig struct {
 var offloadsOff = []string{"csum", "gso", "host_tso4", "host_tso6", "host_ecn", "host_ufo"}
 
 // nicOffloads is what a VM's record says of its card's offloads; why is
-// the path's reason to turn them off, empty to keep QEMU's defaults.
-func nicOffloads(why string) string {
+// the path's reason to turn them off, empty to keep QEMU's defaults; a
+// card on a stream (passt's) has none to offer.
+func nicOffloads(why string, stream bool) string {
+	if stream {
+		return "none: a stream netdev carries no virtio-net header, so the card offers the guest no checksum or segmentation offloads"
+	}
 	if why == "" {
 		return "QEMU's defaults: the guest may send partial checksums and GSO frames"
 	}
@@ -199,9 +206,17 @@ func qemuArgv(c launchConfig) []string {
 		// reach the host's stack. QEMU reads that from the descriptor
 		// itself and refuses vnet_hdr= next to fd=.
 		netdev := fmt.Sprintf("tap,id=net0,fd=%d", c.NIC.FD)
-		if c.NIC.Unplugged {
+		switch {
+		case c.NIC.Unplugged:
 			netdev = "hubport,id=net0,hubid=0"
-		} else if c.NIC.VhostFD > 0 {
+		case c.NIC.Stream:
+			// The stream netdev (QEMU 7.2 and later) takes the socket
+			// vfleet connected as it takes a tap's descriptor: QEMU needs
+			// no access to the run's directory, sandboxed or not. Frames
+			// cross it without a virtio-net header, so the guest's card
+			// offers no offloads.
+			netdev = fmt.Sprintf("stream,id=net0,server=off,addr.type=fd,addr.str=%d", c.NIC.FD)
+		case c.NIC.VhostFD > 0:
 			netdev += fmt.Sprintf(",vhost=on,vhostfd=%d", c.NIC.VhostFD)
 		}
 		a = append(a, "-netdev", netdev)

@@ -94,15 +94,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
-	var boot image.VMBoot
-	probeKernel := img.KernelPath
-	if spec.Image == "" {
-		if boot, err = image.EnsureVMBoot(ctx, img, g.env.Say); err != nil {
-			return fail(err)
-		}
-		probeKernel = boot.Kernel
+	boot, probeKernel, err := vmBoot(ctx, img, spec, g.env.Say)
+	if err != nil {
+		return fail(err)
 	}
-	// Whether KVM works is asked of vfleet's kernel, which is known to boot.
 	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile), g.env.Say)
 	if emulated(g.arch) {
 		accel, accelWhy, err = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch), nil
@@ -194,15 +189,18 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		if err != nil {
 			return fail(err)
 		}
-		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != ""}
+		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != "", Stream: kind == netpath.VMPasst}
 		extra = append(extra, dev)
-		vhost, vhostState := openVhostNet(accel, VhostNetDevice)
-		if vhost != nil {
-			cfg.NIC.VhostFD = 3 + len(extra)
-			extra = append(extra, vhost)
+		vhostState := "off: passt moves the frames, through a stream"
+		if !cfg.NIC.Stream {
+			var vhost *os.File
+			if vhost, vhostState = openVhostNet(accel, VhostNetDevice); vhost != nil {
+				cfg.NIC.VhostFD = 3 + len(extra)
+				extra = append(extra, vhost)
+			}
 		}
 		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": kind.String(), "net.addr": t.Addr.String(),
-			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff)})
+			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff, cfg.NIC.Stream)})
 	}
 	var cred *syscall.Credential
 	if g.sandbox {

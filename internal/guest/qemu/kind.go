@@ -69,8 +69,9 @@ func (kind) Program(spec guest.Spec) string {
 func (kind) ConformanceSpec() guest.Spec { return guest.Spec{Accel: AccelTCG} }
 
 // Probe checks that the tools every VM guest needs are installed; the
-// QEMU of a guest's architecture is looked for by New. Whether an
-// accelerator works is decided per guest at start, by booting a kernel.
+// QEMU of a guest's architecture is looked for by New. Whether KVM works
+// is found by booting a kernel: before the run for a guest that asks for
+// it (ProbeSpec), else at start for one that may fall back to TCG.
 func (kind) Probe(_ context.Context, runtime string) error {
 	if runtime != "" && !slices.Contains(allMachines(), runtime) {
 		return fmt.Errorf("%w: %v", guest.ErrNotSupported, unknownRuntime(runtime))

@@ -665,3 +665,22 @@ func TestQEMUThatExitsAtOnceSaysWhy(t *testing.T) {
 		t.Fatalf("QEMU still running: %v, want the recording's error", err)
 	}
 }
+
+// A card on passt's socket is a stream netdev on the descriptor vfleet
+// connected, never a tap, and has no vhost.
+func TestArgvOfACardOnPasst(t *testing.T) {
+	for _, machine := range []string{MachineQ35, MachineMicroVM} {
+		cfg := launchConfig{Name: "g", Machine: machine, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 256,
+			NIC: &nicConfig{FD: 5, MAC: "02:76:09:00:00:01", Stream: true}}
+		argv := strings.Join(qemuArgv(cfg), " ")
+		if !strings.Contains(argv, "-netdev stream,id=net0,server=off,addr.type=fd,addr.str=5 ") {
+			t.Errorf("%s: argv lacks the stream netdev on descriptor 5: %s", machine, argv)
+		}
+		if strings.Contains(argv, "tap,") || strings.Contains(argv, "vhost") {
+			t.Errorf("%s: argv has a tap or vhost: %s", machine, argv)
+		}
+		if !strings.Contains(argv, "netdev=net0,mac=02:76:09:00:00:01") {
+			t.Errorf("%s: argv lacks the card on the stream: %s", machine, argv)
+		}
+	}
+}

@@ -28,9 +28,9 @@ const exchangeBytes = 2 << 20
 // TestMicroVMOnEveryVMPath boots an emulated microVM on every path that
 // takes VMs, one after the other in one network, and has it exchange data
 // with the peer over TCP both ways, on the device its path gives it (a tap,
-// or a macvtap) and with the offloads its path asks for: the guest's
-// record must say both, and the traffic must go where the path says (the
-// eBPF paths' programs, not the host side's forwarding).
+// a macvtap, or passt's socket) and with the offloads its path asks for:
+// the guest's record must say both, and the traffic must go where the
+// path says (the eBPF paths' programs, not the host side's forwarding).
 func TestMicroVMOnEveryVMPath(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
@@ -86,12 +86,20 @@ func TestMicroVMOnEveryVMPath(t *testing.T) {
 			booted := time.Since(start)
 			d := g.Info().Details
 			wantDevice := "tap"
-			if hostSideLinkType(t, n.HostSide(), link.HostIf) == "macvtap" {
+			switch {
+			case strings.ContainsRune(link.HostIf, '/'):
+				wantDevice = netpath.VMPasst.String()
+			case hostSideLinkType(t, n.HostSide(), link.HostIf) == "macvtap":
 				wantDevice = "macvtap"
 			}
 			if d["net.device"] != wantDevice || d["net.tap"] != link.HostIf || (link.OffloadsOff != "") != strings.Contains(d["net.offload"], "csum=off") {
 				t.Errorf("record says device %q %q, offloads %q; want a %s %s, offloads off: %v",
 					d["net.device"], d["net.tap"], d["net.offload"], wantDevice, link.HostIf, link.OffloadsOff != "")
+			}
+			// A stream has no virtio-net header to carry offloads, nor vhost.
+			if stream := wantDevice == netpath.VMPasst.String(); stream != strings.HasPrefix(d["net.offload"], "none") ||
+				stream && !strings.HasPrefix(d["net.vhost"], "off") {
+				t.Errorf("record says offloads %q, vhost %q on a %s", d["net.offload"], d["net.vhost"], wantDevice)
 			}
 			fwd0, err := n.ForwardedPackets()
 			if err != nil {

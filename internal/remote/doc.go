@@ -1,0 +1,17 @@
+// Package remote reaches a network peer on another machine over SSH
+// (golang.org/x/crypto/ssh; no ssh program, no shell-out per command):
+// a peer URL (ssh://USER@HOST[:PORT]), its host key checked against
+// known_hosts (an unknown or changed key is refused with its fingerprint
+// and what to do), keys from the SSH agent or an identity file, never a
+// password. A Machine runs commands there, copies files over a session's
+// standard input, checks the programs a run needs (naming the Debian
+// package of each one missing), describes the peer as hostinfo describes
+// this host, and starts vfleet's agent for the peer's architecture in a
+// work directory of its own, its control socket reached through the SSH
+// connection, so nothing listens on the peer's network.
+//
+// What it starts there is in the run's ledger first (KindPeer: the peer's
+// URL, the known_hosts and identity files' paths and the host key's
+// fingerprint, never a credential), so `vfleet clean` after a crash
+// reconnects and removes the agent and its directory.
+package remote

@@ -1,0 +1,59 @@
+package remote
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Target
+	}{
+		{"ssh://lab@peer.example", Target{User: "lab", Host: "peer.example", Port: 22}},
+		{"ssh://root@198.18.0.2:2222", Target{User: "root", Host: "198.18.0.2", Port: 2222}},
+		{"ssh://root@198.18.0.2:2222/", Target{User: "root", Host: "198.18.0.2", Port: 2222}},
+		{"ssh://me@[2001:db8::1]:22", Target{User: "me", Host: "2001:db8::1", Port: 22}},
+		{"ssh://me@[2001:db8::1]", Target{User: "me", Host: "2001:db8::1", Port: 22}},
+	} {
+		got, err := ParseURL(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseURLRefuses(t *testing.T) {
+	for in, why := range map[string]string{
+		"root@198.18.0.2":              "scheme",
+		"http://root@198.18.0.2":       "scheme",
+		"ssh:root@198.18.0.2":          "no //",
+		"ssh://198.18.0.2":             "no user",
+		"ssh://@198.18.0.2":            "no user",
+		"ssh://root:secret@198.18.0.2": "password",
+		"ssh://root@198.18.0.2/tmp":    "only a user",
+		"ssh://root@198.18.0.2?x=1":    "only a user",
+		"ssh://root@198.18.0.2#x":      "only a user",
+		"ssh://root@":                  "no host",
+		"ssh://root@198.18.0.2:0":      "port",
+		"ssh://root@198.18.0.2:65536":  "port",
+		"ssh://root@198.18.0.2:ssh":    "",
+		"ssh://root@198.18.0.2:":       "empty port",
+		"ssh://root@[2001:db8::1":      "",
+	} {
+		_, err := ParseURL(in)
+		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "ssh://USER@HOST[:PORT]") {
+			t.Errorf("ParseURL(%q) = %v; want ErrBadURL saying %q and the form", in, err, why)
+		}
+	}
+}
+
+func TestTargetString(t *testing.T) {
+	for _, s := range []string{"ssh://root@198.18.0.2:22", "ssh://me@[2001:db8::1]:2222"} {
+		tg, err := ParseURL(s)
+		if err != nil || tg.String() != s {
+			t.Errorf("ParseURL(%q).String() = %q, %v", s, tg.String(), err)
+		}
+	}
+}
