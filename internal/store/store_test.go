@@ -87,8 +87,10 @@ func TestRoundTripEveryField(t *testing.T) {
 		CgroupMode: "v2", Virtualized: "kvm", VfleetVer: "0.1.0", ToolVersions: map[string]string{"fio": "3.33"},
 		RealTime: hostinfo.RealTime{Preemption: "dynamic", RTRuntimeUS: 950000, RTPeriodUS: 1000000, IsolatedCPUs: "1",
 			NohzFull: "1", IRQsPerCPU: map[int]int{0: 3, 1: 0}, Tracers: map[string]string{"timerlat": hostinfo.TracerAbsent}, SetByRun: []string{"sched_rt_runtime_us=-1"}},
+		NIC: &hostinfo.NIC{Name: "eth1", Driver: "ixgbe", Version: "6.1.0", Firmware: "0x800006a5", Offloads: map[string]string{"tcp-segmentation-offload": "on"}},
 	}
 	requireAllSet(t, host)
+	requireAllSet(t, *host.NIC)
 	requireAllSet(t, host.RealTime)
 	in := newRun()
 	in.Host = host
