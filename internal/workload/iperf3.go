@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -159,6 +160,19 @@ type iperfSum struct {
 	LostPercent   float64  `json:"lost_percent"`
 }
 
+// jsonAfterWarnings is iperf3's JSON document without the warning lines
+// it may print on stdout before it ("WARNING: Size of data read does not
+// correspond to offered length", when a read returns less than asked, as
+// gVisor's sockets do); the document itself starts a line with "{".
+func jsonAfterWarnings(stdout []byte) []byte {
+	if bytes.HasPrefix(stdout, []byte("WARNING")) {
+		if i := bytes.Index(stdout, []byte("\n{")); i >= 0 {
+			return stdout[i+1:]
+		}
+	}
+	return stdout
+}
+
 // Parse reads the receiver's throughput: what crossed the path, not what
 // the sender managed to hand to its socket (for UDP the two differ by the
 // loss).
@@ -167,7 +181,7 @@ func (netThroughput) Parse(stdout, stderr []byte) ([]Sample, error) {
 		return nil, fmt.Errorf("%w: iperf3: no output on stdout; stderr: %s", ErrParse, excerpt(stderr))
 	}
 	var out iperfOutput
-	if err := json.Unmarshal(stdout, &out); err != nil {
+	if err := json.Unmarshal(jsonAfterWarnings(stdout), &out); err != nil {
 		// iperf3 reports a bad option on stderr after its usage on stdout.
 		return nil, fmt.Errorf("%w: iperf3: output is not JSON (%v); stderr: %s; stdout: %s", ErrParse, err, excerpt(stderr), excerpt(stdout))
 	}

@@ -163,6 +163,9 @@ func (netLatency) Parse(stdout, stderr []byte) ([]Sample, error) {
 	if len(bytes.TrimSpace(stdout)) == 0 {
 		return nil, fmt.Errorf("%w: sockperf: no output on stdout; stderr: %s", ErrParse, excerpt(stderr))
 	}
+	if err := (netLatency{}).Explain(stdout, stderr); err != nil {
+		return nil, err
+	}
 	text := ansiRE.ReplaceAll(stdout, nil)
 	// sockperf exits 0 on a refused connection or a silent server.
 	if m := sockperfErrorRE.FindSubmatch(text); m != nil {
@@ -254,4 +257,19 @@ func sockperfRowRTT(line []byte) (float64, error) {
 		return 0, fmt.Errorf("%.80q: round trip %q is not a duration in microseconds", line, field)
 	}
 	return v, nil
+}
+
+// sockperfRecvEINVAL is sockperf 3.7's report of a recvfrom(2) the guest's
+// kernel refuses with EINVAL, which gVisor's sockets on the host's network
+// (runsc --network=host) do with the flags sockperf passes.
+var sockperfRecvEINVAL = regexp.MustCompile(`(?m)^sockperf: ERROR: recvfrom\(\) Failed receiving on fd\[\d+\] \(errno=22 `)
+
+// Explain: a guest whose sockets refuse sockperf's receive calls cannot
+// run it at all; its other steps are skipped, not failed one by one.
+func (netLatency) Explain(stdout, _ []byte) error {
+	if sockperfRecvEINVAL.Match(stdout) {
+		return fmt.Errorf("%w: this guest's sockets refuse sockperf's recvfrom() (EINVAL), as gVisor's do; "+
+			"net-throughput (iperf3) runs there, or a net-command with a client of your own", ErrNotSupported)
+	}
+	return nil
 }
