@@ -24,20 +24,7 @@ import (
 // hold every process runsc starts for it (the sandbox and the gofer);
 // none of them outlives the guest, nor does runsc's state.
 func TestRunscLimitsHoldEveryProcessOfTheSandbox(t *testing.T) {
-	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, runscRuntime, "runsc")
-	if err := (kind{}).Probe(context.Background(), runscRuntime); err != nil {
-		t.Skip(err)
-	}
-	img := testutil.Image(t)
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "rs" + strconv.Itoa(os.Getpid()), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: filepath.Join(root, "state"), Ledger: led}
-	g, err := (kind{}).New(guest.Spec{Name: "g", Kind: KindName, Runtime: runscRuntime, CPUs: "0", MemoryBytes: 256 << 20, CPULimit: 0.5}, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, env := newRunscGuest(t, "rs", guest.Spec{CPUs: "0", MemoryBytes: 256 << 20, CPULimit: 0.5})
 	ctx := context.Background()
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -188,20 +175,7 @@ func TestRunscGuestTalksTCPOnBridgeAndRoutedPaths(t *testing.T) {
 
 // A runsc guest on no network has a working loopback, as a runc one has.
 func TestRunscGuestOnNoNetworkHasALoopback(t *testing.T) {
-	testutil.RequiresRoot(t)
-	testutil.RequiresTool(t, runscRuntime, "runsc")
-	if err := (kind{}).Probe(context.Background(), runscRuntime); err != nil {
-		t.Skip(err)
-	}
-	img := testutil.Image(t)
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "rl" + strconv.Itoa(os.Getpid()), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: filepath.Join(root, "state"), Ledger: led}
-	g, err := (kind{}).New(guest.Spec{Name: "g", Kind: KindName, Runtime: runscRuntime}, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, _ := newRunscGuest(t, "rl", guest.Spec{})
 	ctx := context.Background()
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -216,4 +190,27 @@ func TestRunscGuestOnNoNetworkHasALoopback(t *testing.T) {
 	if err := g.Stop(ctx); err != nil {
 		t.Error(err)
 	}
+}
+
+// newRunscGuest is an unstarted runsc guest "g" of spec, in a run of its
+// own named from prefix, on a host whose probe takes runsc; the test fails
+// if anything of it is left at its end.
+func newRunscGuest(t *testing.T, prefix string, spec guest.Spec) (guest.Guest, guest.Env) {
+	t.Helper()
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, runscRuntime, "runsc")
+	if err := (kind{}).Probe(context.Background(), runscRuntime); err != nil {
+		t.Skip(err)
+	}
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	t.Cleanup(func() { testutil.CheckLeaks(t, before) })
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: prefix + strconv.Itoa(os.Getpid()), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: filepath.Join(root, "state"), Ledger: led}
+	spec.Name, spec.Kind, spec.Runtime = "g", KindName, runscRuntime
+	g, err := (kind{}).New(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, env
 }
