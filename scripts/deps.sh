@@ -76,6 +76,14 @@ if dpkg-query -W -f='${Status}' libvirt-daemon-system 2>/dev/null | grep -q 'ins
   if virsh -c qemu:///system net-info default 2>/dev/null | grep -q '^Active: *yes'; then
     virsh -q -c qemu:///system net-destroy default >/dev/null 2>&1 || true
   fi
+  # libvirt checks /dev/kvm for the user its QEMU runs as (libvirt-qemu,
+  # of group kvm), which udev's rule makes root:kvm 0660. Where no udev
+  # applied it (a container) /dev/kvm stays root's only: libvirt then
+  # finds KVM gone since it probed QEMU and probes QEMU's capabilities
+  # again (a minute under TCG) for every domain it starts.
+  if [ -c /dev/kvm ] && [ "$(stat -c %G /dev/kvm)" = root ] && getent group kvm >/dev/null; then
+    chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+  fi
   # libvirt gives each QEMU a private /dev (a mount namespace), which a
   # container cannot make ("Unable to move ... ptmx mount"): there, QEMU
   # sees the host's /dev, as the QEMU vfleet starts itself does.
