@@ -17,6 +17,7 @@ import (
 	"github.com/digitalocean/go-libvirt/socket/dialers"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/ledger"
 )
@@ -293,3 +294,53 @@ func (d domainMonitor) Quit(context.Context) error {
 // Close leaves the connection to the guest's undo, which closes it after
 // the domain is gone.
 func (domainMonitor) Close() error { return nil }
+
+// libvirtCheck: whether this host's libvirt answers for libvirt-managed
+// VMs, and that it runs no network of its own (vfleet starts none, and
+// Debian's default one is a NAT bridge with a DHCP server).
+func libvirtCheck() doctor.Check {
+	return doctor.Check{Name: "libvirt", Run: func(context.Context) doctor.Result {
+		l, err := dialLibvirt(LibvirtSystem)
+		if err != nil {
+			return libvirtVerdict(0, nil, err)
+		}
+		defer l.Disconnect()
+		version, err := l.ConnectGetLibVersion()
+		if err != nil {
+			return libvirtVerdict(0, nil, err)
+		}
+		nets, _, err := l.ConnectListAllNetworks(1, libvirt.ConnectListNetworksActive)
+		if err != nil {
+			return libvirtVerdict(0, nil, err)
+		}
+		var active []string
+		for _, n := range nets {
+			active = append(active, n.Name)
+		}
+		return libvirtVerdict(version, active, nil)
+	}}
+}
+
+// libvirtVerdict judges what libvirtCheck found: libvirt's version
+// (major*1000000 + minor*1000 + release) and its active networks.
+func libvirtVerdict(version uint64, activeNets []string, err error) doctor.Result {
+	r := doctor.Result{Name: "libvirt"}
+	switch {
+	case err != nil:
+		r.Status = doctor.Warn
+		r.Detail = fmt.Sprintf("%s does not answer (%v): VM groups with libvirt cannot start", LibvirtSystem, err)
+		r.Fix = "install libvirt-daemon-system (scripts/deps.sh) and start it: virtlogd -d && libvirtd -d, or systemctl start libvirtd"
+	case len(activeNets) > 0:
+		r.Status = doctor.Warn
+		r.Detail = fmt.Sprintf("libvirt %s runs network %s: vfleet starts no libvirt network and puts its VMs on its own paths", libvirtVersion(version), strings.Join(activeNets, ", "))
+		r.Fix = "for each: virsh net-destroy NAME && virsh net-autostart --disable NAME"
+	default:
+		r.Status = doctor.OK
+		r.Detail = fmt.Sprintf("libvirt %s answers at %s and runs no network", libvirtVersion(version), LibvirtSystem)
+	}
+	return r
+}
+
+func libvirtVersion(v uint64) string {
+	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
+}

@@ -2,11 +2,13 @@ package qemu
 
 import (
 	"cmp"
+	"errors"
 	"strings"
 	"testing"
 
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
 )
 
@@ -89,5 +91,18 @@ func TestDomainXMLIsTheDirectVMsShape(t *testing.T) {
 	}
 	if d.OnPoweroff != "destroy" || d.OnReboot != "destroy" {
 		t.Errorf("on_poweroff %q on_reboot %q", d.OnPoweroff, d.OnReboot)
+	}
+}
+
+func TestDoctorSaysWhenLibvirtRunsANetwork(t *testing.T) {
+	r := libvirtVerdict(9000000, []string{"default"}, nil)
+	if r.Status != doctor.Warn || !strings.Contains(r.Detail, "libvirt 9.0.0 runs network default") || !strings.Contains(r.Fix, "net-autostart --disable") {
+		t.Errorf("an active network: %+v", r)
+	}
+	if r := libvirtVerdict(9000000, nil, nil); r.Status != doctor.OK {
+		t.Errorf("no network: %+v", r)
+	}
+	if r := libvirtVerdict(0, nil, errors.New("connection refused")); r.Status != doctor.Warn || r.Fix == "" {
+		t.Errorf("no daemon: %+v", r)
 	}
 }
