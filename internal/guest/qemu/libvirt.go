@@ -44,6 +44,9 @@ const (
 // which run made it.
 const libvirtNamespace = "https://github.com/vfleet/vfleet/run"
 
+// libvirtSocket is where the system libvirt daemon answers.
+var libvirtSocket = "/run/libvirt/libvirt-sock"
+
 // ErrLibvirt wraps what libvirt refused or could not be reached for.
 var ErrLibvirt = errors.New("libvirt")
 
@@ -82,7 +85,7 @@ func dialLibvirt(uri string) (*libvirt.Libvirt, error) {
 	if u.Scheme != "qemu" || u.Host != "" {
 		return nil, fmt.Errorf("%w: uri %q: only %s is supported", ErrLibvirt, uri, LibvirtSystem)
 	}
-	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithLocalTimeout(libvirtDial)))
+	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(libvirtSocket), dialers.WithLocalTimeout(libvirtDial)))
 	if err := l.ConnectToURI(libvirt.RemoteURI(u)); err != nil {
 		return nil, fmt.Errorf("%w: connect to %s (is libvirtd or virtqemud running?): %w", ErrLibvirt, uri, err)
 	}

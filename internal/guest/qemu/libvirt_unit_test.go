@@ -2,7 +2,9 @@ package qemu
 
 import (
 	"cmp"
+	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,5 +106,16 @@ func TestDoctorSaysWhenLibvirtRunsANetwork(t *testing.T) {
 	}
 	if r := libvirtVerdict(0, nil, errors.New("connection refused")); r.Status != doctor.Warn || r.Fix == "" {
 		t.Errorf("no daemon: %+v", r)
+	}
+}
+
+// A scenario's libvirt group on a host whose libvirt does not answer is
+// refused before the run starts anything (an optional group is dropped).
+func TestProbeSpecRefusesALibvirtThatDoesNotAnswer(t *testing.T) {
+	defer func(s string) { libvirtSocket = s }(libvirtSocket)
+	libvirtSocket = filepath.Join(t.TempDir(), "libvirt-sock")
+	err := kind{}.ProbeSpec(context.Background(), guest.Spec{Name: "v", Libvirt: LibvirtSystem}, guest.Env{})
+	if !errors.Is(err, guest.ErrNotSupported) || !errors.Is(err, ErrLibvirt) {
+		t.Fatalf("ProbeSpec = %v, want guest.ErrNotSupported and ErrLibvirt", err)
 	}
 }
