@@ -18,14 +18,14 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 	k, _ := guest.Lookup(KindName)
 	env := guest.Env{StateDir: "/var/lib/vfleet/runs/r/state"}
 	for why, spec := range map[string]guest.Spec{
-		"microvm":   {Runtime: MachineMicroVM},
-		"remote":    {Libvirt: "qemu+ssh://root@lab2/system"},
-		"session":   {Libvirt: "qemu:///session"},
-		"clone":     {Launch: LaunchClone},
-		"sandbox":   {Security: guest.SecuritySandbox},
-		"arm64":     {Arch: "arm64"},
-		"user disk": {Image: "/srv/disk.qcow2", Boot: guest.KernelBoot{Kernel: "/srv/vmlinuz"}},
-		"nic":       {Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}},
+		"microvm": {Runtime: MachineMicroVM},
+		"remote":  {Libvirt: "qemu+ssh://root@lab2/system"},
+		"session": {Libvirt: "qemu:///session"},
+		"clone":   {Launch: LaunchClone},
+		"sandbox": {Security: guest.SecuritySandbox},
+		"arm64":   {Arch: "arm64"},
+		"uefi":    {Image: "/srv/disk.qcow2", Firmware: guest.FirmwareUEFI},
+		"nic":     {Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}},
 	} {
 		spec.Name, spec.Libvirt = "v", cmp.Or(spec.Libvirt, LibvirtSystem)
 		if _, err := k.New(spec, env); err == nil {
