@@ -92,8 +92,14 @@ func dialLibvirt(uri string) (*libvirt.Libvirt, error) {
 	return l, nil
 }
 
+// libvirtLogDir is where the local QEMU driver keeps each domain's QEMU
+// log, which outlives a transient domain.
+const libvirtLogDir = "/var/log/libvirt/qemu"
+
 // undoLibvirtDomain destroys a transient domain, which libvirt then
-// forgets; one already gone is fine.
+// forgets (one already gone is fine), and removes the QEMU log libvirt
+// kept for it: every run's domains have names of their own, so their
+// logs would pile up.
 func undoLibvirtDomain(_ context.Context, e ledger.Entry) error {
 	l, err := dialLibvirt(e.Data["uri"])
 	if err != nil {
@@ -101,14 +107,17 @@ func undoLibvirtDomain(_ context.Context, e ledger.Entry) error {
 	}
 	defer l.Disconnect()
 	dom, err := l.DomainLookupByName(e.ID)
-	if libvirt.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	switch {
+	case libvirt.IsNotFound(err):
+	case err != nil:
 		return fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, e.ID, err)
+	default:
+		if err := l.DomainDestroy(dom); err != nil && !libvirt.IsNotFound(err) {
+			return fmt.Errorf("%w: destroy domain %s: %w", ErrLibvirt, e.ID, err)
+		}
 	}
-	if err := l.DomainDestroy(dom); err != nil && !libvirt.IsNotFound(err) {
-		return fmt.Errorf("%w: destroy domain %s: %w", ErrLibvirt, e.ID, err)
+	if err := os.Remove(filepath.Join(libvirtLogDir, e.ID+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,6 +175,9 @@ func checkDomainGone(t *testing.T, name string, qemu procfs.Process, stateDir st
 	}
 	if qemu.Alive() {
 		t.Errorf("the domain's QEMU (pid %d) still runs", qemu.PID)
+	}
+	if _, err := os.Stat(filepath.Join(libvirtLogDir, name+".log")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("libvirt's log of the domain is still there (%v)", err)
 	}
 	if entries, err := os.ReadDir(stateDir); err == nil && len(entries) > 0 {
 		t.Errorf("%s still holds %d entries", stateDir, len(entries))
