@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,19 +25,29 @@ var libvirtDaemons = []struct{ program, pidFile string }{
 	{"libvirtd", "/run/libvirtd.pid"},
 }
 
+// libvirtAutostartDir holds a link for each libvirt network that starts
+// with the daemon.
+const libvirtAutostartDir = "/etc/libvirt/qemu/networks/autostart"
+
 // libvirtWait bounds a daemon's start.
 const libvirtWait = 30 * time.Second
 
 // RequiresLibvirt makes sure the system libvirt answers on its socket:
 // where no init started it, the test starts virtlogd and libvirtd and
 // stops them when it ends. It skips where libvirt is not installed.
-// libvirtd starts no network: none is marked to autostart (scripts/deps.sh).
+// It refuses to start libvirtd while a network is marked to autostart
+// (scripts/deps.sh unmarks them).
 func RequiresLibvirt(t testing.TB) {
 	t.Helper()
 	RequiresRoot(t)
 	RequiresTool(t, "libvirtd", "libvirt-daemon-system")
 	if libvirtAnswers() {
 		return
+	}
+	// A network marked to autostart would start with libvirtd: a NAT
+	// bridge and a DHCP server on addresses no test may use.
+	if nets, _ := filepath.Glob(filepath.Join(libvirtAutostartDir, "*.xml")); len(nets) > 0 {
+		t.Fatalf("libvirtd would start the networks %v: run scripts/deps.sh, which unmarks them", nets)
 	}
 	for _, d := range libvirtDaemons {
 		if p, ok := daemonRunning(d.pidFile); ok {
