@@ -211,9 +211,13 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	var m *vm
 	if g.libvirt != "" {
-		m, err = g.startDomain(cfg, undo)
-		details["libvirt"] = g.libvirt
-		details["libvirt_domain"] = domainName(g.env.RunID, spec.Name)
+		if m, err = g.startDomain(cfg, undo); err == nil {
+			details["libvirt"] = g.libvirt
+			details["libvirt_domain"] = domainName(g.env.RunID, spec.Name)
+			// Not security sandbox, which is vfleet's own user as well as
+			// the filter; what libvirt set is recorded as it is.
+			details["qemu_sandbox"], details["qemu_user"], err = domainConfinement(m.pid)
+		}
 	} else {
 		m, err = startQEMU(qemuTool.Path, cfg, cred, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
 	}

@@ -272,6 +272,35 @@ func domainPID(name string) (int, error) {
 	return pid, nil
 }
 
+// domainConfinement is what libvirt confined a domain's QEMU with, read
+// from the process itself: its -sandbox option ("off" without one), set
+// by libvirt's seccomp_sandbox, and the user it runs as.
+func domainConfinement(pid int) (sandbox, user string, err error) {
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return "", "", err
+	}
+	sandbox = "off"
+	args := strings.Split(string(cmdline), "\x00")
+	for i, a := range args[:max(len(args)-1, 0)] {
+		if a == "-sandbox" {
+			sandbox = args[i+1]
+		}
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return "", "", err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if ids, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(ids); len(f) > 1 {
+				return sandbox, f[1], nil
+			}
+		}
+	}
+	return "", "", fmt.Errorf("%w: qemu pid %d: no Uid in its status", ErrLibvirt, pid)
+}
+
 // domainMonitor is QEMU's monitor through libvirt, which owns it.
 type domainMonitor struct {
 	l   *libvirt.Libvirt

@@ -40,7 +40,10 @@ func TestLibvirtLifecycle(t *testing.T) {
 	info := startVM(t, g)
 	defer g.Stop(ctx)
 	name := domainName("lvt", "lv-a")
-	if info.Details["libvirt_domain"] != name || len(info.PIDs) != 1 || info.Details["vcpu_pins"] != "0,1" {
+	// libvirt's QEMU runs as root (the static DAC label) under libvirt's
+	// seccomp sandbox.
+	if info.Details["libvirt_domain"] != name || len(info.PIDs) != 1 || info.Details["vcpu_pins"] != "0,1" ||
+		info.Details["qemu_user"] != "0" || !strings.HasPrefix(info.Details["qemu_sandbox"], "on") {
 		t.Errorf("info = %+v", info)
 	}
 	qemu, err := procfs.Find(info.PIDs[0])
