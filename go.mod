@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/digitalocean/go-libvirt v0.0.0-20261013170128-efbbdf578ac8
 	github.com/google/go-containerregistry v0.22.1
 	github.com/ohler55/ojg v1.28.5
 	github.com/opencontainers/runtime-spec v1.3.0
@@ -27,6 +28,7 @@ require (
 	golang.org/x/term v0.47.0
 	gonum.org/v1/gonum v0.17.0
 	google.golang.org/protobuf v1.36.12
+	libvirt.org/go/libvirtxml v1.12008.0
 	modernc.org/sqlite v1.61.1
 )
 

@@ -20,7 +20,9 @@ set -euo pipefail
 # gcc and libc6-dev build vfleet's own programs (STREAM, the pinned
 # context switch) into the host architecture's image, the other
 # architecture's cross compiler and C library into its image.
-packages=(runc crun runsc lxc mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage openvswitch-switch passt sqlite3 ca-certificates gcc libc6-dev)
+# libvirt-daemon-system (and libvirt-clients' virsh) run libvirt-managed
+# VMs (guests[].libvirt).
+packages=(runc crun runsc lxc mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage libvirt-daemon-system libvirt-clients openvswitch-switch passt sqlite3 ca-certificates gcc libc6-dev)
 case "$(dpkg --print-architecture)" in
   amd64) packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
   arm64) packages+=(gcc-x86-64-linux-gnu libc6-dev-amd64-cross) ;;
@@ -64,6 +66,32 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # package's system service would only run a switch nobody uses.
   if [[ " ${missing[*]} " == *" openvswitch-switch "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now openvswitch-switch ovs-vswitchd ovsdb-server >/dev/null 2>&1 || true
+  fi
+fi
+
+# libvirt: vfleet puts a libvirt-managed VM's NIC on the path it built and
+# starts no libvirt network. The package's `default` network (virbr0,
+# 192.168.122.0/24, with dnsmasq) may be marked to autostart: unmark it,
+# and stop it where a daemon already runs it.
+if dpkg-query -W -f='${Status}' libvirt-daemon-system 2>/dev/null | grep -q 'install ok installed'; then
+  rm -f /etc/libvirt/qemu/networks/autostart/default.xml
+  if virsh -c qemu:///system net-info default 2>/dev/null | grep -q '^Active: *yes'; then
+    virsh -q -c qemu:///system net-destroy default >/dev/null 2>&1 || true
+  fi
+  # libvirt checks /dev/kvm for the user its QEMU runs as (libvirt-qemu,
+  # of group kvm), which udev's rule makes root:kvm 0660. Where no udev
+  # applied it (a container) /dev/kvm stays root's only: libvirt then
+  # finds KVM gone since it probed QEMU and probes QEMU's capabilities
+  # again (a minute under TCG) for every domain it starts.
+  if [ -c /dev/kvm ] && [ "$(stat -c %G /dev/kvm)" = root ] && getent group kvm >/dev/null; then
+    chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+  fi
+  # libvirt gives each QEMU a private /dev (a mount namespace), which a
+  # container cannot make ("Unable to move ... ptmx mount"): there, QEMU
+  # sees the host's /dev, as the QEMU vfleet starts itself does.
+  # A daemon already running reads it at its next start.
+  if { [ -f /.dockerenv ] || [ -f /run/.containerenv ]; } && ! grep -q '^namespaces' /etc/libvirt/qemu.conf; then
+    echo 'namespaces = [ ]' >> /etc/libvirt/qemu.conf
   fi
 fi
 

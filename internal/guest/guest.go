@@ -122,6 +122,9 @@ type Spec struct {
 	// Firmware, FirmwareUEFI, boots the user's disk through UEFI firmware
 	// and the disk's own boot loader instead of Boot's kernel.
 	Firmware string
+	// Libvirt is the libvirt URI that defines and starts a VM as a
+	// transient domain; empty for QEMU started by vfleet itself.
+	Libvirt string
 }
 
 // FirmwareUEFI is Spec.Firmware for a disk that boots through UEFI.

@@ -126,7 +126,8 @@ func buildFrontierChart(pts []frontierPoint) *frontierChart {
 	}
 	sLo, sHi = sLo-1, sHi+1
 	x := func(s int) float64 { return ch.Left + float64(s-sLo)/float64(sHi-sLo)*frontierWidth }
-	xStep := int(niceStep(float64(sHi-sLo) / 12))
+	// Groups of one score span two: a step below one would be none.
+	xStep := max(1, int(niceStep(float64(sHi-sLo)/12)))
 	for s := sLo; s <= sHi; s++ {
 		if s%xStep == 0 {
 			ch.XTicks = append(ch.XTicks, tick{X: x(s), Label: strconv.Itoa(s)})

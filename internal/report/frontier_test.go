@@ -170,3 +170,12 @@ func TestDroppedGroupsInTheJSON(t *testing.T) {
 		t.Fatalf("dropped groups in the JSON: %+v", got.Run.Dropped)
 	}
 }
+
+// Two VM groups audit alike (a direct VM and a libvirt-managed one): the
+// chart's score axis is then two wide and still has its ticks.
+func TestFrontierChartOfGroupsOfOneScore(t *testing.T) {
+	ch := buildFrontierChart([]frontierPoint{{Label: "direct", Index: stats.Estimate{Value: 1}, Score: 3}, {Label: "libvirt", Index: stats.Estimate{Value: 0.94}, Score: 3}})
+	if ch == nil || len(ch.XTicks) != 3 {
+		t.Fatalf("chart = %+v", ch)
+	}
+}

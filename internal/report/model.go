@@ -56,12 +56,16 @@ type Column struct {
 	// Security is the profile the group's guests ran under, so that the
 	// cost of a configuration is read with how confined it was.
 	Security string `json:"security,omitempty"`
+	// Libvirt is the URI of the libvirt that ran a VM group's QEMU, empty
+	// where vfleet ran it: the same guest either way, told apart.
+	Libvirt  string `json:"libvirt,omitempty"`
 	Baseline bool   `json:"baseline"`
 }
 
 // Label is how the column is titled: the group, with its kind and runtime
 // (and a gVisor sandbox's platform) when the name does not already say it,
-// and its security profile where its kind has a choice of them.
+// its security profile where its kind has a choice of them, and libvirt
+// where libvirt ran it.
 func (c Column) Label() string {
 	label := c.Group
 	if c.Kind != "" && c.Kind != c.Group {
@@ -71,7 +75,11 @@ func (c Column) Label() string {
 	if len(guest.TraitsOf(c.Kind).Security) < 2 {
 		security = ""
 	}
-	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Platform, c.Arch, c.Accel, security}, " ")); about != "" {
+	manager := ""
+	if c.Libvirt != "" {
+		manager = "libvirt"
+	}
+	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Platform, c.Arch, c.Accel, security, manager}, " ")); about != "" {
 		label += " (" + strings.Join(strings.Fields(about), " ") + ")"
 	}
 	return label
@@ -145,6 +153,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 				col.Kind, col.Runtime = rec.Kind, rec.Runtime
 				col.Arch, col.Accel, col.Security = rec.Details["arch"], rec.Details["accel"], rec.Details["security"]
 				col.Platform = rec.Details["platform"]
+				col.Libvirt = rec.Details["libvirt"]
 				break
 			}
 		}

@@ -537,6 +537,7 @@ func TestColumnLabelSaysEmulation(t *testing.T) {
 		{Column{Group: "vm-arm", Kind: "vm", Runtime: "virt", Arch: "arm64", Accel: "tcg"}, "vm-arm [vm] (virt arm64 tcg)"},
 		{Column{Group: "vm", Kind: "vm", Runtime: "q35", Arch: "amd64", Accel: "kvm"}, "vm (q35 amd64 kvm)"},
 		{Column{Group: "container", Kind: "container", Runtime: "runsc", Platform: "ptrace"}, "container (runsc ptrace)"},
+		{Column{Group: "lv", Kind: "vm", Runtime: "q35", Arch: "amd64", Accel: "tcg", Libvirt: "qemu:///system"}, "lv [vm] (q35 amd64 tcg libvirt)"},
 	} {
 		if got := c.col.Label(); got != c.want {
 			t.Errorf("Label() = %q, want %q", got, c.want)

@@ -10,7 +10,7 @@ import (
 
 // DoctorChecks: QEMU of each architecture, whether vfleet's image builds
 // for the foreign ones, the disk tool, whether each accelerator really
-// boots the image's kernel, and vhost-net.
+// boots the image's kernel, vhost-net, and libvirt for libvirt-managed VMs.
 func (kind) DoctorChecks(o doctor.Options) []doctor.Check {
 	foreign := slices.DeleteFunc(slices.Clone(guest.Arches), func(a string) bool { return a == image.HostArch })
 	checks := []doctor.Check{
@@ -20,5 +20,5 @@ func (kind) DoctorChecks(o doctor.Options) []doctor.Check {
 		doctor.ToolCheck("qemu-img", "qemu-img", "makes copy-on-write VM disks"),
 	}
 	checks = append(checks, doctor.AccelChecks(o)...)
-	return append(checks, doctor.VhostNetCheck(VhostNetDevice))
+	return append(checks, doctor.VhostNetCheck(VhostNetDevice), libvirtCheck())
 }

@@ -63,13 +63,16 @@ type Guest struct {
 	memoryMerge bool
 	// sandbox confines QEMU (security: sandbox).
 	sandbox bool
+	// libvirt, when set, is the URI of the libvirt that runs QEMU.
+	libvirt string
 }
 
 func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
 
 // vm is one QEMU process and what watches it.
 type vm struct {
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd // nil when libvirt started QEMU
+	pid    int
 	exited chan struct{} // closed once QEMU is reaped
 	err    error         // QEMU's exit, valid after exited
 	mon    monitor
@@ -209,7 +212,18 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		maps.Copy(details, map[string]string{"security": guest.SecuritySandbox, "qemu_sandbox": sandboxFilter, "qemu_user": strconv.Itoa(int(cred.Uid))})
 	}
-	m, err := startQEMU(qemuTool.Path, cfg, cred, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
+	var m *vm
+	if g.libvirt != "" {
+		if m, err = g.startDomain(cfg, undo); err == nil {
+			details["libvirt"] = g.libvirt
+			details["libvirt_domain"] = domainName(g.env.RunID, spec.Name)
+			// Not security sandbox, which is vfleet's own user as well as
+			// the filter; what libvirt set is recorded as it is.
+			details["qemu_sandbox"], details["qemu_user"], err = domainConfinement(m.pid)
+		}
+	} else {
+		m, err = startQEMU(qemuTool.Path, cfg, cred, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -219,13 +233,16 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	launched := time.Now()
 
-	sctx, cancel := context.WithTimeout(ctx, socketWait)
-	mon, err := waitQMP(sctx, cfg.QMPSocket, m.exited)
-	cancel()
-	if err != nil {
-		return fail(bootError(m, g.dir, cfg.ConsoleLog, err))
+	var mon *qmpClient
+	if m.mon == nil {
+		sctx, cancel := context.WithTimeout(ctx, socketWait)
+		mon, err = waitQMP(sctx, cfg.QMPSocket, m.exited)
+		cancel()
+		if err != nil {
+			return fail(bootError(m, g.dir, cfg.ConsoleLog, err))
+		}
+		m.mon = mon
 	}
-	m.mon = mon
 	// Where a clone's start goes: QEMU up to its monitor, the state
 	// loaded and running, the agent's hello, the identity taken on.
 	steps := map[string]string{"clone_qemu_up": time.Since(launched).String()}
@@ -265,7 +282,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 
 	qctx, qcancel := context.WithTimeout(ctx, qmpTimeout)
 	defer qcancel()
-	threads, err := mon.VCPUThreads(qctx)
+	threads, err := m.mon.VCPUThreads(qctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -285,21 +302,26 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if g.clone {
 		maps.Copy(details, cloneDetails(tpl))
 	}
-	if g.pins != nil {
+	// A domain's pins and scheduling are its <cputune>, set by libvirt.
+	if g.pins != nil && g.libvirt == "" {
 		if err := pinThreads(threads, g.pins); err != nil {
 			return fail(err)
 		}
+	}
+	if g.pins != nil {
 		details["vcpu_pins"] = joinInts(g.pins)
 	}
 	if spec.RTPriority > 0 {
-		if err := makeRealtime(threads, spec.RTPriority); err != nil {
-			return fail(err)
+		if g.libvirt == "" {
+			if err := makeRealtime(threads, spec.RTPriority); err != nil {
+				return fail(err)
+			}
 		}
 		details["vcpu_policy"] = "SCHED_FIFO " + strconv.Itoa(spec.RTPriority)
 	}
 	keep = true
 	return client, guest.Info{
-		Kind: KindName, Runtime: g.machine, PIDs: []int{m.cmd.Process.Pid},
+		Kind: KindName, Runtime: g.machine, PIDs: []int{m.pid},
 		ScratchDir: guest.ScratchDir, Details: details,
 	}, nil
 }
@@ -355,7 +377,7 @@ func startQEMU(qemu string, cfg launchConfig, cred *syscall.Credential, extra []
 	if err := env.StartContained(cfg.Name, cmd, cmd.Start, undo); err != nil {
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
-	m := &vm{cmd: cmd, exited: make(chan struct{})}
+	m := &vm{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
 	go func() { m.err = cmd.Wait(); close(m.exited) }()
 	pidEntry, recErr := env.Ledger.RecordProcess(cmd.Process.Pid)
 	undo.Push(func() error {
@@ -413,8 +435,9 @@ func (m *vm) stop() {
 		}
 		m.mon.Close()
 	}
-	if !wait(quitWait) {
-		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+	// libvirt's destroy (Quit) has killed its QEMU when it returns.
+	if !wait(quitWait) && m.cmd != nil {
+		_ = syscall.Kill(-m.pid, syscall.SIGKILL)
 		<-m.exited
 	}
 }

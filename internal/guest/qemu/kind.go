@@ -131,6 +131,11 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 			return bad("%v", err)
 		}
 	}
+	if spec.Libvirt != "" {
+		if err := checkLibvirt(spec, machine, arch, security); err != nil {
+			return bad("%v", err)
+		}
+	}
 	var nic *vminit.NetConfig
 	if t := spec.Tap; t != nil {
 		if t.NSPath == "" || t.Name == "" {
@@ -169,7 +174,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		Base: guest.NewBase(spec), env: env, dir: dir,
 		arch: arch, archSpec: archSpec, qemu: qemuTool, machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
 		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
-		sandbox: security == guest.SecuritySandbox,
+		sandbox: security == guest.SecuritySandbox, libvirt: spec.Libvirt,
 	}, nil
 }
 

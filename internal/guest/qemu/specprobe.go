@@ -12,11 +12,19 @@ import (
 
 var _ guest.SpecProber = kind{}
 
-// ProbeSpec refuses a guest that asks for KVM where KVM does not boot a
-// kernel, before the run starts anything: the same boot probe, and the
-// same kept answer, as the guest's start would use. Other accelerators
-// always work (auto falls back to TCG).
+// ProbeSpec refuses, before the run starts anything, a libvirt-managed
+// guest whose libvirt does not answer, and a guest that asks for KVM
+// where KVM does not boot a kernel: the same boot probe, and the same
+// kept answer, as the guest's start would use. Other accelerators always
+// work (auto falls back to TCG).
 func (kind) ProbeSpec(ctx context.Context, spec guest.Spec, env guest.Env) error {
+	if spec.Libvirt != "" {
+		l, err := dialLibvirt(spec.Libvirt)
+		if err != nil {
+			return fmt.Errorf("%w: %w", guest.ErrNotSupported, err)
+		}
+		l.Disconnect()
+	}
 	arch, archSpec, err := archOf(spec.Arch)
 	if err != nil || spec.Accel != AccelKVM || emulated(arch) {
 		return nil // New refuses what is wrong with the spec itself

@@ -22,12 +22,20 @@ import (
 // lives under root, and its ledger must be empty once the test is done.
 func userDiskGuest(t *testing.T, name, cmdline string, tap *guest.TapConfig, root string, led *ledger.Ledger) (guest.Guest, testutil.ForeignDisk) {
 	t.Helper()
+	return userDiskGuestOf(t, guest.Spec{Name: name, Tap: tap, Boot: guest.KernelBoot{Cmdline: cmdline}}, root, led)
+}
+
+// userDiskGuestOf is userDiskGuest of a spec that says more: the disk,
+// its kernel and initrd are filled in.
+func userDiskGuestOf(t *testing.T, spec guest.Spec, root string, led *ledger.Ledger) (guest.Guest, testutil.ForeignDisk) {
+	t.Helper()
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	disk := testutil.ForeignVM(t)
 	img := testutil.Image(t)
-	g := newVM(t, guest.Spec{Name: name, Kind: KindName, Accel: AccelTCG, Image: disk.QCOW2, Tap: tap,
-		Boot: guest.KernelBoot{Kernel: disk.Kernel, Initrd: disk.Initrd, Cmdline: cmdline}},
+	spec.Kind, spec.Accel, spec.Image = KindName, AccelTCG, disk.QCOW2
+	spec.Boot.Kernel, spec.Boot.Initrd = disk.Kernel, disk.Initrd
+	g := newVM(t, spec,
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
 	return g, disk
 }

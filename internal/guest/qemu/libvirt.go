@@ -1,0 +1,387 @@
+package qemu
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/vfleet/vfleet/internal/doctor"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/ledger"
+)
+
+// LibvirtSystem is the URI of the host's own system libvirt, the one a
+// scenario's libvirt field takes for now: remote URIs need their disks on
+// the remote host (a storage pool), which is not written yet.
+const LibvirtSystem = "qemu:///system"
+
+// kindLibvirtDomain is the ledger's entry for a domain vfleet defined: its
+// id is the domain's name, its data the URI it lives at.
+const kindLibvirtDomain = "libvirt-domain"
+
+func init() { ledger.RegisterUndo(kindLibvirtDomain, undoLibvirtDomain) }
+
+// Bounds on talking to libvirt: dialling its socket, and watching a
+// domain for its end.
+const (
+	libvirtDial = 5 * time.Second
+	domainPoll  = 200 * time.Millisecond
+)
+
+// libvirtNamespace names the element of a domain's <metadata> that says
+// which run made it.
+const libvirtNamespace = "https://github.com/vfleet/vfleet/run"
+
+// libvirtSocket is where the system libvirt daemon answers.
+var libvirtSocket = "/run/libvirt/libvirt-sock"
+
+// ErrLibvirt wraps what libvirt refused or could not be reached for.
+var ErrLibvirt = errors.New("libvirt")
+
+// domainName is the libvirt domain of one guest of a run: virsh lists it
+// under this name while the run or the fleet is up.
+func domainName(runID, guestName string) string {
+	return "vfleet-" + runID + "-" + guestName
+}
+
+// checkLibvirt refuses what a libvirt-managed VM cannot do (yet), before
+// anything starts.
+func checkLibvirt(spec guest.Spec, machine, arch string, security string) error {
+	switch {
+	case machine == MachineMicroVM:
+		return errors.New("runtime microvm: libvirt 9.0 cannot describe a microvm's virtio-mmio devices (\"No PCI buses available\"): use runtime q35 for a libvirt-managed VM, or remove libvirt")
+	case emulated(arch):
+		return fmt.Errorf("libvirt: an emulated %s guest is not supported yet: remove arch or libvirt", arch)
+	case spec.Launch == LaunchClone:
+		return errors.New("libvirt: launch clone restores vfleet's own templates through QEMU's monitor, which libvirt owns: use launch boot")
+	case spec.Firmware != "":
+		return errors.New("libvirt: firmware uefi is not supported yet (the domain needs its loader and variable store): boot the disk with kernel, or remove libvirt")
+	case spec.Tap != nil:
+		return errors.New("libvirt: a NIC on the run's path is not supported yet: the path's device lives in the run's host-side namespace, where libvirt's QEMU cannot reach it: remove network or libvirt")
+	case security == guest.SecuritySandbox:
+		return errors.New("libvirt: security sandbox is vfleet's own confinement of a QEMU it starts; libvirt's QEMU runs with a static DAC label (root) instead: remove security or libvirt")
+	}
+	return nil
+}
+
+// dialLibvirt connects to the local libvirt daemon that uri names.
+func dialLibvirt(uri string) (*libvirt.Libvirt, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return nil, fmt.Errorf("%w: uri %q: %v", ErrLibvirt, uri, err)
+	}
+	if u.Scheme != "qemu" || u.Host != "" {
+		return nil, fmt.Errorf("%w: uri %q: only %s is supported", ErrLibvirt, uri, LibvirtSystem)
+	}
+	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(libvirtSocket), dialers.WithLocalTimeout(libvirtDial)))
+	if err := l.ConnectToURI(libvirt.RemoteURI(u)); err != nil {
+		return nil, fmt.Errorf("%w: connect to %s (is libvirtd or virtqemud running?): %w", ErrLibvirt, uri, err)
+	}
+	return l, nil
+}
+
+// libvirtLogDir is where the local QEMU driver keeps each domain's QEMU
+// log, which outlives a transient domain.
+const libvirtLogDir = "/var/log/libvirt/qemu"
+
+// undoLibvirtDomain destroys a transient domain, which libvirt then
+// forgets (one already gone is fine), and removes the QEMU log libvirt
+// kept for it: every run's domains have names of their own, so their
+// logs would pile up.
+func undoLibvirtDomain(_ context.Context, e ledger.Entry) error {
+	l, err := dialLibvirt(e.Data["uri"])
+	if err != nil {
+		return err
+	}
+	defer l.Disconnect()
+	dom, err := l.DomainLookupByName(e.ID)
+	switch {
+	case libvirt.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, e.ID, err)
+	default:
+		if err := l.DomainDestroy(dom); err != nil && !libvirt.IsNotFound(err) {
+			return fmt.Errorf("%w: destroy domain %s: %w", ErrLibvirt, e.ID, err)
+		}
+	}
+	if err := os.Remove(filepath.Join(libvirtLogDir, e.ID+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// domainXML describes the guest as launchConfig does QEMU's command line:
+// the same kernel, initramfs, command line, disk, console and agent
+// port. QEMU runs under a static DAC label, root, as vfleet's own QEMU
+// does: libvirt then neither changes the owner of vfleet's shared image
+// files (the base disk, kernel and initramfs every guest reads) nor needs
+// them readable by libvirt-qemu.
+func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority int) (string, error) {
+	meta, err := xml.Marshal(struct {
+		XMLName xml.Name `xml:"vfleet:run"`
+		NS      string   `xml:"xmlns:vfleet,attr"`
+		ID      string   `xml:"id,attr"`
+		Guest   string   `xml:"guest,attr"`
+	}{NS: libvirtNamespace, ID: runID, Guest: c.Name})
+	if err != nil {
+		return "", err
+	}
+	cpu := &libvirtxml.DomainCPU{Mode: "maximum"}
+	domType := "qemu"
+	if c.Accel == AccelKVM {
+		cpu, domType = &libvirtxml.DomainCPU{Mode: "host-passthrough"}, "kvm"
+	}
+	port := uint(0)
+	d := libvirtxml.Domain{
+		Type:     domType,
+		Name:     name,
+		Metadata: &libvirtxml.DomainMetadata{XML: string(meta)},
+		Memory:   &libvirtxml.DomainMemory{Value: uint(c.MemoryMiB), Unit: "MiB"},
+		VCPU:     &libvirtxml.DomainVCPU{Value: uint(c.VCPUs)},
+		OS: &libvirtxml.DomainOS{
+			Type:   &libvirtxml.DomainOSType{Arch: "x86_64", Machine: MachineQ35, Type: "hvm"},
+			Kernel: c.Kernel, Initrd: c.Initramfs, Cmdline: c.Cmdline,
+		},
+		// ACPI: the guest's power button, which stopping it presses.
+		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}},
+		CPU:      cpu,
+		// The guest ends as the direct VM's -no-reboot does: whatever
+		// stops it, QEMU goes, and a transient domain with it.
+		OnPoweroff: "destroy", OnReboot: "destroy", OnCrash: "destroy",
+		SecLabel: []libvirtxml.DomainSecLabel{{Type: "static", Model: "dac", Relabel: "no", Label: "+0:+0"}},
+		Devices: &libvirtxml.DomainDeviceList{
+			Emulator: qemu,
+			Disks: []libvirtxml.DomainDisk{{
+				Device: "disk",
+				Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: c.DiskFormat, Discard: "unmap"},
+				Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: c.Disk}},
+				Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+			}},
+			Serials: []libvirtxml.DomainSerial{{
+				Source: &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: c.ConsoleLog}},
+				Target: &libvirtxml.DomainSerialTarget{Port: &port},
+			}},
+			Channels: []libvirtxml.DomainChannel{{
+				Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind", Path: c.AgentSocket}},
+				Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: agentPort}},
+			}},
+			// As -nodefaults: no USB, no balloon.
+			Controllers: []libvirtxml.DomainController{{Type: "usb", Model: "none"}},
+			MemBalloon:  &libvirtxml.DomainMemBalloon{Model: "none"},
+		},
+	}
+	if !c.MemoryMerge {
+		// QEMU's default merges; vfleet's direct VMs say mem-merge=off.
+		d.MemoryBacking = &libvirtxml.DomainMemoryBacking{MemoryNosharepages: &libvirtxml.DomainMemoryNosharepages{}}
+	}
+	if pins != nil || rtPriority > 0 {
+		d.CPUTune = &libvirtxml.DomainCPUTune{}
+		for i, cpu := range pins {
+			d.CPUTune.VCPUPin = append(d.CPUTune.VCPUPin, libvirtxml.DomainCPUTuneVCPUPin{VCPU: uint(i), CPUSet: strconv.Itoa(cpu)})
+		}
+		if rtPriority > 0 {
+			d.CPUTune.VCPUSched = []libvirtxml.DomainCPUTuneVCPUSched{{VCPUs: "0-" + strconv.Itoa(c.VCPUs-1), Scheduler: "fifo", Priority: &rtPriority}}
+		}
+	}
+	return d.Marshal()
+}
+
+// startDomain defines and starts the guest as a transient domain at uri.
+// The domain is in the ledger before it exists; the undo pushed here
+// destroys it, and the ledger's entry does again if vfleet dies first.
+func (g *Guest) startDomain(cfg launchConfig, undo *guest.Teardown) (*vm, error) {
+	name := domainName(g.env.RunID, cfg.Name)
+	doc, err := domainXML(name, g.env.RunID, g.qemu.Path, cfg, g.pins, g.Spec().RTPriority)
+	if err != nil {
+		return nil, err
+	}
+	led := g.env.Ledger
+	entry, err := led.Record(kindLibvirtDomain, name, map[string]string{"uri": g.libvirt})
+	if err != nil {
+		return nil, err
+	}
+	undo.PushRelease(led, entry)
+	l, err := dialLibvirt(g.libvirt)
+	if err != nil {
+		return nil, err
+	}
+	// A connection that fails to close leaves nothing behind: the
+	// domain's own undo, below it, reconnects.
+	undo.Push(func() error { _ = l.Disconnect(); return nil })
+	dom, err := l.DomainCreateXML(doc, libvirt.DomainNone)
+	if err != nil {
+		return nil, fmt.Errorf("%w: start domain %s: %w", ErrLibvirt, name, err)
+	}
+	m := &vm{exited: make(chan struct{}), mon: domainMonitor{l: l, dom: dom}}
+	go m.watchDomain(l, dom)
+	undo.Push(func() error { m.stop(); return nil })
+	pid, err := domainPID(name)
+	if err != nil {
+		return nil, err
+	}
+	m.pid = pid
+	return m, nil
+}
+
+// watchDomain closes m.exited once the domain is gone (a transient
+// domain that stops is forgotten) or libvirt no longer answers for it.
+func (m *vm) watchDomain(l *libvirt.Libvirt, dom libvirt.Domain) {
+	defer close(m.exited)
+	t := time.NewTicker(domainPoll)
+	defer t.Stop()
+	for range t.C {
+		state, _, err := l.DomainGetState(dom, 0)
+		if err != nil {
+			if !libvirt.IsNotFound(err) {
+				m.err = err
+			}
+			return
+		}
+		if libvirt.DomainState(state) == libvirt.DomainShutoff || libvirt.DomainState(state) == libvirt.DomainCrashed {
+			return
+		}
+	}
+}
+
+// libvirtRunDir is where the local QEMU driver keeps each running
+// domain's pid file.
+const libvirtRunDir = "/run/libvirt/qemu"
+
+// domainPID is the QEMU process of a running local domain.
+func domainPID(name string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(libvirtRunDir, name+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("%w: qemu of domain %s: %w", ErrLibvirt, name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%w: qemu of domain %s: pid file: %w", ErrLibvirt, name, err)
+	}
+	return pid, nil
+}
+
+// domainConfinement is what libvirt confined a domain's QEMU with, read
+// from the process itself: its -sandbox option ("off" without one), set
+// by libvirt's seccomp_sandbox, and the user it runs as.
+func domainConfinement(pid int) (sandbox, user string, err error) {
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return "", "", err
+	}
+	sandbox = "off"
+	args := strings.Split(string(cmdline), "\x00")
+	for i, a := range args[:max(len(args)-1, 0)] {
+		if a == "-sandbox" {
+			sandbox = args[i+1]
+		}
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return "", "", err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if ids, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(ids); len(f) > 1 {
+				return sandbox, f[1], nil
+			}
+		}
+	}
+	return "", "", fmt.Errorf("%w: qemu pid %d: no Uid in its status", ErrLibvirt, pid)
+}
+
+// domainMonitor is QEMU's monitor through libvirt, which owns it.
+type domainMonitor struct {
+	l   *libvirt.Libvirt
+	dom libvirt.Domain
+}
+
+var _ monitor = domainMonitor{}
+
+func (d domainMonitor) VCPUThreads(context.Context) ([]int, error) {
+	out, err := d.l.QEMUDomainMonitorCommand(d.dom, `{"execute":"query-cpus-fast"}`, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query-cpus-fast: %w", ErrLibvirt, err)
+	}
+	var reply struct {
+		Return json.RawMessage `json:"return"`
+	}
+	if err := json.Unmarshal([]byte(out), &reply); err != nil {
+		return nil, fmt.Errorf("%w: query-cpus-fast: %w", ErrLibvirt, err)
+	}
+	return parseCPUsFast(reply.Return)
+}
+
+func (d domainMonitor) Powerdown(context.Context) error { return d.l.DomainShutdown(d.dom) }
+
+func (d domainMonitor) Quit(context.Context) error {
+	if err := d.l.DomainDestroy(d.dom); err != nil && !libvirt.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// Close leaves the connection to the guest's undo, which closes it after
+// the domain is gone.
+func (domainMonitor) Close() error { return nil }
+
+// libvirtCheck: whether this host's libvirt answers for libvirt-managed
+// VMs, and that it runs no network of its own (vfleet starts none, and
+// Debian's default one is a NAT bridge with a DHCP server).
+func libvirtCheck() doctor.Check {
+	return doctor.Check{Name: "libvirt", Run: func(context.Context) doctor.Result {
+		l, err := dialLibvirt(LibvirtSystem)
+		if err != nil {
+			return libvirtVerdict(0, nil, err)
+		}
+		defer l.Disconnect()
+		version, err := l.ConnectGetLibVersion()
+		if err != nil {
+			return libvirtVerdict(0, nil, err)
+		}
+		nets, _, err := l.ConnectListAllNetworks(1, libvirt.ConnectListNetworksActive)
+		if err != nil {
+			return libvirtVerdict(0, nil, err)
+		}
+		var active []string
+		for _, n := range nets {
+			active = append(active, n.Name)
+		}
+		return libvirtVerdict(version, active, nil)
+	}}
+}
+
+// libvirtVerdict judges what libvirtCheck found: libvirt's version
+// (major*1000000 + minor*1000 + release) and its active networks.
+func libvirtVerdict(version uint64, activeNets []string, err error) doctor.Result {
+	r := doctor.Result{Name: "libvirt"}
+	switch {
+	case err != nil:
+		r.Status = doctor.Warn
+		r.Detail = fmt.Sprintf("%s does not answer (%v): VM groups with libvirt cannot start", LibvirtSystem, err)
+		r.Fix = "install libvirt-daemon-system (scripts/deps.sh) and start it: virtlogd -d && libvirtd -d, or systemctl start libvirtd"
+	case len(activeNets) > 0:
+		r.Status = doctor.Warn
+		r.Detail = fmt.Sprintf("libvirt %s runs network %s: vfleet starts no libvirt network and puts its VMs on its own paths", libvirtVersion(version), strings.Join(activeNets, ", "))
+		r.Fix = "for each: virsh net-destroy NAME && virsh net-autostart --disable NAME"
+	default:
+		r.Status = doctor.OK
+		r.Detail = fmt.Sprintf("libvirt %s answers at %s and runs no network", libvirtVersion(version), LibvirtSystem)
+	}
+	return r
+}
+
+func libvirtVersion(v uint64) string {
+	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
+}

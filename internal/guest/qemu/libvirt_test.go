@@ -1,0 +1,239 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/procfs"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// libvirtSpec is a libvirt-managed guest as a scenario's q35 group with
+// `libvirt: qemu:///system` makes it.
+func libvirtSpec(name string) guest.Spec {
+	return guest.Spec{Name: name, Kind: KindName, Accel: AccelTCG, VCPUs: 2, PinVCPUs: "0-1", Libvirt: LibvirtSystem}
+}
+
+// TestLibvirtLifecycle starts a VM through libvirt, reaches its agent on
+// the domain's virtio-serial channel, and stops it: no domain, no QEMU,
+// no file and no ledger entry may be left.
+func TestLibvirtLifecycle(t *testing.T) {
+	testutil.RequiresLibvirt(t)
+	img := testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvt", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	g := newVM(t, libvirtSpec("lv-a"), env)
+	ctx := context.Background()
+	info := startVM(t, g)
+	defer g.Stop(ctx)
+	name := domainName("lvt", "lv-a")
+	// libvirt's QEMU runs as root (the static DAC label) under libvirt's
+	// seccomp sandbox.
+	if info.Details["libvirt_domain"] != name || len(info.PIDs) != 1 || info.Details["vcpu_pins"] != "0,1" ||
+		info.Details["qemu_user"] != "0" || !strings.HasPrefix(info.Details["qemu_sandbox"], "on") {
+		t.Errorf("info = %+v", info)
+	}
+	qemu, err := procfs.Find(info.PIDs[0])
+	if err != nil || !qemu.Alive() {
+		t.Fatalf("the domain's QEMU, pid %v: %v", info.PIDs, err)
+	}
+	if !domainExists(t, name) {
+		t.Fatalf("virsh would not list %s", name)
+	}
+	r, err := g.Exec(ctx, agent.Request{Argv: []string{"hostname"}})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "lv-a" {
+		t.Fatalf("hostname in the guest: %v %+v", err, r)
+	}
+	// <cputune> pinned each vCPU thread to its own CPU.
+	for i, tid := range strings.Split(info.Details["vcpu_threads"], ",") {
+		if got := threadCPUs(t, info.PIDs[0], tid); got != strconv.Itoa(i) {
+			t.Errorf("vCPU %d (thread %s) may run on CPUs %q, want %d", i, tid, got, i)
+		}
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkDomainGone(t, name, qemu, env.StateDir)
+	if p := led.Pending(); len(p) > 0 {
+		t.Errorf("ledger still holds %v", p)
+	}
+}
+
+// TestLibvirtCancelledStart: a start cancelled before or while the domain
+// boots leaves no domain behind.
+func TestLibvirtCancelledStart(t *testing.T) {
+	testutil.RequiresLibvirt(t)
+	img := testutil.Image(t)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvc", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g := newVM(t, libvirtSpec("lv-c"), env)
+	if err := g.Start(ctx); err == nil {
+		g.Stop(context.Background())
+		t.Fatal("start with a cancelled context succeeded")
+	}
+	// Cancelled once the domain runs, before its agent answers.
+	g = newVM(t, libvirtSpec("lv-d"), env)
+	ctx, cancel = context.WithCancel(context.Background())
+	name := domainName("lvc", "lv-d")
+	started := make(chan struct{})
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-started:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if l, err := dialLibvirt(LibvirtSystem); err == nil {
+				_, err = l.DomainLookupByName(name)
+				l.Disconnect()
+				if err == nil {
+					return
+				}
+			}
+		}
+	}()
+	err := g.Start(ctx)
+	close(started)
+	cancel()
+	if stopErr := g.Stop(context.Background()); stopErr != nil {
+		t.Errorf("stop after a start cancelled (start err %v): %v", err, stopErr)
+	}
+	if domainExists(t, name) {
+		t.Errorf("domain %s outlived its cancelled start (start err %v)", name, err)
+	}
+	if p := led.Pending(); len(p) > 0 {
+		t.Errorf("ledger still holds %v", p)
+	}
+}
+
+// TestLibvirtLedgerUndo: a run that dies leaves its domain running; the
+// ledger's undo, as `vfleet clean` runs it, reconnects to the URI and
+// removes the domain, its QEMU and its files.
+func TestLibvirtLedgerUndo(t *testing.T) {
+	testutil.RequiresLibvirt(t)
+	img := testutil.Image(t)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvu", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	g := newVM(t, libvirtSpec("lv-u"), env)
+	info := startVM(t, g)
+	qemu, err := procfs.Find(info.PIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Abandoned: no Stop. Force, since this process, the run's owner,
+	// still lives.
+	removed, err := ledger.CleanRun(context.Background(), root, "t", ledger.CleanOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) == 0 {
+		t.Fatal("the ledger held nothing to undo")
+	}
+	for _, r := range removed {
+		if r.Err != nil {
+			t.Errorf("undo %s: %v", r.Entry.Describe(), r.Err)
+		}
+	}
+	checkDomainGone(t, domainName("lvu", "lv-u"), qemu, env.StateDir)
+	// The guest's own stop finds nothing left to do.
+	if err := g.Stop(context.Background()); err != nil {
+		t.Errorf("stop after the ledger's undo: %v", err)
+	}
+}
+
+func domainExists(t *testing.T, name string) bool {
+	t.Helper()
+	l, err := dialLibvirt(LibvirtSystem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Disconnect()
+	_, err = l.DomainLookupByName(name)
+	if err != nil && !libvirt.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func checkDomainGone(t *testing.T, name string, qemu procfs.Process, stateDir string) {
+	t.Helper()
+	if domainExists(t, name) {
+		t.Errorf("domain %s is still defined", name)
+	}
+	if qemu.Alive() {
+		t.Errorf("the domain's QEMU (pid %d) still runs", qemu.PID)
+	}
+	if _, err := os.Stat(filepath.Join(libvirtLogDir, name+".log")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("libvirt's log of the domain is still there (%v)", err)
+	}
+	if entries, err := os.ReadDir(stateDir); err == nil && len(entries) > 0 {
+		t.Errorf("%s still holds %d entries", stateDir, len(entries))
+	}
+}
+
+// threadCPUs is the CPU list a thread of pid may run on.
+func threadCPUs(t *testing.T, pid int, tid string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + tid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// TestLibvirtBootsAUsersDisk: a user's disk booted with its own kernel
+// runs as a domain as it does directly, its own init beside the agent,
+// and the disk is never written: the domain writes its overlay.
+func TestLibvirtBootsAUsersDisk(t *testing.T) {
+	testutil.RequiresLibvirt(t)
+	root, led := testutil.Ledger(t)
+	g, disk := userDiskGuestOf(t, guest.Spec{Name: "lv-user", Libvirt: LibvirtSystem}, root, led)
+	was, err := os.Stat(disk.QCOW2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	info := startVM(t, g)
+	defer g.Stop(ctx)
+	if info.Details["libvirt_domain"] != domainName("t", "lv-user") || info.Details["image"] != disk.QCOW2 {
+		t.Errorf("details = %v", info.Details)
+	}
+	r, err := g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "cat /proc/1/comm; echo guest > /root/written && sync"}, TimeoutMS: 60_000})
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "systemd" {
+		t.Errorf("PID 1 in the domain: %v %+v", err, r)
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now, err := os.Stat(disk.QCOW2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !now.ModTime().Equal(was.ModTime()) || now.Size() != was.Size() {
+		t.Errorf("the user's disk changed: %v %d bytes, was %v %d", now.ModTime(), now.Size(), was.ModTime(), was.Size())
+	}
+	if domainExists(t, domainName("t", "lv-user")) {
+		t.Error("the domain outlived its stop")
+	}
+}
