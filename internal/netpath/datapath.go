@@ -55,6 +55,9 @@ type Spec struct {
 	VMOffloadsOff string
 	// Baseline marks the host side's own link: no guest goes on it.
 	Baseline bool
+	// NoUplink, when set, is why the path cannot sit on a dedicated NIC
+	// (Options.Uplink); it is wrapped in ErrUplinkPath.
+	NoUplink string
 }
 
 // VMDevice is the host side's device behind a VM's NIC.
@@ -115,6 +118,20 @@ type Sides struct {
 	StateDir string
 	// Detached says the network outlives this process (Options.Detached).
 	Detached bool
+	// NIC is the dedicated NIC in the host side that replaces the guest
+	// path's uplink veth (Options.Uplink), "" for none.
+	NIC string
+}
+
+// takesNIC says whether the path s is built on the dedicated NIC.
+func (sd Sides) takesNIC(s Spec) bool { return sd.NIC != "" && !s.Baseline }
+
+// uplinkIf is the host side's end of path s's uplink: the NIC or the veth.
+func (sd Sides) uplinkIf(s Spec) string {
+	if sd.takesNIC(s) {
+		return sd.NIC
+	}
+	return s.uplink().HostIf
 }
 
 // Live is a path built into one run's network.

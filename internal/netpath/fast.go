@@ -16,11 +16,16 @@ const (
 )
 
 func init() {
-	Register(fast{Spec{Name: XDP, Index: 2, Layout: LayoutRouted, IfPrefix: "x",
+	Register(fast{Spec{Name: XDP, Index: 2, Layout: LayoutRouted, IfPrefix: "x", NoUplink: noFastUplink,
 		VMOffloadsOff: "the XDP program on the tap sees a frame whole only when it is neither a GSO frame nor " +
 			"left with a partial checksum, and a frame it redirects carries no checksum state"}})
-	Register(fast{Spec{Name: TC, Index: 3, Layout: LayoutRouted, IfPrefix: "t"}})
+	Register(fast{Spec{Name: TC, Index: 3, Layout: LayoutRouted, IfPrefix: "t", NoUplink: noFastUplink}})
 }
+
+// noFastUplink is why the fast paths keep their veth: their programs are
+// attached at both ends of the uplink, and a NIC's far end is not ours.
+const noFastUplink = "its programs sit at both ends of the uplink veth, and a NIC's far end is across the wire; " +
+	"redirecting to a NIC (native or generic XDP) is not built yet"
 
 type fast struct{ spec Spec }
 

@@ -26,7 +26,7 @@ type macvlan struct{ spec Spec }
 func (m macvlan) Spec() Spec { return m.spec }
 
 func (m macvlan) Build(sides Sides) (Live, error) {
-	return macvlanLive{sides: sides, uplink: m.spec.uplink().HostIf}, buildUplink(sides, m.spec, nil)
+	return macvlanLive{sides: sides, uplink: sides.uplinkIf(m.spec)}, buildUplink(sides, m.spec, nil)
 }
 
 type macvlanLive struct {

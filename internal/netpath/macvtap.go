@@ -25,7 +25,7 @@ func (s Spec) macvtapName(n int) string { return fmt.Sprintf("mvtap%d-%d", s.Ind
 // address, so the VM's NIC must use the same one.
 func (n *Network) createMacvtap(link Link) (netlink.Link, error) {
 	h := n.host.nl
-	uplink := UplinkOf(link.Path).HostIf
+	uplink := n.sides.uplinkIf(specOf(link.Path))
 	parent, err := h.LinkByName(uplink)
 	if err != nil {
 		return nil, fmt.Errorf("macvtap %s: find its uplink %s: %w", link.HostIf, uplink, err)

@@ -35,6 +35,11 @@ type Options struct {
 	// Detached says the network outlives this process (a fleet's), and so
 	// must the daemons its paths start.
 	Detached bool
+	// Uplink is a NIC of the host dedicated to testing, which replaces
+	// the uplink veth of the run's one guest path (CheckUplinkPaths); ""
+	// keeps the veth. The baseline's direct link stays a veth to the
+	// local peer.
+	Uplink string
 }
 
 // Network is the live topology of one run. It is safe for concurrent use.
@@ -54,6 +59,10 @@ type Network struct {
 	paths  []Path        // built, in the order asked, direct first
 	live   map[Path]Live // the built paths
 	all    []*namespace  // every namespace, oldest first
+	// nic is the ledger entry of the borrowed NIC, if any, which goes
+	// back before the host side is deleted: a veth playing the NIC would
+	// go with it.
+	nic    *ledger.Entry
 	closed bool
 }
 
@@ -68,6 +77,14 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 			n = nil
 		}
 	}()
+	if o.Uplink != "" {
+		if err := CheckUplinkPaths(o.Paths); err != nil {
+			return n, err
+		}
+		if err := CheckUplink(o.Uplink, netip.Addr{}); err != nil {
+			return n, err
+		}
+	}
 	if n.host, err = n.namespace("hs"); err != nil {
 		return n, err
 	}
@@ -80,6 +97,16 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 		return n, err
 	}
 	n.sides = Sides{Host: n.host, Peer: n.peer, Ledger: n.led, StateDir: cmp.Or(o.StateDir, os.TempDir()), Detached: o.Detached}
+	if o.Uplink != "" {
+		e, err := borrowNIC(n.led, o.Uplink, n.host)
+		if e.Kind != "" {
+			n.nic = &e
+		}
+		if err != nil {
+			return n, err
+		}
+		n.sides.NIC = o.Uplink
+	}
 	seen := map[Path]bool{}
 	for _, p := range append([]Path{Direct}, o.Paths...) {
 		if seen[p] {
@@ -172,6 +199,9 @@ const uplinkIndex = 0xffff
 // guests. A master (a bridge) takes the host end as its port and carries
 // the host side's address itself.
 func buildUplink(sides Sides, s Spec, master netlink.Link) error {
+	if sides.takesNIC(s) {
+		return nicUplink(sides, s, master)
+	}
 	if err := uplinkVeth(sides, s, master); err != nil {
 		return err
 	}
@@ -340,6 +370,9 @@ func (n *Network) Describe() map[string]string {
 		paths = append(paths, string(p))
 		if specOf(p).Layout == LayoutPeerLinks {
 			d["path."+string(p)+".uplink"] = "none: each guest's link ends in the peer"
+		} else if s := specOf(p); n.sides.takesNIC(s) {
+			u := s.uplink()
+			d["path."+string(p)+".uplink"] = fmt.Sprintf("NIC %s %s <-> the wire, peer %s", n.sides.NIC, u.Host, u.Peer)
 		} else {
 			u := UplinkOf(p)
 			d["path."+string(p)+".uplink"] = fmt.Sprintf("%s %s <-> peer %s %s", u.HostIf, u.Host, u.PeerIf, u.Peer)
@@ -404,6 +437,11 @@ func (n *Network) Close() error {
 		}
 	}
 	for i := len(n.all) - 1; i >= 0; i-- {
+		if n.nic != nil && n.all[i] == n.host {
+			if err := n.led.Release(context.Background(), *n.nic); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		ns := n.all[i]
 		ns.close()
 		if err := deleteNamed(ns.name); err != nil {

@@ -25,7 +25,8 @@ const ovsBridgeName = "ovsbr0"
 type ovs struct{}
 
 func (ovs) Spec() Spec {
-	return Spec{Name: OVS, Index: 8, Layout: LayoutSwitched, IfPrefix: "o"}
+	return Spec{Name: OVS, Index: 8, Layout: LayoutSwitched, IfPrefix: "o",
+		NoUplink: "its bridge takes the uplink veth as a port of its own daemons' database; a NIC as that port is not built yet"}
 }
 
 func (o ovs) Build(sides Sides) (Live, error) {

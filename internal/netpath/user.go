@@ -36,6 +36,7 @@ type user struct{}
 
 func (user) Spec() Spec {
 	return Spec{Name: User, Index: 9, Layout: LayoutNAT, IfPrefix: "u", VMDevice: VMPasst,
+		NoUplink: "its host side confines passt's sockets to the uplink veth by a routing table of its own; on a NIC that is not built yet",
 		NoNamespaces: "passt is a VM's network stack: it takes Ethernet frames from an emulator's stream, " +
 			"and a namespace guest has its own kernel's stack",
 		NoInbound: "passt carries the VM's own connections only: the peer sees the host side's address, " +

@@ -12,7 +12,8 @@ type veth struct{}
 
 func (veth) Spec() Spec {
 	return Spec{Name: Veth, Index: 6, Layout: LayoutPeerLinks, IfPrefix: "v",
-		NoVMs: "a VM's NIC is a tap, which has no far end to put in the peer"}
+		NoVMs:    "a VM's NIC is a tap, which has no far end to put in the peer",
+		NoUplink: "its guests' links end in the peer itself, with no uplink to replace"}
 }
 
 func (veth) Build(sides Sides) (Live, error) { return vethLive{sides: sides}, nil }
