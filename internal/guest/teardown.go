@@ -3,6 +3,8 @@ package guest
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/ledger"
@@ -31,6 +33,23 @@ func (t *Teardown) PushRelease(l *ledger.Ledger, e ledger.Entry) {
 		defer cancel()
 		return l.Release(ctx, e)
 	})
+}
+
+// MakeDir makes a guest's state directory dir and its subdirectories
+// (relative to it), recording dir in the ledger first and pushing its
+// removal, so a failed start, a stop and `vfleet clean` all take it away.
+func (t *Teardown) MakeDir(l *ledger.Ledger, dir string, subdirs ...string) error {
+	e, err := l.Record(ledger.KindDir, dir, nil)
+	if err != nil {
+		return err
+	}
+	t.PushRelease(l, e)
+	for _, d := range append([]string{""}, subdirs...) {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Run undoes everything newest first and empties the list; every step runs

@@ -19,7 +19,6 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/identity"
 	"github.com/vfleet/vfleet/internal/guest/overlay"
-	"github.com/vfleet/vfleet/internal/ledger"
 )
 
 // KindName is the name scenarios use.
@@ -122,17 +121,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	led := g.env.Ledger
 
-	dirEntry, err := led.Record(ledger.KindDir, g.dir, nil)
-	if err != nil {
-		return fail(err)
-	}
-	undo.PushRelease(led, dirEntry)
 	sockDir := filepath.Join(g.dir, "sock")
 	bundleDir := filepath.Join(g.dir, "bundle")
-	for _, d := range []string{sockDir, bundleDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fail(err)
-		}
+	if err := undo.MakeDir(led, g.dir, "sock", "bundle"); err != nil {
+		return fail(err)
 	}
 
 	layer, err := overlay.Mount(led, g.env.RootFS, g.dir)

@@ -25,7 +25,6 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/identity"
 	"github.com/vfleet/vfleet/internal/guest/overlay"
-	"github.com/vfleet/vfleet/internal/ledger"
 )
 
 // KindName is the name scenarios use for the baseline.
@@ -82,12 +81,7 @@ type Guest struct {
 func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
 
 func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client, guest.Info, error) {
-	dirEntry, err := g.env.Ledger.Record(ledger.KindDir, g.dir, nil)
-	if err != nil {
-		return nil, guest.Info{}, err
-	}
-	undo.PushRelease(g.env.Ledger, dirEntry)
-	if err := os.MkdirAll(g.dir, 0o700); err != nil {
+	if err := undo.MakeDir(g.env.Ledger, g.dir); err != nil {
 		return nil, guest.Info{}, err
 	}
 

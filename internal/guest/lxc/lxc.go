@@ -161,16 +161,9 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	led, name := g.env.Ledger, g.Spec().Name
 
-	dirEntry, err := led.Record(ledger.KindDir, g.dir, nil)
-	if err != nil {
-		return fail(err)
-	}
-	undo.PushRelease(led, dirEntry)
 	sockDir := filepath.Join(g.dir, "sock")
-	for _, d := range []string{sockDir, filepath.Join(g.lxcPath, name)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fail(err)
-		}
+	if err := undo.MakeDir(led, g.dir, "sock", filepath.Join("lxc", name)); err != nil {
+		return fail(err)
 	}
 	layer, err := overlay.Mount(led, g.env.RootFS, g.dir)
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/image"
-	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/tools"
 )
@@ -119,12 +118,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 
 	led := g.env.Ledger
-	dirEntry, err := led.Record(ledger.KindDir, g.dir, nil)
-	if err != nil {
-		return fail(err)
-	}
-	undo.PushRelease(led, dirEntry)
-	if err := os.MkdirAll(g.dir, 0o700); err != nil {
+	if err := undo.MakeDir(led, g.dir); err != nil {
 		return fail(err)
 	}
 	cfg := launchConfig{
