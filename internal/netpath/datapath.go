@@ -75,6 +75,10 @@ const (
 	// connections through that namespace's sockets. The VM's emulator
 	// takes frames from it as a stream netdev.
 	VMPasst
+	// VMVFIO: no device in the host side, but a PCI device of the host
+	// bound to vfio-pci, which the VM's emulator gives the VM whole; the
+	// link's HostIf is its PCI address.
+	VMVFIO
 )
 
 func (d VMDevice) String() string {
@@ -83,6 +87,8 @@ func (d VMDevice) String() string {
 		return "macvtap"
 	case VMPasst:
 		return "passt"
+	case VMVFIO:
+		return "vfio"
 	}
 	return "tap"
 }
@@ -121,6 +127,9 @@ type Sides struct {
 	// NIC is the dedicated NIC in the host side that replaces the guest
 	// path's uplink veth (Options.Uplink), "" for none.
 	NIC string
+	// Passthrough are the PCI addresses of the devices the passthrough
+	// path's VMs get, one each in order (Options.Passthrough).
+	Passthrough []string
 }
 
 // takesNIC says whether the path s is built on the dedicated NIC.

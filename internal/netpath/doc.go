@@ -16,7 +16,11 @@
 //   - xdp, tc: our own eBPF fast paths (package fastpath) on the routed
 //     layout, bypassing the host side's IP forwarding;
 //   - veth:    a guest's veth ending in the peer itself, the floor for a
-//     guest as direct is for the host side.
+//     guest as direct is for the host side;
+//   - user:    a VM's own passt, QEMU's user-mode networking;
+//   - passthrough: a PCI NIC or SR-IOV virtual function of the host, bound
+//     to vfio-pci and given to a VM whole (recorded in the ledger, given
+//     back to its driver at Close).
 //
 // Every path has its own subnet and, but for veth, its own uplink veth to
 // the peer, so one run can hold guests on several paths at once and each

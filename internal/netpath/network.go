@@ -40,6 +40,10 @@ type Options struct {
 	// keeps the veth. The baseline's direct link stays a veth to the
 	// local peer.
 	Uplink string
+	// Passthrough are the PCI addresses of the devices given to the VMs
+	// on the passthrough path, one each in the order they attach
+	// (CheckPassthrough checks them before the run).
+	Passthrough []string
 }
 
 // Network is the live topology of one run. It is safe for concurrent use.
@@ -96,7 +100,8 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 	if err := n.host.sysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return n, err
 	}
-	n.sides = Sides{Host: n.host, Peer: n.peer, Ledger: n.led, StateDir: cmp.Or(o.StateDir, os.TempDir()), Detached: o.Detached}
+	n.sides = Sides{Host: n.host, Peer: n.peer, Ledger: n.led, StateDir: cmp.Or(o.StateDir, os.TempDir()), Detached: o.Detached,
+		Passthrough: o.Passthrough}
 	if o.Uplink != "" {
 		e, err := borrowNIC(n.led, o.Uplink, n.host)
 		if e.Kind != "" {

@@ -79,7 +79,8 @@ type Link struct {
 	// HostIf is the far end of the guest's link: in the host side, or in
 	// the peer for the veth path; "" for a namespace guest on macvlan or
 	// macvtap (no device of its own), a VM's macvtap there; for a VM on a
-	// path whose VMDevice is VMPasst, the path of passt's socket.
+	// path whose VMDevice is VMPasst, the path of passt's socket; for
+	// VMVFIO, the PCI address of the device lent to the VM.
 	HostIf  string
 	Addr    netip.Prefix // the guest's address on eth0
 	Gateway netip.Addr   // the guest's default route, invalid for switched paths

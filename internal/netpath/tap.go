@@ -63,6 +63,10 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 	case VMPasst:
 		// No device: the VM's emulator reaches its passt by the socket.
 		link.HostIf = passtSocket(n.sides, link.HostIf)
+	case VMVFIO:
+		if link.HostIf, link.MAC, err = n.sides.passthroughLink(n.counts[p]); err != nil {
+			return Link{}, fmt.Errorf("guest %s: %w", guestName, err)
+		}
 	}
 	link.OffloadsOff = spec.VMOffloadsOff
 	n.counts[p]++
@@ -76,8 +80,9 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 // wireVMDevice makes the VM's device and puts it on its path; on error it
 // deletes the device again, so a failed attach leaves nothing behind.
 func (n *Network) wireVMDevice(live Live, kind VMDevice, link Link) (err error) {
-	if kind == VMPasst {
-		// The path makes passt's socket itself; there is no link to make.
+	if kind == VMPasst || kind == VMVFIO {
+		// The path makes passt's socket, or lends the PCI device, itself;
+		// there is no link to make.
 		return live.AttachTap(nil, link)
 	}
 	h := n.host.nl
@@ -164,7 +169,13 @@ func newPersistentTap(name string) error {
 // carrying each frame behind its length as a 32-bit big-endian number,
 // without a virtio-net header. A unix socket is reached by its path from
 // any namespace.
+//
+// A PCI address (VMVFIO) opens nothing: the emulator opens the device's
+// vfio group itself, and the returned file is nil.
 func OpenVMDevice(nsPath, name string) (*os.File, VMDevice, error) {
+	if IsPCIAddress(name) {
+		return nil, VMVFIO, nil
+	}
 	if strings.ContainsRune(name, '/') {
 		f, err := connectPasst(name)
 		if err != nil {

@@ -344,7 +344,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 			[]string{"t.yaml:1:1: want a mapping of adaptive, baseline, description, duration, fleet, guests, host_settings, name, network, noise, repetitions, warmup, workloads"}},
 		{"empty", "# nothing\n", []string{"t.yaml: empty scenario"}},
 		{"unknown network path", "name: t\nnetwork: {path: vxlan}\n" + guests + work,
-			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, macvlan, macvtap, ovs, routed, tc, user, veth, xdp)`}},
+			[]string{`t.yaml:2:17: network.path: unknown network path "vxlan" (allowed: bridge, macvlan, macvtap, ovs, passthrough, routed, tc, user, veth, xdp)`}},
 		{"group path without a network section", "name: t\nguests:\n  - {kind: host}\n  - {kind: container, network: xdp}\n" + work,
 			[]string{`t.yaml:4:32: guests[1].network: a data path needs a network section`}},
 		{"baseline on a path", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host, network: xdp}\n" + work,
@@ -358,7 +358,7 @@ func TestErrorsNameFileLineFieldAndAllowed(t *testing.T) {
 		{"adaptive maximum below the minimum", "name: t\nrepetitions: 5\nadaptive: {target: 0.05, max_repetitions: 4}\n" + guests + work,
 			[]string{"adaptive.max_repetitions: 4 is below repetitions (5)"}},
 		{"vm on a path without VMs", "name: t\nnetwork: {path: routed}\nguests:\n  - {kind: host}\n  - {kind: vm, network: veth}\n" + work,
-			[]string{"guests[1].network: path not available to VM guests: veth: a VM's NIC is a tap, which has no far end to put in the peer (VMs take bridge, macvlan, macvtap, ovs, routed, tc, user, xdp)"}},
+			[]string{"guests[1].network: path not available to VM guests: veth: a VM's NIC is a tap, which has no far end to put in the peer (VMs take bridge, macvlan, macvtap, ovs, passthrough, routed, tc, user, xdp)"}},
 		{"container on a path for VMs only", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {kind: container}\n" + work,
 			[]string{"t.yaml:5:5: guests[1].network: path not available to namespace guests: user"}},
 		{"peer's client into a path without inbound connections", "name: t\nnetwork: {path: user}\nguests:\n  - {kind: host}\n  - {name: v, kind: vm}\n" +
