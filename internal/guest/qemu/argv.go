@@ -77,7 +77,8 @@ type ramFile struct {
 }
 
 // nicConfig is a virtio-net card on a tap or macvtap QEMU inherits as an
-// open file, or on a stream connected to passt's socket.
+// open file, or on a stream connected to passt's socket; or a PCI device
+// of the host lent to the VM whole (VFIO).
 type nicConfig struct {
 	// FD is the device's descriptor number in QEMU: 3 plus its index in
 	// exec.Cmd.ExtraFiles.
@@ -95,6 +96,10 @@ type nicConfig struct {
 	// a device: a template has the card its clones will have, but no
 	// network of its own.
 	Unplugged bool
+	// VFIO, when set, is the PCI address of a host device bound to
+	// vfio-pci (netpath.VMVFIO): the VM's NIC is that device, with its
+	// own MAC, and no other field applies.
+	VFIO string
 }
 
 // offloadsOff are the virtio-net properties, as QEMU names them, that let
@@ -200,7 +205,12 @@ func qemuArgv(c launchConfig) []string {
 	if c.Seed != "" {
 		a = append(a, "-drive", "file="+c.Seed+",format=raw,if=none,id=seed,readonly=on", "-device", "virtio-blk-"+bus+",drive=seed")
 	}
-	if c.NIC != nil {
+	if c.NIC != nil && c.NIC.VFIO != "" {
+		// QEMU opens the device's vfio group itself and maps all the
+		// guest's memory for the device's DMA, pinned (locked) for the
+		// VM's life. No option ROM: the kernel is booted directly.
+		a = append(a, "-device", "vfio-pci,host="+c.NIC.VFIO+",id=net0,rombar=0")
+	} else if c.NIC != nil {
 		// The device was opened with IFF_VNET_HDR, so frames cross it with
 		// their virtio-net header and checksum and segmentation offloads
 		// reach the host's stack. QEMU reads that from the descriptor

@@ -186,18 +186,25 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		if err != nil {
 			return fail(err)
 		}
-		cfg.NIC = &nicConfig{FD: 3 + len(extra), MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != "", Stream: kind == netpath.VMPasst}
-		extra = append(extra, dev)
-		vhostState := "off: passt moves the frames, through a stream"
-		if !cfg.NIC.Stream {
-			var vhost *os.File
-			if vhost, vhostState = openVhostNet(accel, VhostNetDevice); vhost != nil {
-				cfg.NIC.VhostFD = 3 + len(extra)
-				extra = append(extra, vhost)
+		cfg.NIC = &nicConfig{MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != "", Stream: kind == netpath.VMPasst}
+		vhostState, offload := "off: passt moves the frames, through a stream", nicOffloads(t.OffloadsOff, cfg.NIC.Stream)
+		switch {
+		case kind == netpath.VMVFIO:
+			cfg.NIC.VFIO = t.Name
+			vhostState, offload = "off: the VM's own driver runs the lent device", "the lent device's own, as its driver in the VM sets them"
+		default:
+			cfg.NIC.FD = 3 + len(extra)
+			extra = append(extra, dev)
+			if !cfg.NIC.Stream {
+				var vhost *os.File
+				if vhost, vhostState = openVhostNet(accel, VhostNetDevice); vhost != nil {
+					cfg.NIC.VhostFD = 3 + len(extra)
+					extra = append(extra, vhost)
+				}
 			}
 		}
 		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": kind.String(), "net.addr": t.Addr.String(),
-			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff, cfg.NIC.Stream)})
+			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": offload})
 	}
 	var cred *syscall.Credential
 	if g.sandbox {

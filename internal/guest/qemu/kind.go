@@ -13,6 +13,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
@@ -148,6 +149,11 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		nic = &vminit.NetConfig{Addr: t.Addr, Gateway: t.Gateway, MAC: mac}
 		if err := nic.Check(); err != nil {
 			return bad("tap %s: %v", t.Name, err)
+		}
+		if netpath.IsPCIAddress(t.Name) {
+			if err := checkPassthrough(spec, machine, security); err != nil {
+				return bad("%v", err)
+			}
 		}
 	}
 	vcpus := max(spec.VCPUs, 1)

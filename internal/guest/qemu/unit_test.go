@@ -684,3 +684,34 @@ func TestArgvOfACardOnPasst(t *testing.T) {
 		}
 	}
 }
+
+// A PCI device lent to the VM is QEMU's vfio-pci device at its address,
+// with no netdev, MAC, vhost or option ROM of vfleet's; a VM that cannot
+// hold one is refused before it starts.
+func TestArgvOfALentDevice(t *testing.T) {
+	cfg := launchConfig{Name: "g", Machine: MachineQ35, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 256,
+		NIC: &nicConfig{MAC: "00:1b:21:aa:bb:01", VFIO: "0000:03:00.1"}}
+	argv := qemuArgv(cfg)
+	if i := slices.Index(argv, "vfio-pci,host=0000:03:00.1,id=net0,rombar=0"); i < 1 || argv[i-1] != "-device" {
+		t.Errorf("argv lacks the lent device: %v", argv)
+	}
+	if s := strings.Join(argv, " "); strings.Contains(s, "-netdev") || strings.Contains(s, "virtio-net") || strings.Contains(s, "mac=") {
+		t.Errorf("argv has a netdev or a virtio card beside the lent device: %s", s)
+	}
+	tap := &guest.TapConfig{NSPath: "/run/netns/hs", Name: "0000:03:00.1", Addr: netip.MustParsePrefix("198.19.192.16/19"), MAC: "00:1b:21:aa:bb:01"}
+	for _, tc := range []struct {
+		spec guest.Spec
+		want string
+	}{
+		{guest.Spec{Runtime: MachineMicroVM}, "no PCI bus"},
+		{guest.Spec{Launch: LaunchClone}, "use launch boot"},
+		{guest.Spec{Security: guest.SecuritySandbox}, "remove security"},
+		{guest.Spec{}, ""},
+	} {
+		tc.spec.Name, tc.spec.Kind, tc.spec.Tap = "p", KindName, tap
+		_, err := (kind{}).New(tc.spec, guest.Env{})
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
