@@ -48,6 +48,9 @@ func (s *Spec) clone() *Spec {
 		c.Workloads[i].Params = maps.Clone(c.Workloads[i].Params)
 	}
 	c.Network = clonePtr(s.Network)
+	if c.Network != nil {
+		c.Network.Passthrough = slices.Clone(c.Network.Passthrough)
+	}
 	c.Adaptive = clonePtr(s.Adaptive)
 	if s.Fleet != nil {
 		f := *s.Fleet

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,11 @@ type Options struct {
 	// Host is what CPU lists and memory sizes are checked against; nil
 	// reads this machine (ThisHost).
 	Host *Host
+	// CheckPassthrough, when set, says whether the host can lend the
+	// devices of network.passthrough (PCI addresses) to vms VMs, so a
+	// host without an IOMMU, or a device it uses, is refused at the
+	// field rather than when the run binds it.
+	CheckPassthrough func(devices []string, vms int) error
 }
 
 // Defaults of optional fields, documented in docs/scenarios.md.
@@ -72,6 +78,8 @@ type parser struct {
 	thisHost *Host
 	// optionalAt is where each group that says optional says it.
 	optionalAt map[string]*yaml.Node
+	// passthroughAt is network.passthrough, nil when absent.
+	passthroughAt *yaml.Node
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -336,6 +344,7 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 		p.workloads(workloadsNode, s)
 	}
 	p.baseline(n, baselineNode, s)
+	p.checkPassthrough(networkNode, s)
 	p.checkFleet(n, s)
 	p.checkOptional(s)
 	grantRealTime(s)
@@ -382,8 +391,58 @@ func (p *parser) network(n *yaml.Node) *Network {
 				"server": p.integer(&nw.ServerCPU, 0, maxCPU),
 			})
 		},
+		"passthrough": func(v *yaml.Node, path string) {
+			p.passthroughAt = v
+			for i, item := range p.list(v, path, "PCI addresses (like 0000:03:00.1)") {
+				at := fmt.Sprintf("%s[%d]", path, i)
+				a, ok := p.scalar(item, at)
+				switch {
+				case !ok:
+				case !netpath.IsPCIAddress(a):
+					p.errorf(item, at, "%q is not allowed: want a PCI function's address as lspci -D prints it (domain:bus:device.function, like 0000:03:00.1)", a)
+				case slices.Contains(nw.Passthrough, a):
+					p.errorf(item, at, "%s is listed twice: each VM takes a device of its own", a)
+				default:
+					nw.Passthrough = append(nw.Passthrough, a)
+				}
+			}
+		},
 	})
 	return nw
+}
+
+// checkPassthrough matches network.passthrough (at n, the network
+// section) with the VMs on the passthrough path, then asks the host
+// whether it can lend the devices (Options.CheckPassthrough), each of its
+// refusals an error of the field.
+func (p *parser) checkPassthrough(n *yaml.Node, s *Spec) {
+	const field = "network.passthrough"
+	vms := 0
+	for _, g := range s.Guests {
+		if g.Network == string(netpath.Passthrough) {
+			vms += g.Count
+		}
+	}
+	at := p.passthroughAt
+	switch {
+	case vms == 0 && at != nil:
+		p.errorf(at, field, "no guest group is on the %s path to take these devices: put VM groups on it (network: %s), or remove passthrough", netpath.Passthrough, netpath.Passthrough)
+	case vms == 0:
+	case at == nil:
+		p.errorf(n, field, "missing: the %d VMs on the %s path each take a PCI device of the host, listed here (passthrough: [0000:03:00.1])", vms, netpath.Passthrough)
+	case len(s.Network.Passthrough) < vms:
+		p.errorf(at, field, "%d devices for the %d VMs on the %s path: each VM takes one", len(s.Network.Passthrough), vms, netpath.Passthrough)
+	case p.opts.CheckPassthrough != nil:
+		err := p.opts.CheckPassthrough(s.Network.Passthrough, vms)
+		var joined interface{ Unwrap() []error }
+		if errors.As(err, &joined) {
+			for _, e := range joined.Unwrap() {
+				p.errorf(at, field, "%v", e)
+			}
+		} else if err != nil {
+			p.errorf(at, field, "%v", err)
+		}
+	}
 }
 
 // adaptive reads the `adaptive:` section. reps is the scenario's

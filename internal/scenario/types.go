@@ -82,6 +82,10 @@ type Network struct {
 	// scheduler. On a VM, cross-CPU wake-ups dominate round trips, so the
 	// placement is stored with every sample.
 	ClientCPU, ServerCPU int
+	// Passthrough are the PCI addresses of the host's devices lent to the
+	// VMs on the passthrough path, one each in the order the VMs are
+	// planned.
+	Passthrough []string
 }
 
 // NoPin is the CPU of an unpinned network client or server.

@@ -6,16 +6,19 @@ import (
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
-// ScenarioOptions check a scenario against the kinds compiled in and the
-// images its groups name; users' OCI images already unpacked under
-// stateDir are not read again.
+// ScenarioOptions check a scenario against the kinds compiled in, the
+// images its groups name and the devices it lends to VMs (read from this
+// host's sysfs, changing nothing); users' OCI images already unpacked
+// under stateDir are not read again.
 func ScenarioOptions(stateDir string) scenario.Options {
 	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest,
-		CheckImage: func(kind, path string) error { return checkImage(stateDir, kind, path) }}
+		CheckImage:       func(kind, path string) error { return checkImage(stateDir, kind, path) },
+		CheckPassthrough: func(devices []string, vms int) error { return netpath.CheckPassthrough("/", devices, vms) }}
 }
 
 // checkImage says whether a group of the kind can run the image at path:

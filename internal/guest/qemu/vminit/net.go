@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -20,7 +24,46 @@ const nicWait = 10 * time.Second
 // configureNet finds the NIC by its MAC address (the one QEMU was given),
 // names it eth0, gives it its address, brings it up and, on a routed
 // path, adds the default route through the host side.
-func configureNet(c NetConfig) error { return configureNetWithin(c, nicWait) }
+func configureNet(c NetConfig) error {
+	loadNICDrivers()
+	return configureNetWithin(c, nicWait)
+}
+
+// loadNICDrivers asks modprobe for the drivers of the network devices on
+// the guest's PCI bus that no driver has: a host's NIC lent to the VM (the
+// passthrough path), which no udev here loads a driver for. A driver the
+// kernel lacks leaves the NIC missing, which the wait for it then names.
+func loadNICDrivers() {
+	for _, alias := range driverlessNICs("/sys/bus/pci/devices") {
+		if out, err := exec.Command("modprobe", "-q", alias).CombinedOutput(); err != nil {
+			logf("network: modprobe %s: %v %s", alias, err, bytes.TrimSpace(out))
+		}
+	}
+}
+
+// driverlessNICs are the modaliases of the network-class devices (class
+// 0x02xxxx) below dir, a PCI bus's devices in sysfs, that no driver has.
+func driverlessNICs(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		dev := filepath.Join(dir, e.Name())
+		class, err := os.ReadFile(filepath.Join(dev, "class"))
+		if err != nil || !strings.HasPrefix(strings.TrimSpace(string(class)), "0x02") {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dev, "driver")); err == nil {
+			continue
+		}
+		if alias, err := os.ReadFile(filepath.Join(dev, "modalias")); err == nil {
+			out = append(out, strings.TrimSpace(string(alias)))
+		}
+	}
+	return out
+}
 
 // configureNetWithin is configureNet waiting at most limit for the NIC.
 func configureNetWithin(c NetConfig, limit time.Duration) error {
@@ -76,7 +119,7 @@ func waitLinkByMAC(mac net.HardwareAddr, limit time.Duration) (netlink.Link, err
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("network: no interface with MAC %s within %s (is virtio_net loaded?)", mac, limit)
+			return nil, fmt.Errorf("network: no interface with MAC %s within %s (is virtio_net, or the lent device's driver, in the guest's kernel?)", mac, limit)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -86,5 +87,34 @@ func TestParseIdentityRefusesWhatCannotMakeAClone(t *testing.T) {
 	}
 	if _, err := ParseIdentity("{"); err == nil {
 		t.Error("broken JSON accepted")
+	}
+}
+
+// A NIC lent to the VM has no driver until the guest loads one by its
+// modalias; the virtio NIC, already bound, and other classes are left.
+func TestDriverlessNICs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []struct{ addr, class, driver string }{
+		{"0000:00:02.0", "0x020000", "virtio-pci"},
+		{"0000:00:03.0", "0x020000", ""},
+		{"0000:00:04.0", "0x010802", ""},
+	} {
+		dev := filepath.Join(dir, d.addr)
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range map[string]string{"class": d.class + "\n", "modalias": "pci:v00008086d000010EDsv" + d.addr + "\n"} {
+			if err := os.WriteFile(filepath.Join(dev, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d.driver != "" {
+			if err := os.Symlink("../../../bus/pci/drivers/"+d.driver, filepath.Join(dev, "driver")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := driverlessNICs(dir); len(got) != 1 || got[0] != "pci:v00008086d000010EDsv0000:00:03.0" {
+		t.Errorf("driverless NICs %q, want the one at 0000:00:03.0", got)
 	}
 }
