@@ -61,6 +61,7 @@ func Checks(o Options, kinds ...Contributor) []Check {
 		{Name: "XDP native on veth", Run: checkXDPNative},
 		{Name: "Open vSwitch", Run: func(ctx context.Context) Result { return checkOVS(ctx, netpath.ProbeOVSDatapath) }},
 		{Name: "passt", Run: toolCheck("passt", "runs the user data path")},
+		{Name: "IOMMU and vfio", Run: func(context.Context) Result { return checkPassthrough("/") }},
 		{Name: "image builder", Run: toolCheck("mmdebstrap", "builds the guest image")},
 		{Name: "C compiler amd64", Run: toolCheck("x86_64-linux-gnu-gcc", "builds vfleet's own programs (stream, ctxswitch-pinned) into amd64 images")},
 		{Name: "C compiler arm64", Run: toolCheck("aarch64-linux-gnu-gcc", "builds vfleet's own programs (stream, ctxswitch-pinned) into arm64 images")},
@@ -127,6 +128,18 @@ func checkVhostNet(device string) Result {
 	}
 	f.Close()
 	return Result{Status: OK, Detail: device + " opens: VMs' NICs under KVM use the in-kernel vhost-net"}
+}
+
+// checkPassthrough says whether the passthrough path can lend this host's
+// devices (below root) to VMs at all: an IOMMU, vfio-pci and its device.
+// Which devices it can lend only a scenario says.
+func checkPassthrough(root string) Result {
+	if err := netpath.CheckPassthroughHost(root); err != nil {
+		return Result{Status: Missing, Detail: err.Error(),
+			Fix: "only the passthrough data path needs them: an IOMMU turned on in the firmware and the kernel, and the vfio-pci module"}
+	}
+	groups, _ := os.ReadDir(filepath.Join(root, "sys/kernel/iommu_groups"))
+	return Result{Status: OK, Detail: fmt.Sprintf("an IOMMU (%d groups), vfio-pci and /dev/vfio/vfio: the passthrough path can lend PCI devices to VMs", len(groups))}
 }
 
 // checkKSM says whether VM groups can merge memory (memory_merge), and

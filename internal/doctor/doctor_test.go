@@ -478,3 +478,26 @@ func TestForeignImagesCheck(t *testing.T) {
 		t.Errorf("no arch to check: %+v", r)
 	}
 }
+
+// The passthrough path's needs are found in sysfs and /dev, each absence
+// named; with all of them the groups are counted.
+func TestCheckPassthrough(t *testing.T) {
+	root := t.TempDir()
+	if r := checkPassthrough(root); r.Status != Missing || !strings.Contains(r.Detail, "no IOMMU") {
+		t.Errorf("no IOMMU: %+v", r)
+	}
+	for _, d := range []string{"sys/kernel/iommu_groups/0/devices", "sys/kernel/iommu_groups/1/devices", "sys/bus/pci/drivers/vfio-pci", "dev/vfio"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := checkPassthrough(root); r.Status != Missing || !strings.Contains(r.Detail, "/dev/vfio/vfio is absent") {
+		t.Errorf("no vfio device: %+v", r)
+	}
+	if err := os.WriteFile(filepath.Join(root, "dev/vfio/vfio"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := checkPassthrough(root); r.Status != OK || !strings.Contains(r.Detail, "2 groups") {
+		t.Errorf("all there: %+v", r)
+	}
+}
