@@ -86,7 +86,7 @@ func TestChecksListEverything(t *testing.T) {
 		}
 		names = append(names, c.Name)
 	}
-	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "passt", "image builder", "C compiler amd64", "C compiler arm64",
+	want := []string{"root", "cgroups", "overlayfs", "network namespaces", "BPF", "XDP native on veth", "Open vSwitch", "passt", "IOMMU and vfio", "image builder", "C compiler amd64", "C compiler arm64",
 		"runtime runc", "QEMU", "KSM", "latency tracers", "measuring tools"}
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("checks %q, want %q", names, want)
