@@ -255,6 +255,9 @@ func names(ps []Path) []string {
 	return out
 }
 
+// VMDeviceOf is what a VM's NIC sits on when path p is registered.
+func VMDeviceOf(p Path) VMDevice { return specOf(p).VMDevice }
+
 // ParsePath checks a scenario's path name.
 func ParsePath(s string) (Path, error) {
 	d, err := lookup(Path(s))

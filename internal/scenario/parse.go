@@ -419,7 +419,7 @@ func (p *parser) checkPassthrough(n *yaml.Node, s *Spec) {
 	const field = "network.passthrough"
 	vms := 0
 	for _, g := range s.Guests {
-		if g.Network == string(netpath.Passthrough) {
+		if g.Network != "" && netpath.VMDeviceOf(netpath.Path(g.Network)) == netpath.VMVFIO {
 			vms += g.Count
 		}
 	}
