@@ -150,7 +150,8 @@ type Live interface {
 	AttachNamespace(gns *namespace, link Link) error
 	// AttachTap puts a VM's device (Spec.VMDevice), made in the host side
 	// and named link.HostIf, on the path. dev is nil for passt's socket,
-	// which the path makes itself at link.HostIf.
+	// which the path makes itself at link.HostIf, and for a lent PCI
+	// device (VMVFIO), which the path binds to vfio-pci itself.
 	AttachTap(dev netlink.Link, link Link) error
 	// Describe returns what the run's record keeps about the path, by key
 	// below "path.NAME.".

@@ -25,7 +25,9 @@ const tapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
 // on the NIC with link.MAC). The device is the one the path's
 // Spec.VMDevice names: a persistent tap the path then puts on itself, or a
 // macvtap on the path's uplink. The VM's emulator opens it with
-// OpenVMDevice.
+// OpenVMDevice. On a path that lends PCI devices (VMVFIO) there is none:
+// link.HostIf is the address of the next device of Options.Passthrough,
+// bound to vfio-pci by the path, and link.MAC the device's own.
 //
 // Which paths take VMs is each path's to say (Spec.NoVMs).
 //
