@@ -95,6 +95,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	in := newRun()
 	in.Host = host
 	in.Owner = procfs.Process{PID: 4242, StartTime: 1 << 40}
+	in.Origin = "ssh://root@198.18.0.9:22"
 	in.Dropped = []DroppedGroup{{Name: "kvm", Kind: "vm", Runtime: "q35", Reason: "not supported on this host: accel kvm: no /dev/kvm"}}
 	requireAllSet(t, in.Dropped[0])
 	id, err := s.CreateRun(ctx, in)
