@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -408,6 +406,14 @@ func TestDamagedFileIsRefusedAndStoreUnchanged(t *testing.T) {
 	refused(t, b, []byte("name: default\n"), ErrNotArchive)
 	refused(t, b, rezip(t, []byte(`{"format":"other","version":1}`+"\n")), ErrNotArchive)
 	refused(t, b, nil, ErrNotArchive)
+	refused(t, b, rezip(t, []byte("no newline")), ErrNotArchive)
+	for _, err := range []error{
+		refused(t, b, file[:20], ErrCorrupt), refused(t, b, rezip(t, []byte("x")), ErrNotArchive),
+	} {
+		if errors.Is(err, ErrNotArchive) == errors.Is(err, ErrCorrupt) {
+			t.Errorf("%v: either damaged or not a runs file, not both", err)
+		}
+	}
 }
 
 // A forged file whose sum was made to match is still refused when a run
@@ -425,26 +431,8 @@ func TestInvalidRunIsRefusedWholeFile(t *testing.T) {
 		if bytes.Equal(forged, plain) {
 			t.Fatalf("no %s in the file", tc.from)
 		}
-		refused(t, b, resum(t, forged), ErrCorrupt)
+		refused(t, b, rezip(t, withSum(forged)), ErrCorrupt)
 	}
-}
-
-// resum gives a changed file the trailer that matches it.
-func resum(t testing.TB, plain []byte) []byte {
-	t.Helper()
-	lines := bytes.SplitAfter(bytes.TrimSuffix(plain, []byte("\n")), []byte("\n"))
-	body := bytes.Join(lines[:len(lines)-1], nil)
-	var rec record
-	if err := json.Unmarshal(lines[len(lines)-1], &rec); err != nil || rec.End == nil {
-		t.Fatalf("last line %q: %v", lines[len(lines)-1], err)
-	}
-	sum := sha256.Sum256(body)
-	rec.End.SHA256 = hex.EncodeToString(sum[:])
-	end, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rezip(t, append(append(bytes.Clone(body), end...), '\n'))
 }
 
 func TestTextAndNumbersRoundTrip(t *testing.T) {

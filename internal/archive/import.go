@@ -111,8 +111,8 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 
 func readHeader(lr *lineReader) (header, error) {
 	line, err := lr.line()
-	if errors.Is(err, ErrCorrupt) && lr.n == 1 {
-		return header{}, fmt.Errorf("%w: %w", ErrNotArchive, err)
+	if errors.Is(err, errEnded) {
+		return header{}, fmt.Errorf("%w (not one line in it)", ErrNotArchive)
 	}
 	if err != nil {
 		return header{}, err
@@ -204,6 +204,9 @@ func readRun(lr *lineReader, rr runRecord) (store.CarriedRun, error) {
 	return cr, nil
 }
 
+// errEnded: the stream ended cleanly, but inside a line or before one.
+var errEnded = errors.New("no newline before the end")
+
 // lineReader reads the file's lines, each ended by a newline, keeping the
 // sha256 of every line it returned.
 type lineReader struct {
@@ -231,7 +234,7 @@ func (lr *lineReader) line() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
-			return nil, fmt.Errorf("%w: it ends at line %d, before its trailer (truncated?)", ErrCorrupt, lr.n)
+			return nil, fmt.Errorf("%w: it ends at line %d, before its trailer (truncated?): %w", ErrCorrupt, lr.n, errEnded)
 		default:
 			return nil, fmt.Errorf("%w: line %d: %w", ErrCorrupt, lr.n, err)
 		}
