@@ -427,6 +427,22 @@ func TestVersion4RunHasNoDroppedGroups(t *testing.T) {
 	}
 }
 
+// A run stored before runs had an origin was measured on the store's host.
+func TestVersion6RunIsOfThisHost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	old, id := oldDatabase(t, path, 6)
+	old.Close()
+	s := open(t, path)
+	got, err := s.GetRun(context.Background(), id)
+	if err != nil || got.Origin != "" {
+		t.Fatalf("run of a version 6 database: origin %q, %v; want none", got.Origin, err)
+	}
+	list, err := s.ListRuns(context.Background())
+	if err != nil || len(list) != 1 || list[0].Origin != "" {
+		t.Fatalf("runs of a version 6 database: %+v, %v", list, err)
+	}
+}
+
 // TestDamagedHistogramIsAnError: a histogram that does not decode must fail
 // the read, naming the sample, rather than give wrong percentiles.
 func TestDamagedHistogramIsAnError(t *testing.T) {
