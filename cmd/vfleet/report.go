@@ -37,14 +37,18 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSCENARIO\tSTARTED\tDURATION\tSTATUS\tSAMPLES\tFAILURES\tWHY")
+			fmt.Fprintln(tw, "ID\tSCENARIO\tSTARTED\tDURATION\tSTATUS\tSAMPLES\tFAILURES\tORIGIN\tWHY")
 			for _, r := range runs {
 				dur := "—"
 				if !r.Finished.IsZero() {
 					dur = r.Finished.Sub(r.Started).Round(time.Second).String()
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, r.ScenarioName, r.Started.Local().Format("2006-01-02 15:04:05"),
-					dur, r.Status, r.Samples, r.Failures, workload.Clip(r.StatusReason))
+				origin := r.Origin
+				if origin == "" {
+					origin = "here"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.ScenarioName, r.Started.Local().Format("2006-01-02 15:04:05"),
+					dur, r.Status, r.Samples, r.Failures, workload.Clip(origin), workload.Clip(r.StatusReason))
 			}
 			return tw.Flush()
 		},

@@ -70,6 +70,8 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario);
 		newRunsCommand(g),
 		newReportCommand(g),
 		newCompareCommand(g),
+		newExportCommand(g),
+		newImportCommand(g),
 		newImageCommand(g),
 		newDoctorCommand(g),
 		newCleanCommand(g),

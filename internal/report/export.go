@@ -116,6 +116,8 @@ type jsonRun struct {
 	Guests         map[string]store.GuestRecord `json:"guests"`
 	// Dropped are the optional groups the host refused.
 	Dropped []store.DroppedGroup `json:"dropped,omitempty"`
+	// Origin is where an imported run was measured.
+	Origin string `json:"origin,omitempty"`
 }
 
 type jsonSample struct {
@@ -194,7 +196,7 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 	out := jsonReport{
 		Run: jsonRun{ID: run.ID, ScenarioName: run.ScenarioName, ScenarioSource: run.ScenarioSource, ScenarioHash: run.ScenarioHash,
 			ScenarioText: string(run.ScenarioText), Baseline: run.Baseline, Started: run.Started.UTC(), Status: run.Status,
-			Host: run.Host, Guests: run.Guests, Dropped: run.Dropped},
+			Host: run.Host, Guests: run.Guests, Dropped: run.Dropped, Origin: run.Origin},
 		Columns: c.Columns, Index: make([]jsonEstimate, len(c.Index)), Rows: make([]Row, len(c.Rows)),
 		NonFinite: c.NonFinite, Latency: make([]jsonLatency, len(c.Latency)),
 		// Empty lists rather than null, so a reader can range over them.

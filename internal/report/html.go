@@ -235,6 +235,9 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		d.Duration = c.Run.Finished.Sub(c.Run.Started).Round(time.Second).String()
 	}
 	d.Env = environment(c.Run.Host)
+	if c.Run.Origin != "" {
+		d.Env = append([][2]string{{"measured on", c.Run.Origin}}, d.Env...)
+	}
 	d.CDFs, d.LatencyNote = buildCDFCharts(c.Latency), latencyNote(c.Latency)
 	for _, b := range latencyBlocks(c.Latency) {
 		hb := htmlLatencyBlock{Title: b.Title}

@@ -558,3 +558,29 @@ func TestColumnOfARunscGroupSaysItsPlatform(t *testing.T) {
 		}
 	}
 }
+
+func TestImportedRunSaysWhereItWasMeasured(t *testing.T) {
+	run, samples, failures := fixture()
+	run.Origin = "ssh://root@198.18.0.2:22"
+	c := Build(run, samples, failures)
+	var table, page bytes.Buffer
+	if err := WriteTable(&table, c, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(table.String(), "\n"); !strings.HasSuffix(first, " · measured on ssh://root@198.18.0.2:22") {
+		t.Errorf("the table's first line does not say where the run was measured: %q", first)
+	}
+	if err := WriteHTML(&page, c, samples); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "<th>measured on</th><td>ssh://root@198.18.0.2:22</td>") {
+		t.Error("the page does not say where the run was measured")
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, c, samples); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"origin": "ssh://root@198.18.0.2:22"`) {
+		t.Error("the JSON report does not say where the run was measured")
+	}
+}

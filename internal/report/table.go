@@ -35,7 +35,7 @@ const (
 func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	run := c.Run
-	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00\n", run.ID, run.ScenarioName, run.Status, run.Baseline)
+	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00%s\n", run.ID, run.ScenarioName, run.Status, run.Baseline, measuredOn(run))
 	writeComparison(w, c, opts)
 	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
 		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% interval from the spread between repetitions]"
@@ -63,6 +63,15 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", status)
 	}
 	return w.err
+}
+
+// measuredOn names where an imported run was measured, "" for a run of
+// this store's host.
+func measuredOn(run store.Run) string {
+	if run.Origin == "" {
+		return ""
+	}
+	return " · measured on " + run.Origin
 }
 
 // writeComparison prints the ratios: wide, a column per group, when that

@@ -2,11 +2,12 @@
 // embedded SQLite database (modernc.org/sqlite: pure Go, so vfleet stays a
 // static binary without cgo).
 //
-// Schema (version 6):
+// Schema (version 7):
 //
 //	runs(id, scenario_name, scenario_source, scenario_text, scenario_hash,
 //	     baseline, started_ns, finished_ns, status, host_json, guests_json,
-//	     status_reason, run_key, owner_pid, owner_start, dropped_json)
+//	     status_reason, run_key, owner_pid, owner_start, dropped_json,
+//	     origin)                                  indexed by (run_key)
 //	samples(id, run_id, guest, grp, kind, runtime, workload_id, workload,
 //	        params_json, repetition, metric, unit, value, better, at_ns,
 //	        wall_ns, cpu_ns)                      indexed by (run_id, id)
@@ -40,4 +41,9 @@
 // appended in one transaction as soon as the step finishes and are never
 // updated, so a run interrupted at any point keeps what it measured and
 // stays "running" until FinishRun records its end and final status.
+//
+// Carrying: CarryRun reads everything about a run but its ids and owner,
+// AddCarried writes such runs into another store in one transaction,
+// leaving alone a run whose key is already there (package archive puts
+// them in a file between the two).
 package store

@@ -25,6 +25,7 @@ type RunSummary struct {
 	StatusReason string
 	Samples      int
 	Failures     int
+	Origin       string // where it was measured when not here (Run.Origin)
 }
 
 // CreateRun records a new run with status running, before its first step,
@@ -49,11 +50,11 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) (int64, error) {
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO runs
 		(scenario_name, scenario_source, scenario_text, scenario_hash, baseline, started_ns, finished_ns, status, host_json, guests_json,
-		 run_key, owner_pid, owner_start, dropped_json)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 run_key, owner_pid, owner_start, dropped_json, origin)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ScenarioName, r.ScenarioSource, r.ScenarioText, hash, r.Baseline,
 		toNS(r.Started), toNS(r.Finished), StatusRunning, string(host), string(guests),
-		r.Key, r.Owner.PID, int64(r.Owner.StartTime), string(dropped))
+		r.Key, r.Owner.PID, int64(r.Owner.StartTime), string(dropped), r.Origin)
 	if err != nil {
 		return 0, fmt.Errorf("create run: %w", err)
 	}
@@ -174,9 +175,10 @@ func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
 	var host, guests, dropped string
 	var ownerStart int64
 	err := s.db.QueryRowContext(ctx, `SELECT id, scenario_name, scenario_source, scenario_text, scenario_hash, baseline,
-		started_ns, finished_ns, status, status_reason, run_key, owner_pid, owner_start, host_json, guests_json, dropped_json FROM runs WHERE id = ?`, id).
+		started_ns, finished_ns, status, status_reason, run_key, owner_pid, owner_start, host_json, guests_json, dropped_json, origin
+		FROM runs WHERE id = ?`, id).
 		Scan(&r.ID, &r.ScenarioName, &r.ScenarioSource, &r.ScenarioText, &r.ScenarioHash, &r.Baseline,
-			&started, &finished, &r.Status, &r.StatusReason, &r.Key, &r.Owner.PID, &ownerStart, &host, &guests, &dropped)
+			&started, &finished, &r.Status, &r.StatusReason, &r.Key, &r.Owner.PID, &ownerStart, &host, &guests, &dropped, &r.Origin)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fmt.Errorf("run %d: %w", id, ErrNotFound)
 	}
@@ -198,7 +200,7 @@ func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
 
 // ListRuns lists every run, oldest first.
 func (s *Store) ListRuns(ctx context.Context) ([]RunSummary, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT r.id, r.scenario_name, r.started_ns, r.finished_ns, r.status, r.status_reason,
+	rows, err := s.db.QueryContext(ctx, `SELECT r.id, r.scenario_name, r.started_ns, r.finished_ns, r.status, r.status_reason, r.origin,
 		(SELECT COUNT(*) FROM samples WHERE run_id = r.id),
 		(SELECT COUNT(*) FROM failures WHERE run_id = r.id)
 		FROM runs r ORDER BY r.id`)
@@ -210,7 +212,7 @@ func (s *Store) ListRuns(ctx context.Context) ([]RunSummary, error) {
 	for rows.Next() {
 		var r RunSummary
 		var started, finished int64
-		if err := rows.Scan(&r.ID, &r.ScenarioName, &started, &finished, &r.Status, &r.StatusReason, &r.Samples, &r.Failures); err != nil {
+		if err := rows.Scan(&r.ID, &r.ScenarioName, &started, &finished, &r.Status, &r.StatusReason, &r.Origin, &r.Samples, &r.Failures); err != nil {
 			return nil, fmt.Errorf("list runs: %w", err)
 		}
 		r.Started, r.Finished = fromNS(started), fromNS(finished)

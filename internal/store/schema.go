@@ -117,7 +117,18 @@ var migrations = []string{
 		started_ns    INTEGER NOT NULL,
 		finished_ns   INTEGER NOT NULL
 	);`,
+
+	// Version 7: where a run was measured when not on this store's host
+	// (set when it is imported from another store: its file, or the
+	// machine it ran on), '' for a run of this host. Importing looks runs
+	// up by their key, which names a run across stores.
+	`ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+	CREATE INDEX runs_by_key ON runs(run_key);`,
 }
+
+// SchemaVersion is the schema this vfleet writes, which files carrying runs
+// between stores record.
+func SchemaVersion() int { return len(migrations) }
 
 // checkSchema, for a read-only store, fails unless the database has
 // exactly the schema this vfleet writes.

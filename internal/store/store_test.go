@@ -95,6 +95,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	in := newRun()
 	in.Host = host
 	in.Owner = procfs.Process{PID: 4242, StartTime: 1 << 40}
+	in.Origin = "ssh://root@198.18.0.9:22"
 	in.Dropped = []DroppedGroup{{Name: "kvm", Kind: "vm", Runtime: "q35", Reason: "not supported on this host: accel kvm: no /dev/kvm"}}
 	requireAllSet(t, in.Dropped[0])
 	id, err := s.CreateRun(ctx, in)
@@ -423,6 +424,22 @@ func TestVersion4RunHasNoDroppedGroups(t *testing.T) {
 	got, err := open(t, path).GetRun(context.Background(), id)
 	if err != nil || len(got.Dropped) != 0 {
 		t.Fatalf("run of a version 4 database: dropped %+v, %v; want none", got.Dropped, err)
+	}
+}
+
+// A run stored before runs had an origin was measured on the store's host.
+func TestVersion6RunIsOfThisHost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	old, id := oldDatabase(t, path, 6)
+	old.Close()
+	s := open(t, path)
+	got, err := s.GetRun(context.Background(), id)
+	if err != nil || got.Origin != "" {
+		t.Fatalf("run of a version 6 database: origin %q, %v; want none", got.Origin, err)
+	}
+	list, err := s.ListRuns(context.Background())
+	if err != nil || len(list) != 1 || list[0].Origin != "" {
+		t.Fatalf("runs of a version 6 database: %+v, %v", list, err)
 	}
 }
 

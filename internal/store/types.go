@@ -55,6 +55,10 @@ type Run struct {
 	// Dropped are the scenario's optional guest groups this host could not
 	// run, which the run went without.
 	Dropped []DroppedGroup
+	// Origin is where the run was measured when not on this store's host
+	// (the machine or the file it was imported from), empty for a run of
+	// this host.
+	Origin string
 }
 
 // DroppedGroup is an optional guest group the host refused, and why.

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vfleet/vfleet/internal/archive"
+	"github.com/vfleet/vfleet/internal/regfile"
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+func newExportCommand(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "export RUN... -o FILE",
+		Short: "Write stored runs, with everything measured and recorded, into one file for another store",
+		Long: `Write the runs (ids from 'vfleet runs', or latest) with their samples, histograms, failures,
+audit and provenance into FILE (gzip'd JSON Lines, checked by a sha256), which 'vfleet import'
+reads into another results database. -o - writes to standard output. A run still running is
+refused: export it once it has ended.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output == "" {
+				return usageError{errors.New("-o FILE is required (- for standard output)")}
+			}
+			st, err := openExistingStore(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var ids []int64
+			for _, ref := range args {
+				id, err := st.ResolveRun(cmd.Context(), ref)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			if output == "-" {
+				return archive.Export(cmd.Context(), st, ids, os.Stdout)
+			}
+			return writeAtomically(output, func(w io.Writer) error { return archive.Export(cmd.Context(), st, ids, w) })
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "the file to write (- for standard output)")
+	return cmd
+}
+
+// writeAtomically writes path through a temporary file beside it, renamed
+// over it only once whole: a failed export leaves no file that looks like
+// one (or the file that was there before).
+func writeAtomically(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after the rename, there is nothing left to remove
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func newImportCommand(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import FILE...",
+		Short: "Read runs written by 'vfleet export' into the results database",
+		Long: `Read each FILE written by 'vfleet export' (- for standard input) into the results database,
+one file at a time, each whole or not at all. A run is known by its key: one already in the
+database is left as it is. A damaged, truncated or newer file is refused without changing the
+database, and the files after it are not read.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := store.Open(g.db())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			for _, path := range args {
+				if err := importFile(cmd, st, path); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func importFile(cmd *cobra.Command, st *store.Store, path string) error {
+	r := io.Reader(os.Stdin)
+	if path != "-" {
+		f, _, err := regfile.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	imported, err := archive.Import(cmd.Context(), st, r, archive.ImportOptions{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, im := range imported {
+		if im.Existed {
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: already present as #%d\n", im.Key, im.ID)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: imported as #%d\n", im.Key, im.ID)
+		}
+	}
+	return nil
+}

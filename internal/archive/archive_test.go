@@ -1,0 +1,466 @@
+package archive
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/procfs"
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+func openStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// fill stores runs that use every column the store has: a run with
+// samples (a histogram among them, NaN and the infinities as values),
+// failures (one with a stderr that is not UTF-8), an audit, guests and a
+// dropped group; a run without a key, as stored before runs had one; and
+// an aborted run with nothing measured.
+func fill(t testing.TB, st *store.Store) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC)
+	full := &store.Run{
+		ScenarioName: "default", ScenarioSource: "builtin:default", ScenarioText: []byte("name: default\n# <&>\n"),
+		Baseline: "host", Started: start,
+		Host: hostinfo.Fingerprint{Hostname: "bench1", Kernel: "6.1.0", Arch: "amd64", OnlineCPUs: 2,
+			ToolVersions: map[string]string{"fio": "3.33"}},
+		Dropped: []store.DroppedGroup{{Name: "kvm", Kind: "vm", Runtime: "q35", Reason: "no /dev/kvm"}},
+	}
+	id, err := st.CreateRun(ctx, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRunKey(ctx, id, "r1-abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRunGuests(ctx, id, map[string]store.GuestRecord{"c1": {Group: "c", Kind: "container", Runtime: "runc", CPULimit: 0.5}}); err != nil {
+		t.Fatal(err)
+	}
+	hist := stats.NewHistogram("us")
+	for _, v := range []float64{0, 87.5, 100, 2500.25, math.NaN()} {
+		hist.Add(v)
+	}
+	base := store.Sample{Guest: "c1", Group: "c", Kind: "container", Runtime: "runc", WorkloadID: "fio-randread",
+		Workload: "fio", Params: workload.Params{"rw": "randread", "html": "<a&b>"}, Repetition: 1, Metric: "read_clat_mean",
+		Unit: "us", Better: workload.LowerIsBetter, At: start.Add(time.Second), WallNS: 3e9, CPUNS: 1e9}
+	var samples []store.Sample
+	for i, v := range []float64{123.45, math.NaN(), math.Inf(1), math.Inf(-1), 1e-310, math.MaxFloat64, 0.1 + 0.2} {
+		sm := base
+		sm.Repetition, sm.Value = i, v
+		if i == 0 {
+			sm.Hist = hist
+		}
+		samples = append(samples, sm)
+	}
+	if err := st.AddSamples(ctx, id, samples); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []store.Failure{
+		{RunID: id, Guest: "c1", Group: "c", WorkloadID: "cpu", Repetition: 2, Error: "exit status 1", Stderr: "cut \xe2\x82", At: start.Add(2 * time.Second)},
+		{RunID: id, Guest: "c1", Group: "c", WorkloadID: "cpu", Repetition: 3, Error: "exit status 2", Stderr: "ok"},
+	} {
+		if err := st.AddFailure(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.AddAudits(ctx, id, []store.AuditRecord{
+		{Guest: "", Group: "", Kind: "host", Evidence: json.RawMessage(`{"pid_ns":"4026531836"}`)},
+		{Guest: "c1", Group: "c", Kind: "container", Evidence: json.RawMessage(`{"pid_ns":"4026532000"}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishRun(ctx, id, store.StatusCompleteWithFailures, "2 of 9 steps failed", start.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	keyless := &store.Run{ScenarioName: "old", ScenarioSource: "file:old.yaml", ScenarioText: []byte("name: old\n"),
+		Baseline: "host", Started: start.Add(-time.Hour), Host: hostinfo.Fingerprint{Hostname: "bench0"}}
+	old, err := st.CreateRun(ctx, keyless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := base
+	sm.Value = 7
+	if err := st.AddSamples(ctx, old, []store.Sample{sm}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishRun(ctx, old, store.StatusComplete, "", start.Add(-time.Hour+time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	empty := &store.Run{ScenarioName: "none", ScenarioText: []byte{}, Baseline: "host", Started: start.Add(time.Hour)}
+	aborted, err := st.CreateRun(ctx, empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRunKey(ctx, aborted, "r3-000000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AbortRun(ctx, aborted, "its vfleet (pid 1) ended without finishing it", start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return []int64{id, old, aborted}
+}
+
+func export(t testing.TB, st *store.Store, ids ...int64) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Export(context.Background(), st, ids, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func importFile(t testing.TB, st *store.Store, file []byte, opts ImportOptions) []Imported {
+	t.Helper()
+	got, err := Import(context.Background(), st, bytes.NewReader(file), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func ids(imported []Imported) []int64 {
+	var out []int64
+	for _, im := range imported {
+		out = append(out, im.ID)
+	}
+	return out
+}
+
+// contents is everything the store returns about its runs but their ids,
+// owners and origins, which are the store's own; the sample values are
+// given apart, as text, so that a NaN equals a NaN.
+func contents(t testing.TB, st *store.Store) []any {
+	t.Helper()
+	ctx := context.Background()
+	list, err := st.ListRuns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	for _, rs := range list {
+		r, err := st.GetRun(ctx, rs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID, r.Owner, r.Origin = 0, procfs.Process{}, ""
+		samples, err := st.Samples(ctx, rs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values []string
+		for i := range samples {
+			values = append(values, fmt.Sprint(samples[i].Value))
+			samples[i].RunID, samples[i].Value = 0, 0
+		}
+		failures, err := st.Failures(ctx, rs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range failures {
+			failures[i].RunID = 0
+		}
+		audits, err := st.Audits(ctx, rs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r, samples, values, failures, audits)
+	}
+	return out
+}
+
+// rowCounts is how many runs, samples, failures and audits st holds.
+func rowCounts(t testing.TB, st *store.Store) [4]int {
+	t.Helper()
+	ctx := context.Background()
+	list, err := st.ListRuns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := [4]int{len(list)}
+	for _, rs := range list {
+		audits, err := st.Audits(ctx, rs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n[1] += rs.Samples
+		n[2] += rs.Failures
+		n[3] += len(audits)
+	}
+	return n
+}
+
+func TestRoundTripIsExact(t *testing.T) {
+	a := openStore(t)
+	first := export(t, a, fill(t, a)...)
+
+	b := openStore(t)
+	imported := importFile(t, b, first, ImportOptions{})
+	if len(imported) != 3 || imported[0].Key != "r1-abcdef" || imported[2].Key != "r3-000000" || !strings.HasPrefix(imported[1].Key, "k-") {
+		t.Fatalf("imported %+v", imported)
+	}
+	again := export(t, b, ids(imported)...)
+	if !bytes.Equal(first, again) {
+		t.Fatalf("exported again, the file differs:\n%s\n%s", unzip(t, first), unzip(t, again))
+	}
+	// The run stored without a key has the one it was exported with.
+	want := contents(t, a)
+	keyless := want[5].(store.Run)
+	keyless.Key = imported[1].Key
+	want[5] = keyless
+	if got := contents(t, b); !reflect.DeepEqual(got, want) {
+		t.Fatalf("imported store holds\n%+v\nthe exporting one\n%+v", got, want)
+	}
+	// The keyless run's key is derived from the run: exported again from
+	// its own store, it is the same file.
+	if twice := export(t, a, 1, 2, 3); !bytes.Equal(first, twice) {
+		t.Fatal("the same runs exported twice differ")
+	}
+}
+
+func TestImportTwiceIsNoOp(t *testing.T) {
+	a := openStore(t)
+	file := export(t, a, fill(t, a)...)
+	b := openStore(t)
+	first := importFile(t, b, file, ImportOptions{})
+	counts := rowCounts(t, b)
+	second := importFile(t, b, file, ImportOptions{Origin: "ssh://root@198.18.0.2:22"})
+	for i := range first {
+		if first[i].Existed || !second[i].Existed || second[i].ID != first[i].ID || second[i].Key != first[i].Key {
+			t.Fatalf("first import %+v, second %+v", first, second)
+		}
+	}
+	if got := rowCounts(t, b); got != counts {
+		t.Fatalf("the second import changed the store: %v rows, were %v", got, counts)
+	}
+	// A run repeated in the request is exported once.
+	if got := importFile(t, openStore(t), export(t, a, 1, 1), ImportOptions{}); len(got) != 1 {
+		t.Fatalf("imported %+v from a file of run 1 twice", got)
+	}
+}
+
+func TestImportOrigin(t *testing.T) {
+	a := openStore(t)
+	file := export(t, a, fill(t, a)[:2]...)
+	ctx := context.Background()
+
+	b := openStore(t)
+	for i, im := range importFile(t, b, file, ImportOptions{}) {
+		r, err := b.GetRun(ctx, im.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"host:bench1", "host:bench0"}[i]; r.Origin != want {
+			t.Fatalf("run %d imported with origin %q, want the file's %q", im.ID, r.Origin, want)
+		}
+	}
+	c := openStore(t)
+	const from = "ssh://root@198.18.0.2:22"
+	for _, im := range importFile(t, c, file, ImportOptions{Origin: from}) {
+		r, err := c.GetRun(ctx, im.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Origin != from {
+			t.Fatalf("run %d imported with origin %q, want %q", im.ID, r.Origin, from)
+		}
+		if r.Owner.PID != 0 {
+			t.Fatalf("run %d imported with the exporter's owner %+v", im.ID, r.Owner)
+		}
+	}
+}
+
+func TestRunningRunIsNotExported(t *testing.T) {
+	st := openStore(t)
+	id, err := st.CreateRun(context.Background(), &store.Run{ScenarioName: "s", ScenarioText: []byte("x"), Baseline: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Export(context.Background(), st, []int64{id}, &b); !errors.Is(err, ErrRunning) || b.Len() != 0 {
+		t.Fatalf("exporting a running run: %v, %d bytes written", err, b.Len())
+	}
+	if err := Export(context.Background(), st, []int64{id + 1}, &b); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("exporting a run that does not exist: %v", err)
+	}
+}
+
+func unzip(t testing.TB, file []byte) []byte {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func rezip(t testing.TB, plain []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	gz := gzip.NewWriter(&b)
+	if _, err := gz.Write(plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// refused imports file into a store holding runs, and fails unless the
+// import fails with want and leaves the store as it was.
+func refused(t *testing.T, st *store.Store, file []byte, want error) error {
+	t.Helper()
+	before := rowCounts(t, st)
+	_, err := Import(context.Background(), st, bytes.NewReader(file), ImportOptions{})
+	if !errors.Is(err, want) {
+		t.Fatalf("import: %v, want %v", err, want)
+	}
+	if got := rowCounts(t, st); got != before {
+		t.Fatalf("a refused file changed the store: %v rows, were %v", got, before)
+	}
+	return err
+}
+
+func TestNewerFileIsRefusedWithTheVersions(t *testing.T) {
+	a := openStore(t)
+	plain := unzip(t, export(t, a, fill(t, a)...))
+	b := openStore(t)
+	for _, tc := range []struct {
+		from, to string
+		says     []string
+	}{
+		{`"version":1,`, `"version":2,`, []string{"format is version 2", "up to version 1"}},
+		{fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()), fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()+1),
+			[]string{fmt.Sprintf("schema version %d", store.SchemaVersion()+1), fmt.Sprintf("up to version %d", store.SchemaVersion())}},
+	} {
+		newer := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
+		if bytes.Equal(newer, plain) {
+			t.Fatalf("no %s in the header", tc.from)
+		}
+		err := refused(t, b, rezip(t, newer), ErrTooNew)
+		for _, s := range tc.says {
+			if !strings.Contains(err.Error(), s) {
+				t.Fatalf("%v: does not say %q", err, s)
+			}
+		}
+	}
+}
+
+func TestDamagedFileIsRefusedAndStoreUnchanged(t *testing.T) {
+	a := openStore(t)
+	file := export(t, a, fill(t, a)...)
+	plain := unzip(t, file)
+	b := openStore(t)
+	importFile(t, b, export(t, a, 3), ImportOptions{}) // the store is not empty
+
+	for _, cut := range []int{len(file) - 1, len(file) - 8, len(file) / 2, 20} {
+		refused(t, b, file[:cut], ErrCorrupt)
+	}
+	// Whole lines cut off, each gzip'd properly: the sum or the counts tell.
+	lines := bytes.SplitAfter(plain, []byte("\n"))
+	for n := 1; n < len(lines)-1; n++ {
+		refused(t, b, rezip(t, bytes.Join(lines[:n], nil)), ErrCorrupt)
+	}
+	// A changed value, the file otherwise well formed.
+	forged := bytes.Replace(plain, []byte(`"value":123.45`), []byte(`"value":123.46`), 1)
+	if bytes.Equal(forged, plain) {
+		t.Fatal("no value 123.45 in the file")
+	}
+	refused(t, b, rezip(t, forged), ErrCorrupt)
+	// A flipped byte in the compressed stream.
+	flipped := bytes.Clone(file)
+	flipped[len(flipped)/2] ^= 0x20
+	refused(t, b, flipped, ErrCorrupt)
+	// Something after the trailer.
+	refused(t, b, rezip(t, append(bytes.Clone(plain), "{}\n"...)), ErrCorrupt)
+	refused(t, b, append(bytes.Clone(file), rezip(t, []byte("x\n"))...), ErrCorrupt)
+	// Not this format at all.
+	refused(t, b, []byte("name: default\n"), ErrNotArchive)
+	refused(t, b, rezip(t, []byte(`{"format":"other","version":1}`+"\n")), ErrNotArchive)
+	refused(t, b, nil, ErrNotArchive)
+	refused(t, b, rezip(t, []byte("no newline")), ErrNotArchive)
+	for _, err := range []error{
+		refused(t, b, file[:20], ErrCorrupt), refused(t, b, rezip(t, []byte("x")), ErrNotArchive),
+	} {
+		if errors.Is(err, ErrNotArchive) == errors.Is(err, ErrCorrupt) {
+			t.Errorf("%v: either damaged or not a runs file, not both", err)
+		}
+	}
+}
+
+// A forged file whose sum was made to match is still refused when a run
+// in it is one a store could not have written, and nothing of it is kept.
+func TestInvalidRunIsRefusedWholeFile(t *testing.T) {
+	a := openStore(t)
+	plain := unzip(t, export(t, a, fill(t, a)...))
+	b := openStore(t)
+	for _, tc := range []struct{ from, to string }{
+		{`"status":"aborted"`, `"status":"running"`},
+		{`"scenario_hash":"`, `"scenario_hash":"0`},
+		{`"params":{`, `"params":[{`},
+	} {
+		forged := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
+		if bytes.Equal(forged, plain) {
+			t.Fatalf("no %s in the file", tc.from)
+		}
+		refused(t, b, rezip(t, withSum(forged)), ErrCorrupt)
+	}
+}
+
+func TestTextAndNumbersRoundTrip(t *testing.T) {
+	for _, s := range []string{"", "plain", "<&>", "\xff\xfe", "cut \xe2\x82", "\x00nul", "\u2028"} {
+		b, err := json.Marshal(text(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back text
+		if err := json.Unmarshal(b, &back); err != nil || string(back) != s {
+			t.Fatalf("text %q: written %s, read back %q, %v", s, b, back, err)
+		}
+	}
+	for _, v := range []float64{0, 1, -1.5, 0.1 + 0.2, 5e-324, math.MaxFloat64, -math.MaxFloat64, 1e21, 1e-7, math.Inf(1), math.Inf(-1)} {
+		b, err := json.Marshal(number(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back number
+		if err := json.Unmarshal(b, &back); err != nil || float64(back) != v {
+			t.Fatalf("value %v: written %s, read back %v, %v", v, b, back, err)
+		}
+	}
+	var back number
+	if err := json.Unmarshal([]byte(`"NaN"`), &back); err != nil || !math.IsNaN(float64(back)) {
+		t.Fatalf("NaN read back as %v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`"Infinity"`), &back); err == nil {
+		t.Fatal(`"Infinity" taken for a value`)
+	}
+}
