@@ -85,7 +85,7 @@ func TestReportAcross(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"scenario quick on 2 machines", "lab1 (x86_64, 6.1.0) · run 1", "lab2 (x86_64, 6.1.0) · run 2",
+	for _, want := range []string{"scenario quick on 2 machines", "lab1 (x86_64, 6.1.0)  ", "lab2 (x86_64, 6.1.0)  ",
 		"0.90 (900.0 events/s)", "0.80 (400.0 events/s)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)

@@ -218,8 +218,9 @@ func (a Across) indexRows() [][]string {
 }
 
 // WriteAcrossTable prints the machines, each group's overhead index on
-// every machine, then one block per machine: its groups' ratios to its
-// own baseline with their absolute figures.
+// every machine, then every group's ratio to its machine's baseline with
+// its absolute figure: one table with the machines as column groups where
+// it fits opts.Width, else one block per machine.
 func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	fmt.Fprintf(w, "scenario %s on %d machines · each against its own baseline = 1.00\n", a.Scenario, len(a.Machines))
@@ -236,13 +237,18 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 	}
 	fmt.Fprintf(w, "\noverhead index ↑ over the %d of %d metrics every machine measured\n", shared, len(a.Rows))
 	writeAligned(w, foldCells(a.indexRows(), opts.Width), func(int, int) int { return 0 }, false)
-	for _, m := range a.Machines {
-		fmt.Fprintf(w, "\n%s · run %d · baseline %s = 1.00\n", m.Label, m.Comparison.Run.ID, m.Comparison.Run.Baseline)
-		writeComparison(w, m.Comparison, opts)
+	if rows, colours := a.wideRows(); opts.Width <= 0 || tableWidth(rows) <= opts.Width {
+		fmt.Fprintln(w)
+		writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
+	} else {
+		for _, m := range a.Machines {
+			fmt.Fprintf(w, "\n%s · run %d · baseline %s = 1.00\n", m.Label, m.Comparison.Run.ID, m.Comparison.Run.Baseline)
+			writeComparison(w, m.Comparison, opts)
+		}
 	}
 	legendText := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
-		"in brackets the group's mean; overhead index: geometric mean over workloads of each metric's ratio\n" +
-		"(inverted where lower is better) [95% interval]"
+		"in parentheses the group's mean; overhead index: geometric mean over workloads of each metric's\n" +
+		"ratio (inverted where lower is better) [95% interval]"
 	if opts.Color {
 		legendText = ansiDim + legendText + "; green/red: better/worse than the machine's baseline beyond that interval" + ansiReset
 	}
@@ -253,6 +259,40 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 		}
 	}
 	return w.err
+}
+
+// wideRows are the machines as column groups of one table: a header of
+// machine labels over one of their groups, a row per metric, then each
+// machine's own overhead index; colours say each cell's verdict.
+func (a Across) wideRows() (rows [][]string, colours [][]int) {
+	machines, groups := []string{""}, []string{"workload / metric"}
+	for _, m := range a.Machines {
+		for j, col := range m.Comparison.Columns {
+			label := ""
+			if j == 0 {
+				label = m.Label
+			}
+			machines, groups = append(machines, label), append(groups, col.Label())
+		}
+	}
+	rows = [][]string{machines, groups}
+	colours = [][]int{make([]int, len(groups)), make([]int, len(groups))}
+	for i, r := range a.Rows {
+		row, colour := []string{fmt.Sprintf("%s %s %s", r.Entry(), r.Metric, arrow(string(r.Better)))}, []int{0}
+		for _, m := range a.Machines {
+			for _, cell := range m.Comparison.Rows[i].Cells {
+				row, colour = append(row, cellText(cell, r.Unit)), append(colour, verdict(cell, string(r.Better)))
+			}
+		}
+		rows, colours = append(rows, row), append(colours, colour)
+	}
+	index := []string{"overhead index ↑"}
+	for _, m := range a.Machines {
+		for _, e := range m.Comparison.Index {
+			index = append(index, formatEstimate(e))
+		}
+	}
+	return append(rows, index), append(colours, make([]int, len(index)))
 }
 
 // jsonAcross is the JSON export of a comparison across machines.

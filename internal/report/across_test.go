@@ -107,10 +107,35 @@ func TestAcrossTableGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "across.golden", buf.Bytes())
+	if strings.Contains(buf.String(), "lab1 (x86_64, 6.1.0)       host") {
+		t.Error("the machines side by side are wider than 100 columns: they must be blocks")
+	}
 	for i, line := range strings.Split(buf.String(), "\n") {
 		if n := len([]rune(line)); n > 100 {
 			t.Errorf("line %d is %d columns wide, past 100: %s", i+1, n, line)
 		}
+	}
+}
+
+// TestAcrossTableWide: with no width to keep to, the machines are column
+// groups of one table, and colours mark the verdicts when asked for.
+func TestAcrossTableWide(t *testing.T) {
+	a, err := BuildAcross(acrossFixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteAcrossTable(&buf, a, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "across-wide.golden", buf.Bytes())
+	if strings.Count(buf.String(), "cpu events_per_sec ↑") != 1 {
+		t.Errorf("a metric's row is not one line across the machines:\n%s", buf.String())
+	}
+	buf.Reset()
+	WriteAcrossTable(&buf, a, TableOptions{Color: true})
+	if !strings.Contains(buf.String(), ansiRed+"0.80 (2055 events/s)") {
+		t.Errorf("lab2's worse container is not red:\n%s", buf.String())
 	}
 }
 
