@@ -90,8 +90,9 @@ func renderSeries(ctx context.Context, st *store.Store, scenario, machine string
 			return err
 		}
 	}
-	for _, run := range runs[1:] {
-		if warning := scenarioWarning(runs[0], run); warning != "" {
+	// Run by run, so each change of the text is told once, where it happened.
+	for i := 1; i < len(runs); i++ {
+		if warning := scenarioWarning(runs[i-1], runs[i]); warning != "" {
 			fmt.Fprintln(os.Stderr, "vfleet: warning:", warning)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,24 @@ func TestReportSeries(t *testing.T) {
 	stdout, _, code = c.run("report", "--series", "quick", "--machine", "lab1", "--format", "html")
 	if code != 0 || !strings.Contains(stdout, `<polyline class="series"`) {
 		t.Errorf("html: exit %d", code)
+	}
+}
+
+// TestMachineRunsRefusesAHostNameOfTwoMachines: two machines that share a
+// host name are no one series.
+func TestMachineRunsRefusesAHostNameOfTwoMachines(t *testing.T) {
+	fp := func(cpu string) hostinfo.Fingerprint {
+		return hostinfo.Fingerprint{Hostname: "lab", Arch: "x86_64", CPUModel: cpu}
+	}
+	runs := []store.Run{{ID: 1, Host: fp("A")}, {ID: 2, Host: fp("B")}, {ID: 3, Host: fp("A")}}
+	if _, err := machineRuns(runs, "lab"); err == nil || !strings.Contains(err.Error(), "lab (x86_64, A); lab (x86_64, B)") {
+		t.Fatalf("err = %v, want both machines named", err)
+	}
+	got, err := machineRuns(runs[:1], "lab")
+	if err != nil || len(got) != 1 {
+		t.Fatalf("one machine: %v, %v", got, err)
+	}
+	if _, err := machineRuns(runs, "elsewhere"); !errors.Is(err, errNoSeries) {
+		t.Fatalf("no such machine: err = %v, want errNoSeries", err)
 	}
 }

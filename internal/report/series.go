@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,6 +171,12 @@ func WriteSeriesTable(out io.Writer, s RunSeries, opts TableOptions) error {
 		if len(changes) > 0 {
 			fmt.Fprintf(w, "%s changed: %s\n", seriesMarker, strings.Join(changes, ", "))
 		}
+		var trend [][]string
+		for _, g := range m.Groups {
+			trend = append(trend, []string{"  " + g.Label(), sparkline(g.Cells)})
+		}
+		fmt.Fprintln(w, "each group's means from 0 (▁) to its highest (█), a run a character:")
+		writeAligned(w, trend, func(int, int) int { return 0 }, false)
 	}
 	if len(s.Metrics) == 0 {
 		fmt.Fprintln(w, "\nno metric was measured in these runs")
@@ -193,6 +200,34 @@ func (s RunSeries) rows(m SeriesMetric) [][]string {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// sparkBars are a sparkline's levels, lowest first.
+var sparkBars = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws the means of cells from 0 (or the lowest, if below)
+// to the highest, a character each, a space where a run has none: the
+// shape of a series at a glance. From 0, as the line plots are, so that
+// noise of a percent does not look like a cliff.
+func sparkline(cells []Cell) string {
+	lo, hi := 0.0, math.Inf(-1)
+	for _, c := range cells {
+		if c.Present {
+			lo, hi = math.Min(lo, c.Summary.Mean), math.Max(hi, c.Summary.Mean)
+		}
+	}
+	out := make([]rune, len(cells))
+	for i, c := range cells {
+		switch {
+		case !c.Present:
+			out[i] = ' '
+		case hi == lo:
+			out[i] = sparkBars[len(sparkBars)/2]
+		default:
+			out[i] = sparkBars[int(math.Round((c.Summary.Mean-lo)/(hi-lo)*float64(len(sparkBars)-1)))]
+		}
+	}
+	return strings.TrimRight(string(out), " ")
 }
 
 // seriesCell is a group's mean in run i with its ratio, marked where a

@@ -90,7 +90,8 @@ func TestSeriesTableAndJSON(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{"scenario default on lab1 (x86_64, Test CPU) · 12 complete runs",
-		"E-divisive means", "2026-11-28 10:00  107  ", "◆ 695.0 events/s (0.69)", "◆ changed: container at run 107"} {
+		"E-divisive means", "2026-11-28 10:00  107  ", "◆ 695.0 events/s (0.69)", "◆ changed: container at run 107",
+		"  container  ██████▆▆▆▆▆▆"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -154,4 +155,24 @@ func TestSeriesHTMLRendersInABrowser(t *testing.T) {
 	}
 	img := screenshot(t, page.Bytes(), 3000)
 	requireColours(t, img, map[string][3]uint32{"host's line": {0x00, 0x72, 0xb2}, "container's line and change": {0xd5, 0x5e, 0x00}}, 200)
+}
+
+func TestSparkline(t *testing.T) {
+	cell := func(v float64) Cell { return Cell{Present: true, Summary: stats.Summary{Mean: v}} }
+	for _, tc := range []struct {
+		cells []Cell
+		want  string
+	}{
+		{[]Cell{cell(10), cell(10), cell(3), {}, cell(3)}, "██▃ ▃"},
+		{[]Cell{cell(0), cell(7), cell(3.5), cell(14)}, "▁▅▃█"},
+		// Noise of a percent is no cliff.
+		{[]Cell{cell(100), cell(99), cell(101)}, "███"},
+		{[]Cell{cell(-2), cell(2)}, "▁█"},
+		{[]Cell{cell(5), {}}, "█"},
+		{[]Cell{cell(0), cell(0)}, "▅▅"},
+	} {
+		if got := sparkline(tc.cells); got != tc.want {
+			t.Errorf("sparkline = %q, want %q", got, tc.want)
+		}
+	}
 }
