@@ -135,10 +135,41 @@ func hostTitle(name string, about ...string) string {
 	return name + " (" + strings.Join(about, ", ") + ")"
 }
 
+// where says on how many machines the runs were made, and how many runs
+// they are when that is not one a machine.
+func (a Across) where() string {
+	names := map[string]bool{}
+	for _, m := range a.Machines {
+		names[machineName(m.Comparison.Run.Host)] = true
+	}
+	if len(names) == len(a.Machines) {
+		return fmt.Sprintf("on %d machines", len(names))
+	}
+	if len(names) == 1 {
+		return fmt.Sprintf("in %d runs on one machine", len(a.Machines))
+	}
+	return fmt.Sprintf("in %d runs on %d machines", len(a.Machines), len(names))
+}
+
+// title names the machine and its run, once: a label that tells one
+// machine's runs apart already names it.
+func (m Machine) title() string {
+	if run := m.run(); !strings.HasSuffix(m.Label, " "+run) {
+		return m.Label + " · " + run
+	}
+	return m.Label
+}
+
+func (m Machine) run() string { return fmt.Sprintf("run %d", m.Comparison.Run.ID) }
+
 // machineDetails is what a machine's legend line says beyond its label.
 func machineDetails(m Machine) string {
 	run, h := m.Comparison.Run, m.Comparison.Run.Host
-	parts := []string{fmt.Sprintf("run %d", run.ID), run.Status}
+	var parts []string
+	if m.title() != m.Label {
+		parts = append(parts, m.run())
+	}
+	parts = append(parts, run.Status)
 	if h.CPUModel != "" {
 		parts = append(parts, h.CPUModel)
 	}
@@ -223,7 +254,7 @@ func (a Across) indexRows() [][]string {
 // it fits opts.Width, else one block per machine.
 func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 	w := &stickyWriter{w: out}
-	fmt.Fprintf(w, "scenario %s on %d machines · each against its own baseline = 1.00\n", a.Scenario, len(a.Machines))
+	fmt.Fprintf(w, "scenario %s %s · each against its own baseline = 1.00\n", a.Scenario, a.where())
 	var legend [][]string
 	for _, m := range a.Machines {
 		legend = append(legend, []string{"  " + m.Label, machineDetails(m)})
@@ -242,7 +273,7 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 		writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
 	} else {
 		for _, m := range a.Machines {
-			fmt.Fprintf(w, "\n%s · run %d · baseline %s = 1.00\n", m.Label, m.Comparison.Run.ID, m.Comparison.Run.Baseline)
+			fmt.Fprintf(w, "\n%s · baseline %s = 1.00\n", m.title(), m.Comparison.Run.Baseline)
 			writeComparison(w, m.Comparison, opts)
 		}
 	}

@@ -95,6 +95,24 @@ func TestMachineLabelsTellOneMachineApart(t *testing.T) {
 			t.Fatalf("labels = %q, want %q", got, want)
 		}
 	}
+	a, err := BuildAcross(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteAcrossTable(&buf, a, TableOptions{Width: 100}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"scenario default in 3 runs on 2 machines", "\nlab1 (x86_64, 6.1.0) run 12 · baseline host",
+		"\nlab2 (aarch64, 6.1.0-arm) · run 9 · baseline host", "lab1 (x86_64, 6.1.0) run 7   complete · Test CPU"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "run 7 · run 7") || strings.Contains(out, "run 7  run 7") {
+		t.Errorf("a run named twice:\n%s", out)
+	}
 }
 
 func TestAcrossTableGolden(t *testing.T) {

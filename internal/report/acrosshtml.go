@@ -12,6 +12,7 @@ import (
 
 type acrossHTMLData struct {
 	Scenario  string
+	Where     string
 	Machines  []acrossHTMLMachine
 	IndexNote string
 	// IndexRows is the overhead index per group and machine, the header first.
@@ -50,7 +51,7 @@ func WriteAcrossHTML(w io.Writer, a Across) error {
 			shared++
 		}
 	}
-	d := acrossHTMLData{Scenario: a.Scenario, IndexRows: a.indexRows(),
+	d := acrossHTMLData{Scenario: a.Scenario, Where: a.where(), IndexRows: a.indexRows(),
 		IndexNote: fmt.Sprintf("over the %d of %d metrics every machine measured", shared, len(a.Rows)),
 		CSVHref:   template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
 		JSONHref:  template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes()))}
@@ -58,7 +59,7 @@ func WriteAcrossHTML(w io.Writer, a Across) error {
 		run := m.Comparison.Run
 		d.Machines = append(d.Machines, acrossHTMLMachine{Label: m.Label, Run: strconv.FormatInt(run.ID, 10), Status: run.Status,
 			Started: run.Started.UTC().Format(time.DateTime + " UTC"), Host: hostLine(run.Host), Hash: run.ScenarioHash, Baseline: run.Baseline})
-		b := acrossHTMLBlock{Label: fmt.Sprintf("%s · run %d", m.Label, run.ID)}
+		b := acrossHTMLBlock{Label: m.title()}
 		for _, col := range m.Comparison.Columns {
 			b.Columns = append(b.Columns, col.Label())
 		}
@@ -89,12 +90,12 @@ const acrossHTML = `<!DOCTYPE html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>vfleet · {{.Scenario}} on {{len .Machines}} machines</title>
+<title>vfleet · {{.Scenario}} {{.Where}}</title>
 <style>
 ` + pageCSS + `</style>
 </head>
 <body>
-<h1>vfleet · {{.Scenario}} on {{len .Machines}} machines</h1>
+<h1>vfleet · {{.Scenario}} {{.Where}}</h1>
 <p class="muted">Each machine's groups against its own baseline = 1.00: a ratio says what a group costs on that
 machine, the figure beside it what the machine does.</p>
 
