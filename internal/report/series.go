@@ -152,6 +152,37 @@ func seriesMethod(o stats.ChangePointOptions) string {
 // seriesMarker marks the first run of a new level.
 const seriesMarker = "◆"
 
+// textChangedMarker marks a run whose scenario text differs from the run
+// before it's: a change of level there may be the scenario's.
+const textChangedMarker = "✎"
+
+const textChangedNote = textChangedMarker + " the scenario's text changed since the run before: a change there may be the scenario's"
+
+// textChanged says whether the scenario's text changed along the series.
+func (s RunSeries) textChanged() bool {
+	for i := 1; i < len(s.Runs); i++ {
+		if s.Runs[i].ScenarioHash != s.Runs[i-1].ScenarioHash {
+			return true
+		}
+	}
+	return false
+}
+
+// changeText names a metric's change points, each group's with its run
+// and p-value, or says there is none.
+func (s RunSeries) changeText(m SeriesMetric) string {
+	var changes []string
+	for _, g := range m.Groups {
+		for _, cp := range g.ChangePoints {
+			changes = append(changes, fmt.Sprintf("%s at run %d (p=%.3g)", g.Label(), s.Runs[cp.Index].ID, cp.P))
+		}
+	}
+	if len(changes) == 0 {
+		return "no change point"
+	}
+	return seriesMarker + " changed: " + strings.Join(changes, ", ")
+}
+
 // WriteSeriesTable prints a table per headline metric: a row per run
 // (start time, id, each group's mean and its ratio to that run's
 // baseline), a marker where a group's level changed.
@@ -162,14 +193,9 @@ func WriteSeriesTable(out io.Writer, s RunSeries, opts TableOptions) error {
 	for _, m := range s.Metrics {
 		fmt.Fprintf(w, "\n%s %s %s: each group's mean (its ratio to the run's baseline)\n", m.Entry(), m.Metric, arrow(string(m.Better)))
 		writeAligned(w, foldCells(s.rows(m), opts.Width), func(int, int) int { return 0 }, false)
-		var changes []string
-		for _, g := range m.Groups {
-			for _, cp := range g.ChangePoints {
-				changes = append(changes, fmt.Sprintf("%s at run %d (p=%.3g)", g.Group, s.Runs[cp.Index].ID, cp.P))
-			}
-		}
-		if len(changes) > 0 {
-			fmt.Fprintf(w, "%s changed: %s\n", seriesMarker, strings.Join(changes, ", "))
+		fmt.Fprintln(w, s.changeText(m))
+		if s.textChanged() {
+			fmt.Fprintln(w, textChangedNote)
 		}
 		var trend [][]string
 		for _, g := range m.Groups {
@@ -193,7 +219,11 @@ func (s RunSeries) rows(m SeriesMetric) [][]string {
 	}
 	rows := [][]string{header}
 	for i, run := range s.Runs {
-		row := []string{run.Started.UTC().Format("2006-01-02 15:04"), strconv.FormatInt(run.ID, 10)}
+		id := strconv.FormatInt(run.ID, 10)
+		if i > 0 && run.ScenarioHash != s.Runs[i-1].ScenarioHash {
+			id += " " + textChangedMarker
+		}
+		row := []string{run.Started.UTC().Format("2006-01-02 15:04"), id}
 		for _, g := range m.Groups {
 			row = append(row, seriesCell(g, i, m.Unit))
 		}

@@ -157,6 +157,31 @@ func TestSeriesHTMLRendersInABrowser(t *testing.T) {
 	requireColours(t, img, map[string][3]uint32{"host's line": {0x00, 0x72, 0xb2}, "container's line and change": {0xd5, 0x5e, 0x00}}, 200)
 }
 
+// TestSeriesMarksAChangedScenario: a run whose scenario text differs from
+// the run before it is marked, a metric with no change says so.
+func TestSeriesMarksAChangedScenario(t *testing.T) {
+	runs, samples := seriesFixture()
+	for i := 6; i < len(runs); i++ {
+		runs[i].ScenarioHash = "def"
+	}
+	var buf bytes.Buffer
+	s := BuildSeries(runs, samples, stats.DefaultChangePointOptions)
+	if err := WriteSeriesTable(&buf, s, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Count(out, "107 ✎") != 3 || strings.Count(out, "108 ✎") != 0 || !strings.Contains(out, textChangedNote) {
+		t.Errorf("run 107 must be marked in each table, the runs after it not:\n%s", out)
+	}
+	buf.Reset()
+	if err := WriteSeriesTable(&buf, BuildSeries(runs[:6], samples[:6], stats.DefaultChangePointOptions), TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); strings.Count(out, "no change point") != 3 || strings.Contains(out, "✎") {
+		t.Errorf("six steady runs of one text:\n%s", out)
+	}
+}
+
 func TestSparkline(t *testing.T) {
 	cell := func(v float64) Cell { return Cell{Present: true, Summary: stats.Summary{Mean: v}} }
 	for _, tc := range []struct {

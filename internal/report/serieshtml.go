@@ -8,6 +8,7 @@ import (
 type seriesHTMLData struct {
 	Scenario, Machine, Method string
 	Runs                      int
+	TextChanged               string
 	Metrics                   []seriesHTMLMetric
 }
 
@@ -16,7 +17,7 @@ type seriesHTMLMetric struct {
 	Plot  *lineChart
 	// Rows are the table, its header first.
 	Rows    [][]string
-	Changes []string
+	Changes string
 }
 
 // WriteSeriesHTML writes the series as a page: per headline metric a
@@ -24,6 +25,9 @@ type seriesHTMLMetric struct {
 // change points as dashed lines in the group's colour, and the table.
 func WriteSeriesHTML(w io.Writer, s RunSeries) error {
 	d := seriesHTMLData{Scenario: s.Scenario, Machine: s.Machine, Method: seriesMethod(s.Options), Runs: len(s.Runs)}
+	if s.textChanged() {
+		d.TextChanged = textChangedNote
+	}
 	for _, m := range s.Metrics {
 		title := fmt.Sprintf("%s · %s %s", m.Entry(), m.Metric, arrow(string(m.Better)))
 		hm := seriesHTMLMetric{Title: title}
@@ -40,10 +44,9 @@ func WriteSeriesHTML(w io.Writer, s RunSeries) error {
 			for _, cp := range g.ChangePoints {
 				id := s.Runs[cp.Index].ID
 				p.Rules = append(p.Rules, Rule{X: float64(id), Series: gi, Title: fmt.Sprintf("%s changed at run %d (p=%.3g)", g.Label(), id, cp.P)})
-				hm.Changes = append(hm.Changes, fmt.Sprintf("%s at run %d (p=%.3g)", g.Label(), id, cp.P))
 			}
 		}
-		hm.Rows = s.rows(m)
+		hm.Rows, hm.Changes = s.rows(m), s.changeText(m)
 		if ch, ok := buildLinePlot(p); ok {
 			hm.Plot = &ch
 		}
@@ -68,9 +71,10 @@ const seriesHTML = `<!DOCTYPE html>
 <p>{{.Runs}} complete runs in start order. Points: each group's mean in a run, with its 95% confidence interval;
 dashed lines and ` + seriesMarker + `: the first run of a new level, in the group's colour.</p>
 <p class="muted">{{.Method}}.</p>
+{{with .TextChanged}}<p><strong>Note:</strong> {{.}}.</p>{{end}}
 {{range .Metrics}}<h2>{{.Title}}</h2>
 {{with .Plot}}{{template "linechart" .}}{{end}}
-{{if .Changes}}<p><strong>` + seriesMarker + ` changed:</strong> {{range $i, $c := .Changes}}{{if $i}}, {{end}}{{$c}}{{end}}</p>{{end}}
+<p><strong>{{.Changes}}</strong></p>
 <table>
 {{range $i, $r := .Rows}}<tr>{{range $r}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>
 {{end}}</table>
