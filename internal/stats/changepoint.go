@@ -67,7 +67,10 @@ func ChangePoints(values []float64, o ChangePointOptions) []ChangePoint {
 		hits := 0
 		// Splits as strong up to rounding count as as strong.
 		eps := 1e-9 * (bestQ + 1)
-		for r := 0; r < o.Permutations; r++ {
+		// Enough permutations as strong decide that p reaches Alpha: the
+		// rest cannot lower it, and the last test of every search is one
+		// such, so it stops there.
+		for r := 0; r < o.Permutations && float64(hits+1) < o.Alpha*float64(o.Permutations+1); r++ {
 			rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 			if _, q := bestSplit(perm, minSize); q >= bestQ-eps {
 				hits++
