@@ -108,3 +108,15 @@ func TestBestSplitMatchesTheDefinition(t *testing.T) {
 		t.Fatalf("bestSplit = %d, %v; the definition gives %d, %v", tau, q, wantTau, wantQ)
 	}
 }
+
+// TestChangePointsShortSeries pins what the docs promise of short
+// series: 6 runs cannot show a step (p is at least 2/20), 8 can.
+func TestChangePointsShortSeries(t *testing.T) {
+	if cps := ChangePoints([]float64{10, 10.2, 9.9, 12, 12.1, 11.9}, DefaultChangePointOptions); len(cps) != 0 {
+		t.Errorf("6 runs: change points %+v", cps)
+	}
+	cps := ChangePoints([]float64{10, 10.2, 9.9, 10.1, 12, 12.1, 11.9, 12.2}, DefaultChangePointOptions)
+	if got := indexes(cps); !reflect.DeepEqual(got, []int{4}) {
+		t.Errorf("8 runs: change points at %v, want [4]", got)
+	}
+}
