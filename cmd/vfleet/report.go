@@ -56,14 +56,27 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 }
 
 func newReportCommand(g *globalOptions) *cobra.Command {
-	var format, output string
+	var format, output, machine string
+	var across, series bool
 	cmd := &cobra.Command{
-		Use:   "report RUN",
-		Short: "Render a stored run again (RUN: an id from 'vfleet runs', or latest)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "report RUN | --across RUN RUN... | --series SCENARIO",
+		Short: "Render a stored run again, runs of one scenario on several machines (--across), or over time (--series)",
+		Long: `Render a stored run again (RUN: an id from 'vfleet runs', or latest).
+
+--across RUN RUN...: the same scenario on several machines side by side, each machine's
+groups against its own baseline, with their absolute figures. Runs of different scenarios
+are refused; a scenario whose text changed between the runs is warned about.
+
+--series SCENARIO: the complete runs of SCENARIO on this machine (or on --machine, a host
+name) in start order, each headline metric's mean per group in every run, with the runs
+where it changed level (E-divisive means; docs/many-machines.md).`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := report.ParseFormat(format)
 			if err != nil {
+				return usageError{err}
+			}
+			if err := checkReportArgs(args, across, series, machine, f); err != nil {
 				return usageError{err}
 			}
 			st, err := openExistingStore(g)
@@ -71,10 +84,6 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			id, err := st.ResolveRun(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
 			w := io.Writer(os.Stdout)
 			if output != "" && output != "-" {
 				file, err := os.Create(output)
@@ -84,12 +93,53 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 				defer file.Close()
 				w = file
 			}
-			return render(cmd.Context(), st, id, f, w)
+			switch {
+			case across:
+				err = renderAcross(cmd.Context(), st, args, f, w)
+			case series:
+				err = renderSeries(cmd.Context(), st, args[0], machine, f, w)
+			default:
+				var id int64
+				if id, err = st.ResolveRun(cmd.Context(), args[0]); err == nil {
+					err = render(cmd.Context(), st, id, f, w)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if f, ok := w.(*os.File); ok && f != os.Stdout {
+				// A full disk shows up at close; the report must not be taken as written.
+				return f.Close()
+			}
+			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "table", "table, html, json or csv")
+	cmd.Flags().StringVar(&format, "format", "table", "table, html, json or csv (--series: table, html or json)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
+	cmd.Flags().BoolVar(&across, "across", false, "set runs of one scenario on several machines side by side")
+	cmd.Flags().BoolVar(&series, "series", false, "show a scenario's runs on one machine over time, with change points")
+	cmd.Flags().StringVar(&machine, "machine", "", "with --series: the host name of the machine (default: this one)")
 	return cmd
+}
+
+// checkReportArgs refuses what report's flags and arguments parse but do
+// not mean together.
+func checkReportArgs(args []string, across, series bool, machine string, f report.Format) error {
+	switch {
+	case across && series:
+		return errors.New("--across and --series: give one of them")
+	case machine != "" && !series:
+		return fmt.Errorf("--machine %s: only --series takes a machine", machine)
+	case across && len(args) < 2:
+		return fmt.Errorf("--across with %d run(s): give at least two runs, one per machine", len(args))
+	case series && len(args) != 1:
+		return fmt.Errorf("--series with %d argument(s): give one scenario name", len(args))
+	case series && f == report.FormatCSV:
+		return errors.New("--series --format csv: a series is written as table, html or json")
+	case !across && !series && len(args) != 1:
+		return fmt.Errorf("report takes one run, %d given (set several side by side with --across)", len(args))
+	}
+	return nil
 }
 
 // openExistingStore opens the results database without creating one, so a
@@ -104,21 +154,30 @@ func openExistingStore(g *globalOptions) (*store.Store, error) {
 	return store.OpenReadOnly(g.db())
 }
 
-func render(ctx context.Context, st *store.Store, id int64, f report.Format, w io.Writer) error {
+// loadComparison reads a stored run and arranges it for reading.
+func loadComparison(ctx context.Context, st *store.Store, id int64) (report.Comparison, []store.Sample, error) {
 	run, err := st.GetRun(ctx, id)
 	if err != nil {
-		return err
+		return report.Comparison{}, nil, err
 	}
 	samples, err := st.Samples(ctx, id)
 	if err != nil {
-		return err
+		return report.Comparison{}, nil, err
 	}
 	failures, err := st.Failures(ctx, id)
 	if err != nil {
-		return err
+		return report.Comparison{}, nil, err
 	}
 	c := report.Build(run, samples, failures)
 	if c.Audit, err = loadAudit(ctx, st, run); err != nil {
+		return report.Comparison{}, nil, err
+	}
+	return c, samples, nil
+}
+
+func render(ctx context.Context, st *store.Store, id int64, f report.Format, w io.Writer) error {
+	c, samples, err := loadComparison(ctx, st, id)
+	if err != nil {
 		return err
 	}
 	switch f {

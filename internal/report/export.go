@@ -197,7 +197,7 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 		Run: jsonRun{ID: run.ID, ScenarioName: run.ScenarioName, ScenarioSource: run.ScenarioSource, ScenarioHash: run.ScenarioHash,
 			ScenarioText: string(run.ScenarioText), Baseline: run.Baseline, Started: run.Started.UTC(), Status: run.Status,
 			Host: run.Host, Guests: run.Guests, Dropped: run.Dropped, Origin: run.Origin},
-		Columns: c.Columns, Index: make([]jsonEstimate, len(c.Index)), Rows: make([]Row, len(c.Rows)),
+		Columns: c.Columns, Index: jsonEstimates(c.Index), Rows: make([]Row, len(c.Rows)),
 		NonFinite: c.NonFinite, Latency: make([]jsonLatency, len(c.Latency)),
 		// Empty lists rather than null, so a reader can range over them.
 		Cost: append([]CostRow{}, c.Cost...), Scaling: append([]ScalingCurve{}, c.Scaling...),
@@ -219,14 +219,6 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 	if !run.Finished.IsZero() {
 		finished := run.Finished.UTC()
 		out.Run.Finished = &finished
-	}
-	for i, e := range c.Index {
-		if finite(e.Value) {
-			out.Index[i] = jsonEstimate{Value: &e.Value}
-			if finite(e.Low) && finite(e.High) {
-				out.Index[i].Low, out.Index[i].High = &e.Low, &e.High
-			}
-		}
 	}
 	for i, r := range c.Rows {
 		out.Rows[i] = r
@@ -255,6 +247,20 @@ type jsonEstimate struct {
 	Value *float64 `json:"value"`
 	Low   *float64 `json:"low"`
 	High  *float64 `json:"high"`
+}
+
+// jsonEstimates converts overhead indexes for JSON, which has no NaN.
+func jsonEstimates(es []stats.Estimate) []jsonEstimate {
+	out := make([]jsonEstimate, len(es))
+	for i, e := range es {
+		if finite(e.Value) {
+			out[i] = jsonEstimate{Value: &e.Value}
+			if finite(e.Low) && finite(e.High) {
+				out[i].Low, out[i].High = &e.Low, &e.High
+			}
+		}
+	}
+	return out
 }
 
 // sanitizeCells zeroes the ratio of cells marked not comparable, where it

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/stats"
@@ -55,68 +56,87 @@ const (
 )
 
 func buildCharts(c Comparison) []chart {
-	var charts []chart
-	index := map[string]int{}
-	maxX := map[string]float64{}
+	var titles []string
+	bars := map[string][]ratioBar{}
 	for _, r := range c.Rows {
-		for _, cell := range r.Cells {
-			if cell.Comparable {
-				maxX[r.Entry()] = math.Max(maxX[r.Entry()], cell.Normalized.CIHigh)
-			}
+		if _, ok := bars[r.Entry()]; !ok {
+			titles = append(titles, r.Entry())
 		}
-	}
-	for _, r := range c.Rows {
-		i, ok := index[r.Entry()]
-		if !ok {
-			i = len(charts)
-			index[r.Entry()] = i
-			charts = append(charts, chart{Title: r.Entry(), Width: chartWidth})
-		}
-		ch := &charts[i]
-		end, step := axis(maxX[r.Entry()])
-		scale := plotWidth / end
 		for j, cell := range r.Cells {
-			if !cell.Comparable {
-				continue
-			}
-			y := chartMargin + len(ch.Bars)*(barHeight+barGap)
-			n := cell.Normalized
-			b := bar{
-				Y: y, H: barHeight, X0: labelWidth, W: math.Max(0, n.Ratio) * scale,
-				LoX: labelWidth + math.Max(0, n.CILow)*scale, HiX: labelWidth + math.Max(0, n.CIHigh)*scale,
-				MidY:  float64(y) + barHeight/2,
-				Label: fmt.Sprintf("%s %s · %s", r.Metric, arrow(string(r.Better)), c.Columns[j].Label()),
-				Value: formatRatio(n.Ratio), Whisker: n.CIHigh > n.CILow,
-			}
-			switch v := verdict(cell, string(r.Better)); {
-			case c.Columns[j].Baseline:
-				b.Class = "baseline"
-			case v > 0:
-				b.Class = "better"
-			case v < 0:
-				b.Class = "worse"
-			default:
-				b.Class = "same"
-			}
-			ch.Bars = append(ch.Bars, b)
-		}
-		ch.OneX = labelWidth + scale
-		ch.Height = chartMargin*2 + len(ch.Bars)*(barHeight+barGap)
-		ch.Ticks = nil
-		// Ticks are counted, not summed, so rounding cannot drop the last one.
-		for k := 0; float64(k)*step <= end+1e-9; k++ {
-			t := float64(k) * step
-			ch.Ticks = append(ch.Ticks, tick{X: labelWidth + t*scale, Label: formatRatio(t)})
+			bars[r.Entry()] = append(bars[r.Entry()], ratioBar{Label: fmt.Sprintf("%s %s · %s", r.Metric, arrow(string(r.Better)), c.Columns[j].Label()),
+				Cell: cell, Better: r.Better, Baseline: c.Columns[j].Baseline})
 		}
 	}
-	// A workload with no baseline value has nothing to plot.
-	drawn := charts[:0]
-	for _, ch := range charts {
-		if len(ch.Bars) > 0 {
-			drawn = append(drawn, ch)
+	var charts []chart
+	for _, t := range titles {
+		// A workload with no baseline value has nothing to plot.
+		if ch, ok := ratioChart(t, bars[t]); ok {
+			charts = append(charts, ch)
 		}
 	}
-	return drawn
+	return charts
+}
+
+// ratioBar is one bar of a chart of ratios to a baseline.
+type ratioBar struct {
+	Label    string
+	Cell     Cell
+	Better   workload.Better
+	Baseline bool
+}
+
+// ratioChart lays out the bars whose cells have a ratio, each with its
+// interval as a whisker, on an axis from 0 that holds them all; ok is
+// false when none has a ratio.
+func ratioChart(title string, items []ratioBar) (chart, bool) {
+	// Long labels (a machine's with a group's) widen the label column,
+	// about 7 px a character, rather than run into the bars.
+	left := float64(labelWidth)
+	maxX := 0.0
+	for _, it := range items {
+		if it.Cell.Comparable {
+			maxX = math.Max(maxX, it.Cell.Normalized.CIHigh)
+			left = math.Max(left, 7*float64(utf8.RuneCountInString(it.Label))+12)
+		}
+	}
+	ch := chart{Title: title, Width: int(left) + chartWidth - labelWidth}
+	end, step := axis(maxX)
+	scale := plotWidth / end
+	for _, it := range items {
+		if !it.Cell.Comparable {
+			continue
+		}
+		y := chartMargin + len(ch.Bars)*(barHeight+barGap)
+		n := it.Cell.Normalized
+		b := bar{
+			Y: y, H: barHeight, X0: left, W: math.Max(0, n.Ratio) * scale,
+			LoX: left + math.Max(0, n.CILow)*scale, HiX: left + math.Max(0, n.CIHigh)*scale,
+			MidY:  float64(y) + barHeight/2,
+			Label: it.Label, Value: formatRatio(n.Ratio), Whisker: n.CIHigh > n.CILow,
+		}
+		switch v := verdict(it.Cell, string(it.Better)); {
+		case it.Baseline:
+			b.Class = "baseline"
+		case v > 0:
+			b.Class = "better"
+		case v < 0:
+			b.Class = "worse"
+		default:
+			b.Class = "same"
+		}
+		ch.Bars = append(ch.Bars, b)
+	}
+	if len(ch.Bars) == 0 {
+		return ch, false
+	}
+	ch.OneX = left + scale
+	ch.Height = chartMargin*2 + len(ch.Bars)*(barHeight+barGap)
+	// Ticks are counted, not summed, so rounding cannot drop the last one.
+	for k := 0; float64(k)*step <= end+1e-9; k++ {
+		t := float64(k) * step
+		ch.Ticks = append(ch.Ticks, tick{X: left + t*scale, Label: formatRatio(t)})
+	}
+	return ch, true
 }
 
 // axis picks a chart's end and tick step: the end is at least 1.25 so the
@@ -437,4 +457,10 @@ var templateFuncs = template.FuncMap{
 	"arr":         func(v ...any) []any { return v },
 }
 
-var pageTemplate = template.Must(template.Must(template.New("page").Funcs(templateFuncs).Parse(pageHTML)).Parse(lineChartHTML))
+var pageTemplate = parsePage("page", pageHTML)
+
+// parsePage parses a page with the shared parts it may use.
+func parsePage(name, text string) *template.Template {
+	t := template.Must(template.New(name).Funcs(templateFuncs).Parse(text))
+	return template.Must(template.Must(t.Parse(lineChartHTML)).Parse(tableHTML))
+}

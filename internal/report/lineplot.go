@@ -18,6 +18,16 @@ type linePlot struct {
 	YUnit  string // the unit of y, which picks how its ticks read
 	LogX   bool
 	Series []Series
+	// Rules are vertical lines across the plot at x values (a series'
+	// change points), each in its series' colour.
+	Rules []Rule
+}
+
+// Rule is a vertical line at X drawn in the colour of series Series.
+type Rule struct {
+	X      float64
+	Series int
+	Title  string
 }
 
 // lineChart is a linePlot laid out as SVG.
@@ -30,6 +40,13 @@ type lineChart struct {
 	YTicks                   []yTick
 	XLabel, YLabel           string
 	Lines                    []plotLine
+	Rules                    []plotRule
+}
+
+// plotRule is a Rule laid out.
+type plotRule struct {
+	X            float64
+	Color, Title string
 }
 
 type plotLine struct {
@@ -170,6 +187,11 @@ func buildLinePlot(p linePlot) (lineChart, bool) {
 			l.Points = strings.Join(pts, " ")
 		}
 		ch.Lines = append(ch.Lines, l)
+	}
+	for _, r := range p.Rules {
+		if finite(r.X) && !(p.LogX && r.X <= 0) {
+			ch.Rules = append(ch.Rules, plotRule{X: x(r.X), Color: cdfPalette[r.Series%len(cdfPalette)], Title: r.Title})
+		}
 	}
 	legendTop := ch.Bottom + 52
 	for i := range ch.Lines {

@@ -74,17 +74,7 @@ Error bars: the index's 95% interval; dashed line: the baseline's 1.00.</p>
 <h2>Normalised to the baseline</h2>
 <p class="muted">Bars: each group's mean relative to the baseline's; whiskers: 95% confidence interval; dashed line: 1.00.
 ↑ higher is better, ↓ lower is better. Green/red: better/worse beyond the interval.</p>
-{{range $c := .Charts}}
-<h3>{{.Title}}</h3>
-<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}} normalised to the baseline">
-{{range .Ticks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="14" y2="{{$c.Height}}"/><text x="{{px .X}}" y="12" text-anchor="middle">{{.Label}}</text>
-{{end}}{{range .Bars}}<text x="0" y="{{px .MidY}}" dominant-baseline="middle">{{.Label}}</text>
-<rect class="{{.Class}}" x="{{px .X0}}" y="{{.Y}}" width="{{px .W}}" height="{{.H}}"><title>{{.Label}}: {{.Value}}</title></rect>
-{{if .Whisker}}<line class="ci" x1="{{px .LoX}}" x2="{{px .HiX}}" y1="{{px .MidY}}" y2="{{px .MidY}}"/>{{end}}
-<text x="{{px .HiX}}" dx="6" y="{{px .MidY}}" dominant-baseline="middle">{{.Value}}</text>
-{{end}}<line class="ref" x1="{{px .OneX}}" x2="{{px .OneX}}" y1="14" y2="{{.Height}}"/>
-</svg>
-{{end}}
+{{range .Charts}}{{template "barchart" .}}{{end}}
 
 <h2>Comparison table</h2>
 <table>
@@ -163,9 +153,23 @@ dotted lines mark p90 and p99. A curve further left is faster; a curve that reac
 <pre>{{.Scenario}}</pre>
 </body>
 </html>
-{{define "rows"}}{{range .}}<tr><td>{{.Workload}}</td><td>{{.Metric}} {{.Arrow}}</td>{{range .Cells}}<td class="num {{.Class}}">{{.Ratio}}{{if .Raw}}<br><span class="muted">{{.Raw}}</span>{{end}}{{if .CI}}<br><span class="muted">{{.CI}}</span>{{end}}</td>{{end}}</tr>
-{{end}}{{end}}
 `
+
+// tableHTML draws a ratio chart (a chart of bars of ratios with their
+// intervals) and the rows of a table of cells; the run's page and the page
+// across machines parse it beside their own.
+const tableHTML = `{{define "barchart"}}
+<h3>{{.Title}}</h3>
+<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}} normalised to the baseline">
+{{range .Ticks}}<line class="grid" x1="{{px .X}}" x2="{{px .X}}" y1="14" y2="{{$.Height}}"/><text x="{{px .X}}" y="12" text-anchor="middle">{{.Label}}</text>
+{{end}}{{range .Bars}}<text x="0" y="{{px .MidY}}" dominant-baseline="middle">{{.Label}}</text>
+<rect class="{{.Class}}" x="{{px .X0}}" y="{{.Y}}" width="{{px .W}}" height="{{.H}}"><title>{{.Label}}: {{.Value}}</title></rect>
+{{if .Whisker}}<line class="ci" x1="{{px .LoX}}" x2="{{px .HiX}}" y1="{{px .MidY}}" y2="{{px .MidY}}"/>{{end}}
+<text x="{{px .HiX}}" dx="6" y="{{px .MidY}}" dominant-baseline="middle">{{.Value}}</text>
+{{end}}<line class="ref" x1="{{px .OneX}}" x2="{{px .OneX}}" y1="14" y2="{{.Height}}"/>
+</svg>
+{{end}}{{define "rows"}}{{range .}}<tr><td>{{.Workload}}</td><td>{{.Metric}} {{.Arrow}}</td>{{range .Cells}}<td class="num {{.Class}}">{{.Ratio}}{{if .Raw}}<br><span class="muted">{{.Raw}}</span>{{end}}{{if .CI}}<br><span class="muted">{{.CI}}</span>{{end}}</td>{{end}}</tr>
+{{end}}{{end}}`
 
 // pageCSS is shared by the run report and the A/B comparison page, so
 // both read alike.
@@ -248,7 +252,8 @@ const lineChartHTML = `{{define "linechart"}}<svg class="scaling" width="{{.Widt
 {{end}}{{range .YTicks}}<line class="grid" x1="{{px $.Left}}" x2="{{px $.Right}}" y1="{{px .Y}}" y2="{{px .Y}}"/><text x="{{px $.Left}}" dx="-6" y="{{px .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
 {{end}}<line class="axis" x1="{{px .Left}}" x2="{{px .Right}}" y1="{{px .Bottom}}" y2="{{px .Bottom}}"/>
 <text x="{{px .Left}}" y="{{px .Top}}" dy="-12">{{.YLabel}}</text><text x="{{px .Left}}" y="{{px .Bottom}}" dy="36">{{.XLabel}}</text>
-{{range .Lines}}{{$l := .}}{{if .Points}}<polyline class="series" stroke="{{.Color}}" points="{{.Points}}"/>
+{{range .Rules}}<line class="change" stroke="{{.Color}}" stroke-width="2" stroke-dasharray="6 4" x1="{{px .X}}" x2="{{px .X}}" y1="{{px $.Top}}" y2="{{px $.Bottom}}"><title>{{.Title}}</title></line>
+{{end}}{{range .Lines}}{{$l := .}}{{if .Points}}<polyline class="series" stroke="{{.Color}}" points="{{.Points}}"/>
 {{end}}{{range .Marks}}{{if .Bar}}<path class="errbar" stroke="{{$l.Color}}" d="M{{px .X}} {{px .LoY}}V{{px .HiY}}M{{px .X}} {{px .LoY}}m-4 0h8M{{px .X}} {{px .HiY}}m-4 0h8"/>
 {{end}}<circle cx="{{px .X}}" cy="{{px .Y}}" r="4" fill="{{$l.Color}}"><title>{{.Title}}</title></circle>
 {{end}}{{end}}{{range .Lines}}<line class="series" stroke="{{.Color}}" x1="{{px .SwatchX1}}" x2="{{px .SwatchX2}}" y1="{{px .LegendY}}" y2="{{px .LegendY}}"/><text x="{{px .TextX}}" y="{{px .LegendY}}" dominant-baseline="middle">{{.Label}}</text>
