@@ -117,6 +117,17 @@ var migrations = []string{
 		started_ns    INTEGER NOT NULL,
 		finished_ns   INTEGER NOT NULL
 	);`,
+
+	// Version 7: the run each scenario's new runs are compared with on
+	// each machine (`vfleet baseline set`, `compare --baseline`): one per
+	// scenario name and machine, replaced when set again.
+	`CREATE TABLE baselines (
+		scenario_name TEXT NOT NULL,
+		machine       TEXT NOT NULL,
+		run_id        INTEGER NOT NULL REFERENCES runs(id),
+		set_ns        INTEGER NOT NULL,
+		PRIMARY KEY (scenario_name, machine)
+	);`,
 }
 
 // checkSchema, for a read-only store, fails unless the database has
