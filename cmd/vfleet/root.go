@@ -70,6 +70,7 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario);
 		newRunsCommand(g),
 		newReportCommand(g),
 		newCompareCommand(g),
+		newBaselineCommand(g),
 		newImageCommand(g),
 		newDoctorCommand(g),
 		newCleanCommand(g),
