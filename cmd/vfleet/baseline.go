@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,8 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -127,4 +130,112 @@ func thisMachine() (string, error) {
 		return "", fmt.Errorf("name this machine: %w", err)
 	}
 	return hostinfo.Fingerprint{Hostname: name}.Machine(), nil
+}
+
+// baselineFlags are `vfleet run --baseline`'s: compare the run with its
+// scenario's baseline, measuring more rounds while a change is undecided.
+type baselineFlags struct {
+	on             bool
+	maxRepetitions int
+}
+
+func (f *baselineFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.on, "baseline", false, "compare the run with its scenario's baseline on this machine, adding repetitions while a change is undecided; exit 8 when worse, 9 when undecided")
+	fs.IntVar(&f.maxRepetitions, "max-repetitions", 10, "with --baseline: measure each workload at most this many times")
+}
+
+// check refuses what the flags parse but cannot mean.
+func (f *baselineFlags) check(fs *pflag.FlagSet, ab bool) error {
+	switch {
+	case f.on && ab:
+		return errors.New("--baseline compares one run with its baseline; --ab compares two scenarios: use one or the other")
+	case !f.on && fs.Changed("max-repetitions"):
+		return errors.New("--max-repetitions bounds the repetitions --baseline adds: give --baseline too")
+	case f.maxRepetitions < 1:
+		return fmt.Errorf("--max-repetitions %d: want at least 1", f.maxRepetitions)
+	}
+	return nil
+}
+
+// baselineCheck compares a run being measured with its scenario's
+// baseline, as `compare --baseline` does once it is done.
+type baselineCheck struct {
+	st             *store.Store
+	base           store.Baseline
+	run            store.Run
+	samples        []store.Sample
+	maxRepetitions int
+	// err is the first error reading the run's samples while it runs: the
+	// run goes on, and the comparison at its end says what went wrong.
+	err error
+}
+
+// prepare finds the baseline of the scenario on machine before anything
+// is measured, so that a missing one is known at once.
+func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario, machine string) (*baselineCheck, error) {
+	b, err := st.GetBaseline(ctx, scenario, machine)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("scenario %s has no baseline on %s: run it, then set one with 'vfleet baseline set RUN' (%w)", scenario, machine, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &baselineCheck{st: st, base: b, maxRepetitions: f.maxRepetitions}
+	if c.run, err = st.GetRun(ctx, b.RunID); err != nil {
+		return nil, err
+	}
+	if c.samples, err = st.Samples(ctx, b.RunID); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// moreRounds is the runner's Options.MoreRounds: another round of a
+// workload while one of its changes against the baseline exceeds the
+// noise floor but is too little repeated to be tested.
+func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID string, done int) string {
+	if done >= c.maxRepetitions || c.err != nil {
+		return ""
+	}
+	samples, err := c.st.Samples(ctx, runID)
+	if err != nil {
+		c.err = fmt.Errorf("read run %d's samples to compare with its baseline: %w", runID, err)
+		return ""
+	}
+	of := func(all []store.Sample) []store.Sample {
+		var out []store.Sample
+		for _, s := range all {
+			if s.WorkloadID == workloadID {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	undecided := 0
+	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), report.DefaultCompareOptions).Rows {
+		if r.Verdict == report.VerdictUndecided {
+			undecided++
+		}
+	}
+	if undecided == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its changes against baseline run %d undecided", undecided, c.base.RunID)
+}
+
+// finish prints the run's comparison with the baseline and returns its
+// outcome, as `compare --baseline` would.
+func (c *baselineCheck) finish(ctx context.Context, id int64) error {
+	if c.err != nil {
+		return c.err
+	}
+	fmt.Fprintln(os.Stderr, againstBaseline(id, c.base))
+	cmp, err := printComparison(ctx, c.st, c.base.RunID, id)
+	if err != nil {
+		return err
+	}
+	if w := scenarioWarning(cmp.A, cmp.B); w != "" {
+		fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
+	}
+	return baselineOutcome(cmp)
 }

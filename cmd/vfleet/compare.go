@@ -158,8 +158,7 @@ func compareWithBaseline(ctx context.Context, st *store.Store, ref string, o rep
 	if err != nil {
 		return report.ABComparison{}, err
 	}
-	fmt.Fprintf(os.Stderr, "run %d against the baseline of scenario %s on %s: run %d (set %s)\n",
-		id, run.ScenarioName, run.Host.Machine(), b.RunID, b.Set.Local().Format("2006-01-02 15:04:05"))
+	fmt.Fprintln(os.Stderr, againstBaseline(id, b))
 	if w := scenarioWarning(c.A, c.B); w != "" {
 		fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
 	}
@@ -233,12 +232,19 @@ func compareRuns(ctx context.Context, st *store.Store, a, b int64, o report.Comp
 	return report.CompareRuns(runs[0], samples[0], runs[1], samples[1], o), nil
 }
 
-// printComparison prints B against A after an A/B run.
-func printComparison(ctx context.Context, st *store.Store, a, b int64) error {
+// printComparison prints B against A after a run, at the default options,
+// and returns the comparison.
+func printComparison(ctx context.Context, st *store.Store, a, b int64) (report.ABComparison, error) {
 	c, err := compareRuns(ctx, st, a, b, report.DefaultCompareOptions)
 	if err != nil {
-		return err
+		return report.ABComparison{}, err
 	}
 	fmt.Fprintln(os.Stdout)
-	return report.WriteABTable(os.Stdout, c, report.TableOptions{Color: isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""})
+	return c, report.WriteABTable(os.Stdout, c, report.TableOptions{Color: isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""})
+}
+
+// againstBaseline says which baseline a run is compared with.
+func againstBaseline(id int64, b store.Baseline) string {
+	return fmt.Sprintf("run %d against the baseline of scenario %s on %s: run %d (set %s)",
+		id, b.ScenarioName, b.Machine, b.RunID, b.Set.Local().Format("2006-01-02 15:04:05"))
 }
