@@ -13,6 +13,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/report"
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -211,9 +212,13 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		}
 		return out
 	}
+	o := report.DefaultCompareOptions
 	undecided := 0
-	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), report.DefaultCompareOptions).Rows {
-		if r.Verdict == report.VerdictUndecided {
+	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), o).Rows {
+		// A round adds as many values as the group has guests. A baseline
+		// with too few values of its own stays undecided however many the
+		// run adds: rounds that cannot decide are not measured.
+		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, r.B.N/done*c.maxRepetitions) < o.Alpha {
 			undecided++
 		}
 	}

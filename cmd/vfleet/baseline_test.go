@@ -151,6 +151,18 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 			t.Errorf("%v after %d rounds: %q, want another round: %v", tc.values, tc.done, why, tc.more)
 		}
 	}
+	// A baseline of one repetition needs 99 more of the run's to decide.
+	one := add(store.StatusComplete, 100)
+	if _, err := st.SetBaseline(ctx, one, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	hopeless, err := (&baselineFlags{maxRepetitions: 10}).prepare(ctx, st, "quick", "lab1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := hopeless.moreRounds(ctx, add(store.StatusRunning, 70, 71, 69), "cpu", 3); why != "" {
+		t.Errorf("against a baseline of 1 repetition, 10 cannot decide: %q, want no more", why)
+	}
 	// At the limit, however undecided.
 	if why := (&baselineCheck{st: st, base: check.base, run: check.run, samples: check.samples, maxRepetitions: 3}).moreRounds(ctx, add(store.StatusRunning, 70, 71, 69), "cpu", 3); why != "" {
 		t.Errorf("at --max-repetitions: %q, want no more", why)
