@@ -138,11 +138,15 @@ func thisMachine() (string, error) {
 type baselineFlags struct {
 	on             bool
 	maxRepetitions int
+	opts           report.CompareOptions
 }
 
 func (f *baselineFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.on, "baseline", false, "compare the run with its scenario's baseline on this machine, adding repetitions while a change is undecided; exit 8 when worse, 9 when undecided")
 	fs.IntVar(&f.maxRepetitions, "max-repetitions", 10, "with --baseline: measure each workload at most this many times")
+	f.opts = report.DefaultCompareOptions
+	fs.Float64Var(&f.opts.Alpha, "alpha", f.opts.Alpha, "with --baseline: significance level of the permutation test")
+	fs.Float64Var(&f.opts.NoiseFloor, "noise-floor", f.opts.NoiseFloor, "with --baseline: smallest relative change that counts (0.05 = 5%)")
 }
 
 // check refuses what the flags parse but cannot mean.
@@ -150,12 +154,17 @@ func (f *baselineFlags) check(fs *pflag.FlagSet, ab bool) error {
 	switch {
 	case f.on && ab:
 		return errors.New("--baseline compares one run with its baseline; --ab compares two scenarios: use one or the other")
-	case !f.on && fs.Changed("max-repetitions"):
-		return errors.New("--max-repetitions bounds the repetitions --baseline adds: give --baseline too")
 	case f.maxRepetitions < 1:
 		return fmt.Errorf("--max-repetitions %d: want at least 1", f.maxRepetitions)
 	}
-	return nil
+	if !f.on {
+		for _, flag := range []string{"max-repetitions", "alpha", "noise-floor"} {
+			if fs.Changed(flag) {
+				return fmt.Errorf("--%s is for the comparison with the baseline: give --baseline too", flag)
+			}
+		}
+	}
+	return checkCompareOptions(f.opts)
 }
 
 // baselineCheck compares a run being measured with its scenario's
@@ -165,6 +174,7 @@ type baselineCheck struct {
 	base           store.Baseline
 	run            store.Run
 	samples        []store.Sample
+	opts           report.CompareOptions
 	maxRepetitions int
 	// err is the first error reading the run's samples while it runs: the
 	// run goes on, and the comparison at its end says what went wrong.
@@ -181,7 +191,7 @@ func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario, 
 	if err != nil {
 		return nil, err
 	}
-	c := &baselineCheck{st: st, base: b, maxRepetitions: f.maxRepetitions}
+	c := &baselineCheck{st: st, base: b, opts: f.opts, maxRepetitions: f.maxRepetitions}
 	if c.run, err = st.GetRun(ctx, b.RunID); err != nil {
 		return nil, err
 	}
@@ -212,7 +222,7 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		}
 		return out
 	}
-	o := report.DefaultCompareOptions
+	o := c.opts
 	undecided := 0
 	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), o).Rows {
 		// A round adds as many values as the group has guests. A baseline
@@ -235,7 +245,7 @@ func (c *baselineCheck) finish(ctx context.Context, id int64) error {
 		return c.err
 	}
 	fmt.Fprintln(os.Stderr, againstBaseline(id, c.base))
-	cmp, err := printComparison(ctx, c.st, c.base.RunID, id)
+	cmp, err := printComparison(ctx, c.st, c.base.RunID, id, c.opts)
 	if err != nil {
 		return err
 	}

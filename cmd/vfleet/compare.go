@@ -232,10 +232,10 @@ func compareRuns(ctx context.Context, st *store.Store, a, b int64, o report.Comp
 	return report.CompareRuns(runs[0], samples[0], runs[1], samples[1], o), nil
 }
 
-// printComparison prints B against A after a run, at the default options,
-// and returns the comparison.
-func printComparison(ctx context.Context, st *store.Store, a, b int64) (report.ABComparison, error) {
-	c, err := compareRuns(ctx, st, a, b, report.DefaultCompareOptions)
+// printComparison prints B against A after a run and returns the
+// comparison.
+func printComparison(ctx context.Context, st *store.Store, a, b int64, o report.CompareOptions) (report.ABComparison, error) {
+	c, err := compareRuns(ctx, st, a, b, o)
 	if err != nil {
 		return report.ABComparison{}, err
 	}

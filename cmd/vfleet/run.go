@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/session"
@@ -155,7 +156,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		}
 	}
 	if len(ids) == 2 && ids[0] != 0 && ids[1] != 0 {
-		if _, err := printComparison(rctx, st, ids[0], ids[1]); err != nil {
+		if _, err := printComparison(rctx, st, ids[0], ids[1], report.DefaultCompareOptions); err != nil {
 			return err
 		}
 	}
