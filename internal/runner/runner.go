@@ -69,10 +69,10 @@ type Options struct {
 	// AuditOnly starts the first phase's guests, audits their isolation
 	// and stops them, measuring nothing (`vfleet audit`).
 	AuditOnly bool
-	// MoreRounds, when set, is asked each time a round of a workload ends
-	// (every guest measured that repetition, done of them so far) whether
-	// to measure another, and says why, or "" for no. Its samples so far
-	// are in the store. `vfleet run --baseline` measures on while a change
+	// MoreRounds, when set, is asked when a workload's last round so far
+	// ends (every guest measured its repetitions, done of them each)
+	// whether to measure another, and says why, or "" for no. Its samples
+	// so far are in the store. `vfleet run --baseline` measures on while a change
 	// against the baseline is too little repeated to be tested.
 	MoreRounds func(ctx context.Context, runID int64, workloadID string, done int) (why string)
 }
