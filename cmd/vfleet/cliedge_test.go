@@ -19,6 +19,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/fleet"
+	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
 	"github.com/vfleet/vfleet/scenarios"
@@ -33,6 +34,25 @@ import (
 // numbered from 1 in the order given.
 func storeRuns(t *testing.T, texts ...string) *cli {
 	t.Helper()
+	runs := make([]storedRun, len(texts))
+	for i, text := range texts {
+		runs[i] = storedRun{text: text, status: store.StatusRunning, values: []float64{100, 101, 99}}
+	}
+	return storeRunsOf(t, runs...)
+}
+
+// storedRun is a run for storeRunsOf: its scenario text (the name on its
+// first line), the machine it ran on, how it ended and the values of its
+// one metric (the host's cpu events_per_sec).
+type storedRun struct {
+	text, machine, status string
+	values                []float64
+}
+
+// storeRunsOf records the runs and returns the CLI with them in its
+// database, numbered from 1 in the order given.
+func storeRunsOf(t *testing.T, runs ...storedRun) *cli {
+	t.Helper()
 	c := newCLI(t)
 	st, err := store.Open(c.db)
 	if err != nil {
@@ -40,19 +60,25 @@ func storeRuns(t *testing.T, texts ...string) *cli {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	for _, text := range texts {
-		name := strings.TrimPrefix(strings.SplitN(text, "\n", 2)[0], "name: ")
-		id, err := st.CreateRun(ctx, &store.Run{ScenarioName: name, ScenarioText: []byte(text), Baseline: "host", Started: time.Now()})
+	for _, r := range runs {
+		name := strings.TrimPrefix(strings.SplitN(r.text, "\n", 2)[0], "name: ")
+		id, err := st.CreateRun(ctx, &store.Run{ScenarioName: name, ScenarioText: []byte(r.text), Baseline: "host", Started: time.Now(),
+			Host: hostinfo.Fingerprint{Hostname: r.machine}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var samples []store.Sample
-		for rep, v := range []float64{100, 101, 99} {
+		for rep, v := range r.values {
 			samples = append(samples, store.Sample{Guest: "host", Group: "host", WorkloadID: "cpu", Workload: "cpu",
 				Repetition: rep + 1, Metric: "events_per_sec", Unit: "events/s", Value: v, Better: "higher", At: time.Now()})
 		}
 		if err := st.AddSamples(ctx, id, samples); err != nil {
 			t.Fatal(err)
+		}
+		if r.status != store.StatusRunning {
+			if err := st.FinishRun(ctx, id, r.status, "", time.Now()); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return c

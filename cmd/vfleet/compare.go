@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,18 +14,40 @@ import (
 	"github.com/vfleet/vfleet/internal/store"
 )
 
+// Exit statuses of `vfleet compare --baseline` (and `vfleet run
+// --baseline`) beyond the common ones, for CI jobs.
+const (
+	// exitWorse: some metric got worse than the baseline's.
+	exitWorse = 8
+	// exitUndecided: nothing got worse, but some change beyond the noise
+	// floor had too few repetitions for the test to decide it.
+	exitUndecided = 9
+)
+
 func newCompareCommand(g *globalOptions) *cobra.Command {
 	o := report.DefaultCompareOptions
 	var format, output string
+	var baseline bool
 	cmd := &cobra.Command{
-		Use:   "compare RUN_A RUN_B",
+		Use:   "compare RUN_A RUN_B | compare --baseline [RUN]",
 		Short: "Compare two stored runs metric by metric, with a significance test",
 		Long: `Compare run B against run A. Samples are paired by guest group, workload, parameters
 and metric; each pair gets the change of the mean with its 95% confidence interval and the
 p-value of an exact (or, for many repetitions, sampled) permutation test. A change counts
-only when p < --alpha and it exceeds --noise-floor.`,
-		Args: cobra.ExactArgs(2),
+only when p < --alpha and it exceeds --noise-floor; one beyond the floor that too few
+repetitions cannot test is undecided.
+
+With --baseline, RUN (default: latest) is compared against the baseline of its scenario on
+its machine ('vfleet baseline set'). Exit status: 0 when nothing got worse and nothing was
+undecided, 8 when some metric got worse, 9 when none did but some change was undecided.`,
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case baseline && len(args) > 1:
+				return usageError{fmt.Errorf("--baseline takes one run to compare with its baseline, got %d", len(args))}
+			case !baseline && len(args) != 2:
+				return usageError{fmt.Errorf("compare takes two runs (or one with --baseline), got %d", len(args))}
+			}
 			if format != "table" && format != "json" && format != "html" {
 				return usageError{fmt.Errorf("unknown format %q (allowed: table, json, html)", format)}
 			}
@@ -36,6 +59,20 @@ only when p < --alpha and it exceeds --noise-floor.`,
 				return err
 			}
 			defer st.Close()
+			if baseline {
+				ref := "latest"
+				if len(args) == 1 {
+					ref = args[0]
+				}
+				c, err := compareWithBaseline(cmd.Context(), st, ref, o)
+				if err != nil {
+					return err
+				}
+				if err := writeComparison(c, format, output); err != nil {
+					return err
+				}
+				return baselineOutcome(c)
+			}
 			var ids [2]int64
 			for i, ref := range args {
 				if ids[i], err = st.ResolveRun(cmd.Context(), ref); err != nil {
@@ -53,39 +90,102 @@ only when p < --alpha and it exceeds --noise-floor.`,
 			if w := scenarioWarning(c.A, c.B); w != "" {
 				fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
 			}
-			w := io.Writer(os.Stdout)
-			if output != "" && output != "-" {
-				file, err := os.Create(output)
-				if err != nil {
-					return err
-				}
-				defer file.Close()
-				w = file
-			}
-			switch format {
-			case "json":
-				err = report.WriteABJSON(w, c)
-			case "html":
-				err = report.WriteABHTML(w, c)
-			default:
-				color := w == io.Writer(os.Stdout) && isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""
-				err = report.WriteABTable(w, c, report.TableOptions{Color: color})
-			}
-			if err != nil {
-				return err
-			}
-			if f, ok := w.(*os.File); ok && f != os.Stdout {
-				// A full disk shows up at close; the page must not be reported written.
-				return f.Close()
-			}
-			return nil
+			return writeComparison(c, format, output)
 		},
 	}
 	cmd.Flags().Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the permutation test")
 	cmd.Flags().Float64Var(&o.NoiseFloor, "noise-floor", o.NoiseFloor, "smallest relative change that counts (0.05 = 5%)")
+	cmd.Flags().BoolVar(&baseline, "baseline", false, "compare RUN (default latest) with its scenario's baseline; exit 8 when worse, 9 when undecided")
 	cmd.Flags().StringVar(&format, "format", "table", "table, json or html")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
 	return cmd
+}
+
+// writeComparison writes c in format to the file output, or to standard
+// output.
+func writeComparison(c report.ABComparison, format, output string) (err error) {
+	w := io.Writer(os.Stdout)
+	if output != "" && output != "-" {
+		file, err := os.Create(output)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		w = file
+	}
+	switch format {
+	case "json":
+		err = report.WriteABJSON(w, c)
+	case "html":
+		err = report.WriteABHTML(w, c)
+	default:
+		color := w == io.Writer(os.Stdout) && isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""
+		err = report.WriteABTable(w, c, report.TableOptions{Color: color})
+	}
+	if err != nil {
+		return err
+	}
+	if f, ok := w.(*os.File); ok && f != os.Stdout {
+		// A full disk shows up at close; the page must not be reported written.
+		return f.Close()
+	}
+	return nil
+}
+
+// compareWithBaseline compares the run ref names (as B) with the baseline
+// of its scenario on its machine (as A).
+func compareWithBaseline(ctx context.Context, st *store.Store, ref string, o report.CompareOptions) (report.ABComparison, error) {
+	id, err := st.ResolveRun(ctx, ref)
+	if err != nil {
+		return report.ABComparison{}, err
+	}
+	run, err := st.GetRun(ctx, id)
+	if err != nil {
+		return report.ABComparison{}, err
+	}
+	b, err := st.GetBaseline(ctx, run.ScenarioName, run.Host.Machine())
+	if errors.Is(err, store.ErrNotFound) {
+		return report.ABComparison{}, fmt.Errorf("run %d: scenario %s has no baseline on %s: set one with 'vfleet baseline set RUN' (%w)",
+			id, run.ScenarioName, run.Host.Machine(), err)
+	}
+	if err != nil {
+		return report.ABComparison{}, err
+	}
+	if b.RunID == id {
+		return report.ABComparison{}, usageError{fmt.Errorf("run %d is the baseline of scenario %s itself: compare a later run", id, run.ScenarioName)}
+	}
+	c, err := compareRuns(ctx, st, b.RunID, id, o)
+	if err != nil {
+		return report.ABComparison{}, err
+	}
+	fmt.Fprintln(os.Stderr, againstBaseline(id, b))
+	if w := scenarioWarning(c.A, c.B); w != "" {
+		fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
+	}
+	return c, nil
+}
+
+// baselineOutcome is the exit status of a comparison with a baseline: a
+// CI job fails on what got worse, and tells apart what it could not decide.
+func baselineOutcome(c report.ABComparison) error {
+	worse, undecided, needs := 0, 0, 0
+	for _, r := range c.Rows {
+		switch r.Verdict {
+		case report.VerdictWorse:
+			worse++
+		case report.VerdictUndecided:
+			undecided++
+			needs = max(needs, r.NeedsRepetitions)
+		}
+	}
+	switch {
+	case worse > 0:
+		return exitError{exitWorse, fmt.Errorf("run %d: %d of %d metrics got worse than in baseline run %d", c.B.ID, worse, len(c.Rows), c.A.ID)}
+	case undecided > 0:
+		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics changed beyond the noise floor with too few repetitions to tell (%d a side can)",
+			c.B.ID, c.A.ID, undecided, len(c.Rows), needs)}
+	}
+	return nil
 }
 
 // checkCompareOptions refuses what the flags parse but the test cannot
@@ -132,12 +232,19 @@ func compareRuns(ctx context.Context, st *store.Store, a, b int64, o report.Comp
 	return report.CompareRuns(runs[0], samples[0], runs[1], samples[1], o), nil
 }
 
-// printComparison prints B against A after an A/B run.
-func printComparison(ctx context.Context, st *store.Store, a, b int64) error {
-	c, err := compareRuns(ctx, st, a, b, report.DefaultCompareOptions)
+// printComparison prints B against A after a run and returns the
+// comparison.
+func printComparison(ctx context.Context, st *store.Store, a, b int64, o report.CompareOptions) (report.ABComparison, error) {
+	c, err := compareRuns(ctx, st, a, b, o)
 	if err != nil {
-		return err
+		return report.ABComparison{}, err
 	}
 	fmt.Fprintln(os.Stdout)
-	return report.WriteABTable(os.Stdout, c, report.TableOptions{Color: isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""})
+	return c, report.WriteABTable(os.Stdout, c, report.TableOptions{Color: isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""})
+}
+
+// againstBaseline says which baseline a run is compared with.
+func againstBaseline(id int64, b store.Baseline) string {
+	return fmt.Sprintf("run %d against the baseline of scenario %s on %s: run %d (set %s)",
+		id, b.ScenarioName, b.Machine, b.RunID, b.Set.Local().Format("2006-01-02 15:04:05"))
 }

@@ -318,11 +318,11 @@ func (c *cli) compare(a, b int) []abRow {
 }
 
 // arms writes a scenario twice: as is, and with its container group
-// capped at 0.9 CPU (the template has a %s where the cap goes).
-func (c *cli) arms(template string) (plain, capped string) {
+// capped at limit CPUs (the template has a %s where the cap goes).
+func (c *cli) arms(template, limit string) (plain, capped string) {
 	c.t.Helper()
 	plain, capped = filepath.Join(c.work, "plain.yaml"), filepath.Join(c.work, "capped.yaml")
-	for path, extra := range map[string]string{plain: "", capped: ", cpu_limit: 0.9"} {
+	for path, extra := range map[string]string{plain: "", capped: ", cpu_limit: " + limit} {
 		if err := os.WriteFile(path, []byte(strings.Replace(template, "%s", extra, 1)), 0o644); err != nil {
 			c.t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func TestCompareTrust(t *testing.T) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	c := newCLI(t)
-	plain, capped := c.arms(trustScenario)
+	plain, capped := c.arms(trustScenario, "0.9")
 	verdicts := func(a, b int) map[string]string {
 		got := map[string]string{}
 		for _, r := range c.compare(a, b) {
@@ -392,7 +392,7 @@ func TestTrustAtScale(t *testing.T) {
 	testutil.Image(t)
 	c := newCLI(t)
 	scenario := trustScenario + "  - workload: ctxswitch\n  - {id: fio-randread, workload: fio, params: {rw: randread, size: 64M}}\n"
-	plain, capped := c.arms(scenario)
+	plain, capped := c.arms(scenario, "0.9")
 	significant, total, detected := 0, 0, 0
 	id := 0
 	for i := 0; i < n; i++ {

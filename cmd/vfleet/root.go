@@ -72,6 +72,7 @@ Start with 'vfleet doctor', then 'vfleet run' (the built-in default scenario);
 		newCompareCommand(g),
 		newExportCommand(g),
 		newImportCommand(g),
+		newBaselineCommand(g),
 		newImageCommand(g),
 		newDoctorCommand(g),
 		newCleanCommand(g),

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/session"
@@ -25,8 +26,9 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	var htmlPath string
 	var ab bool
 	var obs observeFlags
+	var base baselineFlags
 	cmd := &cobra.Command{
-		Use:   "run [SCENARIO] | run --ab SCENARIO_A SCENARIO_B",
+		Use:   "run [SCENARIO] [--baseline] | run --ab SCENARIO_A SCENARIO_B",
 		Short: "Run a scenario (a YAML file or a built-in name; default: " + defaultScenario + ")",
 		Long: `Run a scenario: start its guests, run every workload in each, store every sample
 and print the comparison against the baseline. SCENARIO is a path to a YAML file or
@@ -35,7 +37,12 @@ written next to the results.
 
 With --ab, two scenarios run as two runs at once, step by step in alternating order
 (A then B, then B then A, ...), so that drift of the machine cannot pass for a
-difference between them; the A/B comparison is printed at the end.`,
+difference between them; the A/B comparison is printed at the end.
+
+With --baseline, the run is compared with its scenario's baseline on this machine
+('vfleet baseline set'), and while a change beyond the noise floor is too little repeated
+to be tested, each workload is measured again, up to --max-repetitions. Exit status as
+'vfleet compare --baseline': 8 when something got worse, 9 when something is undecided.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case ab && len(args) != 2:
@@ -45,18 +52,26 @@ difference between them; the A/B comparison is printed at the end.`,
 			case len(args) == 0:
 				args = []string{defaultScenario}
 			}
-			return runScenarios(g, args, htmlPath, &obs, nil)
+			if err := base.check(cmd.Flags(), ab); err != nil {
+				return usageError{err}
+			}
+			if !base.on {
+				return runScenarios(g, args, htmlPath, &obs, nil, nil)
+			}
+			return runScenarios(g, args, htmlPath, &obs, nil, &base)
 		},
 	}
 	cmd.Flags().StringVar(&htmlPath, "html", "", "where to write the HTML report (default ./vfleet-run-ID.html; \"-\" for none)")
 	cmd.Flags().BoolVar(&ab, "ab", false, "run two scenarios interleaved and compare them")
 	obs.register(cmd.Flags())
+	base.register(cmd.Flags())
 	return cmd
 }
 
 // runScenarios runs the scenarios and prints their reports; with an
-// audit, it only starts the guests, audits them and prints that.
-func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags, auditOnly *auditOptions) error {
+// audit, it only starts the guests, audits them and prints that; with a
+// baseline, it compares the run with it.
+func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags, auditOnly *auditOptions, base *baselineFlags) error {
 	began := time.Now()
 	var specs []*scenario.Spec
 	for _, ref := range refs {
@@ -89,6 +104,13 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	}
 	opts := sess.Options(ctx, st)
 	opts.AuditOnly = auditOnly != nil
+	var check *baselineCheck
+	if base != nil {
+		if check, err = base.prepare(ctx, st, specs[0].Name, opts.Host.Machine()); err != nil {
+			return err
+		}
+		opts.MoreRounds = check.moreRounds
+	}
 	observer, stopObserving, err := obs.start(ctx, progress.Logf)
 	if err != nil {
 		return err
@@ -134,12 +156,21 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		}
 	}
 	if len(ids) == 2 && ids[0] != 0 && ids[1] != 0 {
-		if err := printComparison(rctx, st, ids[0], ids[1]); err != nil {
+		if _, err := printComparison(rctx, st, ids[0], ids[1], report.DefaultCompareOptions); err != nil {
 			return err
 		}
 	}
+	var outcome error
+	if check != nil && ids[0] != 0 {
+		outcome = check.finish(rctx, ids[0])
+	}
 	fmt.Fprintf(os.Stderr, "finished in %s\n", time.Since(began).Round(time.Second))
-	return runOutcome(rctx, st, ids, runErr)
+	// A run that did not measure everything says so first: its comparison
+	// lacks what it did not measure.
+	if err := runOutcome(rctx, st, ids, runErr); err != nil {
+		return err
+	}
+	return outcome
 }
 
 // runOutcome turns how the runs ended into the command's error and exit

@@ -21,3 +21,9 @@ type Fingerprint struct {
 	RealTime     RealTime          `json:"real_time,omitzero"`      // omitted when nothing was recorded, as in older runs
 	NIC          *NIC              `json:"nic,omitempty"`           // the interface measured across, when one was named
 }
+
+// Machine names the machine a run was measured on, for what belongs to a
+// machine rather than to one run (a scenario's baseline). The fingerprint
+// records no machine-id, so it is the host name, which is also what a
+// user recognises; a run imported from another machine keeps its own.
+func (f Fingerprint) Machine() string { return f.Hostname }

@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
-	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -29,12 +28,9 @@ type changeChart struct {
 
 const abBarHeight = 14
 
-// abOrder ranks verdicts for reading: what got worse first.
-var abOrder = map[string]int{VerdictWorse: 0, VerdictBetter: 1, VerdictSame: 2, VerdictOnlyA: 3, VerdictOnlyB: 4}
-
 func sortedABRows(c ABComparison) []ABRow {
 	rows := append([]ABRow(nil), c.Rows...)
-	sort.SliceStable(rows, func(i, j int) bool { return abOrder[rows[i].Verdict] < abOrder[rows[j].Verdict] })
+	sort.SliceStable(rows, func(i, j int) bool { return verdictRank[rows[i].Verdict] < verdictRank[rows[j].Verdict] })
 	return rows
 }
 
@@ -157,7 +153,7 @@ type abHTMLData struct {
 	HasChart  bool
 	Rows      []abHTMLRow
 	Counts    []abCount
-	Note      string
+	Notes     []string
 }
 
 type abRunInfo struct {
@@ -187,13 +183,11 @@ func WriteABHTML(w io.Writer, c ABComparison) error {
 	}
 	d.Chart, d.HasChart = buildChangeChart(c, rows)
 	counts := map[string]int{}
-	fewest := math.MaxInt
 	for _, r := range rows {
 		hr := abHTMLRow{Group: r.Group, Workload: r.WorkloadID, Params: r.Params, Metric: r.Metric, Arrow: arrow(string(r.Better)),
 			A: cellValue(r.A, r.Unit), B: cellValue(r.B, r.Unit), Change: "—", P: "—", Verdict: r.Verdict, Class: verdictClass(r.Verdict)}
 		if r.Verdict != VerdictOnlyA && r.Verdict != VerdictOnlyB {
 			hr.P = fmt.Sprintf("%.3g", r.P)
-			fewest = min(fewest, r.A.N, r.B.N)
 			hr.Change = changeText(r)
 		}
 		if r.Verdict == VerdictOnlyA || r.Verdict == VerdictOnlyB {
@@ -202,14 +196,12 @@ func WriteABHTML(w io.Writer, c ABComparison) error {
 		counts[r.Verdict]++
 		d.Rows = append(d.Rows, hr)
 	}
-	for _, v := range []string{VerdictWorse, VerdictBetter, VerdictSame, VerdictOnlyA, VerdictOnlyB} {
+	for _, v := range []string{VerdictWorse, VerdictUndecided, VerdictBetter, VerdictSame, VerdictOnlyA, VerdictOnlyB} {
 		if counts[v] > 0 {
 			d.Counts = append(d.Counts, abCount{Verdict: v, Class: verdictClass(v), N: counts[v]})
 		}
 	}
-	if need := stats.MinRepetitions(c.Options.Alpha); fewest < need {
-		d.Note = fmt.Sprintf("With %d repetitions a side no difference can reach p < %g; use at least %d.", fewest, c.Options.Alpha, need)
-	}
+	d.Notes = undecidedNotes(c)
 	return abPageTemplate.Execute(w, d)
 }
 

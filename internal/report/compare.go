@@ -34,9 +34,17 @@ const (
 	VerdictBetter = "better"
 	VerdictWorse  = "worse"
 	VerdictSame   = "no significant difference"
-	VerdictOnlyA  = "only in A"
-	VerdictOnlyB  = "only in B"
+	// VerdictUndecided: the change exceeds the noise floor, but the
+	// repetitions are too few for the test ever to reach alpha, so "no
+	// significant difference" would claim what was not tested.
+	VerdictUndecided = "undecided (too few repetitions)"
+	VerdictOnlyA     = "only in A"
+	VerdictOnlyB     = "only in B"
 )
+
+// verdictRank orders verdicts for reading: what got worse first, then
+// what could not be decided.
+var verdictRank = map[string]int{VerdictWorse: 0, VerdictUndecided: 1, VerdictBetter: 2, VerdictSame: 3, VerdictOnlyA: 4, VerdictOnlyB: 5}
 
 // ABRow compares one metric of one workload in one guest group.
 type ABRow struct {
@@ -51,6 +59,9 @@ type ABRow struct {
 	Change     stats.Normalized `json:"change"` // B relative to A
 	P          float64          `json:"p"`
 	Verdict    string           `json:"verdict"`
+	// NeedsRepetitions, for an undecided row, is how many repetitions a
+	// side could decide it.
+	NeedsRepetitions int `json:"needs_repetitions,omitempty"`
 }
 
 // ABComparison is run B measured against run A.
@@ -95,6 +106,9 @@ func CompareRuns(a store.Run, as []store.Sample, b store.Run, bs []store.Sample,
 			row.Change = stats.Normalize(row.B, row.A)
 			row.P = stats.PermutationTest(v[0], v[1], o.Rounds, 1)
 			row.Verdict = verdictFor(row, o)
+			if row.Verdict == VerdictUndecided {
+				row.NeedsRepetitions = stats.MinRepetitions(o.Alpha)
+			}
 		}
 		c.Rows = append(c.Rows, row)
 	}
@@ -103,7 +117,12 @@ func CompareRuns(a store.Run, as []store.Sample, b store.Run, bs []store.Sample,
 
 func verdictFor(r ABRow, o CompareOptions) string {
 	change := r.Change.Ratio - 1
-	if math.IsNaN(change) || r.P >= o.Alpha || math.Abs(change) <= o.NoiseFloor {
+	switch {
+	case math.IsNaN(change) || math.Abs(change) <= o.NoiseFloor:
+		return VerdictSame
+	case stats.SmallestP(r.A.N, r.B.N) >= o.Alpha:
+		return VerdictUndecided
+	case r.P >= o.Alpha:
 		return VerdictSame
 	}
 	if (change > 0) == (r.Better != workload.LowerIsBetter) {
@@ -130,18 +149,14 @@ func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	fmt.Fprintf(w, "run %d (%s) → run %d (%s): significant at p < %g and beyond ±%.0f%%\n",
 		c.A.ID, c.A.ScenarioName, c.B.ID, c.B.ScenarioName, c.Options.Alpha, 100*c.Options.NoiseFloor)
-	rows := append([]ABRow(nil), c.Rows...)
-	rank := map[string]int{VerdictWorse: 0, VerdictBetter: 1, VerdictSame: 2, VerdictOnlyA: 3, VerdictOnlyB: 4}
-	sort.SliceStable(rows, func(i, j int) bool { return rank[rows[i].Verdict] < rank[rows[j].Verdict] })
+	rows := sortedABRows(c)
 	table := [][]string{{"group", "workload / metric", "A", "B", "change", "p", "verdict"}}
 	verdicts := []int{0}
-	fewest := math.MaxInt
 	for _, r := range rows {
 		change, p := "—", "—"
 		if r.Verdict != VerdictOnlyA && r.Verdict != VerdictOnlyB {
 			change = changeText(r)
 			p = fmt.Sprintf("%.3g", r.P)
-			fewest = min(fewest, r.A.N, r.B.N)
 		}
 		table = append(table, []string{r.Group, fmt.Sprintf("%s %s %s", r.WorkloadID, r.Metric, arrow(string(r.Better))),
 			cellValue(r.A, r.Unit), cellValue(r.B, r.Unit), change, p, r.Verdict})
@@ -160,10 +175,38 @@ func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 		}
 		return 0
 	}, opts.Color)
-	if need := stats.MinRepetitions(c.Options.Alpha); fewest < need {
-		fmt.Fprintf(w, "note: with %d repetitions a side no difference can reach p < %g; use at least %d.\n", fewest, c.Options.Alpha, need)
+	for _, note := range undecidedNotes(c) {
+		fmt.Fprintln(w, "note: "+note)
 	}
 	return w.err
+}
+
+// undecidedNotes say, for each pair of repetition counts behind undecided
+// rows, why they cannot be decided and what could decide them.
+func undecidedNotes(c ABComparison) []string {
+	type sizes struct{ a, b int }
+	count := map[sizes]int{}
+	var order []sizes
+	for _, r := range c.Rows {
+		if r.Verdict != VerdictUndecided {
+			continue
+		}
+		k := sizes{r.A.N, r.B.N}
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+	}
+	notes := make([]string, 0, len(order))
+	for _, k := range order {
+		what := fmt.Sprintf("%d changes beyond ±%.3g%% are", count[k], 100*c.Options.NoiseFloor)
+		if count[k] == 1 {
+			what = fmt.Sprintf("1 change beyond ±%.3g%% is", 100*c.Options.NoiseFloor)
+		}
+		notes = append(notes, fmt.Sprintf("%s undecided: with %d and %d repetitions the smallest p the test can give is %.2g, not below %g; %d repetitions a side can decide.",
+			what, k.a, k.b, stats.SmallestP(k.a, k.b), c.Options.Alpha, stats.MinRepetitions(c.Options.Alpha)))
+	}
+	return notes
 }
 
 // changeText is B's change against A in percent with its 95% interval;

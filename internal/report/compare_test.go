@@ -60,30 +60,63 @@ func TestCompareDetectsRealChangesOnly(t *testing.T) {
 	}
 }
 
-func TestCompareBelowNoiseFloorOrFewRepsIsNoDifference(t *testing.T) {
+func TestCompareBelowNoiseFloorIsNoDifference(t *testing.T) {
 	a := abSamples(1, map[string][]float64{"events_per_sec": {100, 100.1, 100.2, 100.1, 100}})
 	b := abSamples(2, map[string][]float64{"events_per_sec": {102, 102.1, 102.2, 102.1, 102}}) // 2%: significant, too small
 	if r := CompareRuns(store.Run{}, a, store.Run{}, b, DefaultCompareOptions).Rows[0]; r.Verdict != VerdictSame || r.P >= 0.01 {
 		t.Errorf("a significant 2%% change is under the 5%% floor: %+v", r)
 	}
+	// Within the floor a change is the same however few the repetitions:
+	// more of them could not make it count.
 	few := abSamples(1, map[string][]float64{"events_per_sec": {100, 101, 99}})
-	fewB := abSamples(2, map[string][]float64{"events_per_sec": {50, 51, 49}})
-	c := CompareRuns(store.Run{}, few, store.Run{}, fewB, DefaultCompareOptions)
-	if c.Rows[0].Verdict != VerdictSame {
-		t.Errorf("3 reps cannot reach p < 0.01: %+v", c.Rows[0])
+	fewSame := abSamples(2, map[string][]float64{"events_per_sec": {102, 103, 101}})
+	c := CompareRuns(store.Run{}, few, store.Run{}, fewSame, DefaultCompareOptions)
+	if r := c.Rows[0]; r.Verdict != VerdictSame || r.NeedsRepetitions != 0 {
+		t.Errorf("2%% with 3 reps: %+v", r)
 	}
 	var buf bytes.Buffer
-	WriteABTable(&buf, c, TableOptions{})
-	if !strings.Contains(buf.String(), "use at least 5") {
-		t.Errorf("the table must say why nothing can be significant:\n%s", buf.String())
+	if err := WriteABTable(&buf, c, TableOptions{}); err != nil || strings.Contains(buf.String(), "note:") {
+		t.Errorf("nothing undecided, nothing to note (%v):\n%s", err, buf.String())
 	}
-	buf.Reset()
-	if err := WriteABJSON(&buf, c); err != nil {
+}
+
+// A container 30% slower measured 3 times a side: the test cannot reach
+// p < 0.01 with 3 and 3 values (its smallest p is 2/C(6,3) = 0.1), so the
+// row is undecided, not "no significant difference", and says that 5 a
+// side (2/C(10,5) = 2/252 < 0.01) can decide.
+func TestCompareTooFewRepsIsUndecided(t *testing.T) {
+	few := abSamples(1, map[string][]float64{"events_per_sec": {100, 101, 99}})
+	slower := abSamples(2, map[string][]float64{"events_per_sec": {70, 71, 69}})
+	c := CompareRuns(store.Run{ID: 1}, few, store.Run{ID: 2}, slower, DefaultCompareOptions)
+	if r := c.Rows[0]; r.Verdict != VerdictUndecided || r.NeedsRepetitions != 5 || math.Abs(r.P-0.1) > 1e-12 {
+		t.Errorf("30%% slower with 3 reps: %+v", r)
+	}
+	// At alpha 0.2 the same samples decide.
+	if r := CompareRuns(store.Run{}, few, store.Run{}, slower, CompareOptions{Alpha: 0.2, NoiseFloor: 0.05}).Rows[0]; r.Verdict != VerdictWorse {
+		t.Errorf("alpha 0.2 is reachable with 3 reps: %+v", r)
+	}
+	const note = "1 change beyond ±5% is undecided: with 3 and 3 repetitions the smallest p the test can give is 0.1, not below 0.01; 5 repetitions a side can decide."
+	var table, page, js bytes.Buffer
+	if err := WriteABTable(&table, c, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteABHTML(&page, c); err != nil {
+		t.Fatal(err)
+	}
+	for what, out := range map[string]string{"table": table.String(), "html": page.String()} {
+		if !strings.Contains(out, VerdictUndecided) || !strings.Contains(out, note) {
+			t.Errorf("%s must give the verdict and why:\n%s", what, out)
+		}
+	}
+	if err := WriteABJSON(&js, c); err != nil {
 		t.Fatal(err)
 	}
 	var back struct{ Rows []ABRow }
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back.Rows) != 1 {
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Rows) != 1 {
 		t.Fatalf("json: %v %+v", err, back)
+	}
+	if r := back.Rows[0]; r.Verdict != VerdictUndecided || r.NeedsRepetitions != 5 {
+		t.Errorf("json row: %+v", r)
 	}
 }
 

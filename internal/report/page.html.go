@@ -207,7 +207,7 @@ const abPageHTML = `<!DOCTYPE html>
 <h1>vfleet compare: run {{.A.Run.ID}} → run {{.B.Run.ID}}</h1>
 <p>{{range .Counts}}<span class="{{.Class}}"><strong>{{.N}}</strong> {{.Verdict}}</span> · {{end}}a change counts when
 p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
-{{if .Note}}<p><strong>Note:</strong> {{.Note}}</p>{{end}}
+{{range .Notes}}<p><strong>Note:</strong> {{.}}</p>{{end}}
 
 <h2>Runs</h2>
 <table>
@@ -220,7 +220,8 @@ p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
 
 <h2>Changes</h2>
 <p class="muted">Bars: the change of B's mean from A's; whiskers: its 95% confidence interval; shaded: the ±{{.NoisePct}} noise floor.
-↑ higher is better, ↓ lower is better. Green/red: better/worse (significant and beyond the floor); grey: no significant difference.</p>
+↑ higher is better, ↓ lower is better. Green/red: better/worse (significant and beyond the floor); grey: no significant difference, or undecided
+(beyond the floor, but too few repetitions for the test to reach p &lt; {{.Options.Alpha}}).</p>
 {{if .HasChart}}{{with .Chart}}{{$c := .}}
 <svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="change of every metric from run A to run B">
 <rect class="band" x="{{px .BandX}}" y="14" width="{{px .BandW}}" height="{{.Height}}"/>

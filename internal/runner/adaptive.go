@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"context"
+	"fmt"
 	"math"
 
 	"github.com/vfleet/vfleet/internal/scenario"
@@ -28,21 +30,21 @@ func (r *run) noteHeadline(st scenario.Step, parsed []workload.Sample) {
 
 // extendIfImprecise is called after step i. When it ends a round of its
 // workload (every guest did that repetition) and some group's headline
-// is still less precise than the scenario's target, it inserts another
-// round right after, until the maximum number of repetitions.
-func (r *run) extendIfImprecise(i int, progress Progress) {
-	a := r.plan.Spec.Adaptive
+// is still less precise than the scenario's target (until the scenario's
+// maximum number of repetitions), or Options.MoreRounds asks for another,
+// it inserts another round right after.
+func (r *run) extendIfImprecise(ctx context.Context, i int, progress Progress) {
 	steps := r.plan.Steps
 	st := steps[i]
-	if a == nil || st.Warmup || (i+1 < len(steps) && steps[i+1].WorkloadID == st.WorkloadID) {
+	if st.Warmup || (i+1 < len(steps) && steps[i+1].WorkloadID == st.WorkloadID) {
 		return
 	}
 	done := st.Repetition + 1
-	if done >= a.MaxRepetitions {
-		return
+	why := r.imprecise(st.WorkloadID, done)
+	if why == "" && r.opts.MoreRounds != nil {
+		why = r.opts.MoreRounds(ctx, r.id, st.WorkloadID, done)
 	}
-	group, width := r.widestInterval(st.WorkloadID)
-	if width <= a.Target {
+	if why == "" {
 		return
 	}
 	var round []scenario.Step
@@ -54,8 +56,21 @@ func (r *run) extendIfImprecise(i int, progress Progress) {
 		}
 	}
 	r.plan.Steps = append(steps[:i+1:i+1], append(round, steps[i+1:]...)...)
-	progress.Logf("%s%s: ±%.1f%% in %s after %d repetitions, above the %.1f%% target: one more (%d steps)",
-		r.label, st.WorkloadID, 100*width, group, done, 100*a.Target, len(round))
+	progress.Logf("%s%s: %s after %d repetitions: one more (%d steps)", r.label, st.WorkloadID, why, done, len(round))
+}
+
+// imprecise says why the scenario's adaptive target wants another round
+// of the workload after done repetitions, or "".
+func (r *run) imprecise(workloadID string, done int) string {
+	a := r.plan.Spec.Adaptive
+	if a == nil || done >= a.MaxRepetitions {
+		return ""
+	}
+	group, width := r.widestInterval(workloadID)
+	if width <= a.Target {
+		return ""
+	}
+	return fmt.Sprintf("±%.1f%% in %s, above the %.1f%% target,", 100*width, group, 100*a.Target)
 }
 
 // widestInterval returns the group whose headline of the workload has the

@@ -69,6 +69,12 @@ type Options struct {
 	// AuditOnly starts the first phase's guests, audits their isolation
 	// and stops them, measuring nothing (`vfleet audit`).
 	AuditOnly bool
+	// MoreRounds, when set, is asked when a workload's last round so far
+	// ends (every guest measured its repetitions, done of them each)
+	// whether to measure another, and says why, or "" for no. Its samples
+	// so far are in the store. `vfleet run --baseline` measures on while a change
+	// against the baseline is too little repeated to be tested.
+	MoreRounds func(ctx context.Context, runID int64, workloadID string, done int) (why string)
 }
 
 // Observer is told what a run does, for metrics and traces. Its methods are
@@ -537,7 +543,7 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 			if st.Together != nil {
 				err := r.runTogether(ctx, st)
 				progress.Item(r.label+describe(st), err)
-				r.extendIfImprecise(i, progress)
+				r.extendIfImprecise(ctx, i, progress)
 				continue
 			}
 			g, ok := r.guests[st.Guest]
@@ -558,7 +564,7 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 			stopNoise()
 			done(err)
 			progress.Item(r.label+describe(st), err)
-			r.extendIfImprecise(i, progress)
+			r.extendIfImprecise(ctx, i, progress)
 		}
 		if !more {
 			break

@@ -390,6 +390,36 @@ func TestAdaptiveRepetitionsGoOnWhileNoisyUpToTheMaximum(t *testing.T) {
 	}
 }
 
+// MoreRounds adds rounds without an adaptive target, as long as it gives
+// a reason, and is asked, once the scenario's repetitions are measured,
+// with the run's samples so far in the store.
+func TestMoreRoundsAddRoundsWhileAsked(t *testing.T) {
+	plan, opts := setup(t)
+	var asked []int
+	opts.MoreRounds = func(ctx context.Context, runID int64, workloadID string, done int) string {
+		asked = append(asked, done)
+		samples, err := opts.Store.Samples(ctx, runID)
+		if err != nil || len(samples) != 3*done || workloadID != "cpu" {
+			t.Errorf("asked after %d rounds of %s: %d samples stored (%v), want %d", done, workloadID, len(samples), err, 3*done)
+		}
+		if done < 4 {
+			return "undecided"
+		}
+		return ""
+	}
+	id, err := Run(context.Background(), plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"base": 4, "other-0": 4, "other-1": 4}
+	if got := repetitionsPerGuest(t, opts, id); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("repetitions = %v, want %v", got, want)
+	}
+	if fmt.Sprint(asked) != "[2 3 4]" {
+		t.Errorf("asked after %v rounds, want after each of [2 3 4]", asked)
+	}
+}
+
 // host_settings hold while the run lasts, are recorded with the host it
 // measured, and the host's own come back; an interrupt the kernel keeps
 // where it is does not stop the run.

@@ -100,12 +100,29 @@ func combinations(n, k int, fn func([]int)) {
 	}
 }
 
+// SmallestP is the smallest p-value the exact permutation test can give
+// two samples of na and nb values, however far apart they are: only the
+// split observed is as extreme, and with equal sizes its mirror image (the
+// samples swapped) too, as the test is two-sided. Ties between the samples
+// only make p larger. This is the floor of the enumerated test, which is
+// what few repetitions get; sampled splits have their own, 1/(rounds+1).
+func SmallestP(na, nb int) float64 {
+	if na == 0 || nb == 0 {
+		return 1
+	}
+	extreme := 1.0
+	if na == nb {
+		extreme = 2
+	}
+	return extreme / binomial(na+nb, na)
+}
+
 // MinRepetitions is the fewest repetitions a side with which the exact
 // permutation test can reach p < alpha at all: with n a side the smallest
 // two-sided p is 2 / C(2n, n).
 func MinRepetitions(alpha float64) int {
 	n := 1
-	for 2/binomial(2*n, n) >= alpha {
+	for SmallestP(n, n) >= alpha {
 		n++
 	}
 	return n

@@ -48,3 +48,28 @@ func TestMinRepetitions(t *testing.T) {
 		}
 	}
 }
+
+// The floor must be what the test really gives fully separated samples:
+// with unequal sizes the mirror split is no longer as extreme.
+func TestSmallestPIsReached(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []float64
+		want float64
+	}{
+		{[]float64{1, 2, 3}, []float64{10, 11, 12}, 0.1},
+		{[]float64{1, 2, 3, 4, 5}, []float64{10, 11, 12, 13, 14}, 2.0 / 252},
+		{[]float64{1, 2}, []float64{10, 11, 12}, 0.1},
+		{[]float64{1, 2, 3}, []float64{10, 11, 12, 13}, 1.0 / 35},
+	} {
+		got := SmallestP(len(tc.a), len(tc.b))
+		if !near(got, tc.want, 1e-12) {
+			t.Errorf("SmallestP(%d, %d) = %v, want %v", len(tc.a), len(tc.b), got, tc.want)
+		}
+		if p := PermutationTest(tc.a, tc.b, 0, 1); !near(p, got, 1e-12) {
+			t.Errorf("%v vs %v: the test gives %v, the floor says %v", tc.a, tc.b, p, got)
+		}
+	}
+	if SmallestP(0, 3) != 1 {
+		t.Error("an empty side can decide nothing")
+	}
+}

@@ -2,7 +2,7 @@
 // embedded SQLite database (modernc.org/sqlite: pure Go, so vfleet stays a
 // static binary without cgo).
 //
-// Schema (version 7):
+// Schema (version 8):
 //
 //	runs(id, scenario_name, scenario_source, scenario_text, scenario_hash,
 //	     baseline, started_ns, finished_ns, status, host_json, guests_json,
@@ -20,6 +20,8 @@
 //	                                              indexed by (run_id, id)
 //	capacity_searches(id, scenario_name, scenario_hash, slos_json,
 //	                  result_json, host_json, started_ns, finished_ns)
+//	baselines(scenario_name, machine, run_id, set_ns)
+//	                                              keyed by (scenario_name, machine)
 //	schema_migrations(version, applied_ns)
 //
 // Times are stored as integer Unix nanoseconds, 0 meaning unset, and read

@@ -124,6 +124,17 @@ var migrations = []string{
 	// up by their key, which names a run across stores.
 	`ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT '';
 	CREATE INDEX runs_by_key ON runs(run_key);`,
+
+	// Version 8: the run each scenario's new runs are compared with on
+	// each machine (`vfleet baseline set`, `compare --baseline`): one per
+	// scenario name and machine, replaced when set again.
+	`CREATE TABLE baselines (
+		scenario_name TEXT NOT NULL,
+		machine       TEXT NOT NULL,
+		run_id        INTEGER NOT NULL REFERENCES runs(id),
+		set_ns        INTEGER NOT NULL,
+		PRIMARY KEY (scenario_name, machine)
+	);`,
 }
 
 // SchemaVersion is the schema this vfleet writes, which files carrying runs

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/report"
+	"github.com/vfleet/vfleet/internal/stats"
+	"github.com/vfleet/vfleet/internal/store"
+)
+
+func newBaselineCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "baseline",
+		Short: "Name the run a scenario's later runs are compared with ('compare --baseline')",
+		Long: `A baseline is a complete run that later runs of its scenario on the same machine are
+compared with by 'vfleet compare --baseline' (and 'vfleet run --baseline'), which exits
+non-zero when something got worse. There is one per scenario name and machine (the host
+name the run recorded); setting another replaces it.`,
+	}
+	var machine string
+	unset := &cobra.Command{
+		Use:   "unset SCENARIO",
+		Short: "Forget the baseline of a scenario on this machine (or --machine); its run stays",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if machine == "" {
+				var err error
+				if machine, err = thisMachine(); err != nil {
+					return err
+				}
+			}
+			st, err := openStoreToWrite(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.UnsetBaseline(cmd.Context(), args[0], machine); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("scenario %s has no baseline on %s ('vfleet baseline show' lists them)", args[0], machine)
+				}
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "scenario %s has no baseline on %s any more\n", args[0], machine)
+			return nil
+		},
+	}
+	unset.Flags().StringVar(&machine, "machine", "", "the machine whose baseline to forget, as 'baseline show' names it (default: this one)")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "set RUN",
+		Short: "Make a complete run (an id from 'vfleet runs', or latest) the baseline of its scenario on its machine",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStoreToWrite(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			id, err := st.ResolveRun(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			b, err := st.SetBaseline(cmd.Context(), id, time.Now())
+			if err != nil {
+				if errors.Is(err, store.ErrNotComplete) {
+					return fmt.Errorf("%w: a baseline must be a complete run, one that measured every step", err)
+				}
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "run %d is the baseline of scenario %s on %s\n", b.RunID, b.ScenarioName, b.Machine)
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "show [SCENARIO]",
+		Short: "List the baselines set, of every scenario or of one",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			scenario := ""
+			if len(args) == 1 {
+				scenario = args[0]
+			}
+			st, err := openExistingStore(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			all, err := st.Baselines(cmd.Context(), scenario)
+			if err != nil {
+				return err
+			}
+			if len(all) == 0 {
+				what := "no scenario has a baseline"
+				if scenario != "" {
+					what = "scenario " + scenario + " has no baseline"
+				}
+				fmt.Fprintf(os.Stderr, "%s; set one with 'vfleet baseline set RUN'\n", what)
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SCENARIO\tMACHINE\tRUN\tSET")
+			for _, b := range all {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", b.ScenarioName, b.Machine, b.RunID, b.Set.Local().Format("2006-01-02 15:04:05"))
+			}
+			return tw.Flush()
+		},
+	}, unset)
+	return cmd
+}
+
+// openStoreToWrite opens the results database to write, without creating
+// one: a baseline names a run already stored.
+func openStoreToWrite(g *globalOptions) (*store.Store, error) {
+	if _, err := os.Stat(g.db()); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no results database at %s: a baseline is a stored run (run 'vfleet run' first, or pass --db)", g.db())
+	}
+	return store.Open(g.db())
+}
+
+// thisMachine names this machine as its runs' fingerprints do.
+func thisMachine() (string, error) {
+	name, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("name this machine: %w", err)
+	}
+	return hostinfo.Fingerprint{Hostname: name}.Machine(), nil
+}
+
+// baselineFlags are `vfleet run --baseline`'s: compare the run with its
+// scenario's baseline, measuring more rounds while a change is undecided.
+type baselineFlags struct {
+	on             bool
+	maxRepetitions int
+	opts           report.CompareOptions
+}
+
+func (f *baselineFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.on, "baseline", false, "compare the run with its scenario's baseline on this machine, adding repetitions while a change is undecided; exit 8 when worse, 9 when undecided")
+	fs.IntVar(&f.maxRepetitions, "max-repetitions", 10, "with --baseline: measure each workload at most this many times")
+	f.opts = report.DefaultCompareOptions
+	fs.Float64Var(&f.opts.Alpha, "alpha", f.opts.Alpha, "with --baseline: significance level of the permutation test")
+	fs.Float64Var(&f.opts.NoiseFloor, "noise-floor", f.opts.NoiseFloor, "with --baseline: smallest relative change that counts (0.05 = 5%)")
+}
+
+// check refuses what the flags parse but cannot mean.
+func (f *baselineFlags) check(fs *pflag.FlagSet, ab bool) error {
+	switch {
+	case f.on && ab:
+		return errors.New("--baseline compares one run with its baseline; --ab compares two scenarios: use one or the other")
+	case f.maxRepetitions < 1:
+		return fmt.Errorf("--max-repetitions %d: want at least 1", f.maxRepetitions)
+	}
+	if !f.on {
+		for _, flag := range []string{"max-repetitions", "alpha", "noise-floor"} {
+			if fs.Changed(flag) {
+				return fmt.Errorf("--%s is for the comparison with the baseline: give --baseline too", flag)
+			}
+		}
+	}
+	return checkCompareOptions(f.opts)
+}
+
+// baselineCheck compares a run being measured with its scenario's
+// baseline, as `compare --baseline` does once it is done.
+type baselineCheck struct {
+	st             *store.Store
+	base           store.Baseline
+	run            store.Run
+	samples        []store.Sample
+	opts           report.CompareOptions
+	maxRepetitions int
+	// err is the first error reading the run's samples while it runs: the
+	// run goes on, and the comparison at its end says what went wrong.
+	err error
+}
+
+// prepare finds the baseline of the scenario on machine before anything
+// is measured, so that a missing one is known at once.
+func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario, machine string) (*baselineCheck, error) {
+	b, err := st.GetBaseline(ctx, scenario, machine)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("scenario %s has no baseline on %s: run it, then set one with 'vfleet baseline set RUN' (%w)", scenario, machine, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &baselineCheck{st: st, base: b, opts: f.opts, maxRepetitions: f.maxRepetitions}
+	if c.run, err = st.GetRun(ctx, b.RunID); err != nil {
+		return nil, err
+	}
+	if c.samples, err = st.Samples(ctx, b.RunID); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// moreRounds is the runner's Options.MoreRounds: another round of a
+// workload while one of its changes against the baseline exceeds the
+// noise floor but is too little repeated to be tested.
+func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID string, done int) string {
+	if done >= c.maxRepetitions || c.err != nil {
+		return ""
+	}
+	samples, err := c.st.Samples(ctx, runID)
+	if err != nil {
+		c.err = fmt.Errorf("read run %d's samples to compare with its baseline: %w", runID, err)
+		return ""
+	}
+	of := func(all []store.Sample) []store.Sample {
+		var out []store.Sample
+		for _, s := range all {
+			if s.WorkloadID == workloadID {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	o := c.opts
+	undecided := 0
+	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), o).Rows {
+		// A round adds as many values as the group has guests. A baseline
+		// with too few values of its own stays undecided however many the
+		// run adds: rounds that cannot decide are not measured.
+		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, r.B.N/done*c.maxRepetitions) < o.Alpha {
+			undecided++
+		}
+	}
+	if undecided == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its changes against baseline run %d undecided", undecided, c.base.RunID)
+}
+
+// finish prints the run's comparison with the baseline and returns its
+// outcome, as `compare --baseline` would.
+func (c *baselineCheck) finish(ctx context.Context, id int64) error {
+	if c.err != nil {
+		return c.err
+	}
+	fmt.Fprintln(os.Stderr, againstBaseline(id, c.base))
+	cmp, err := printComparison(ctx, c.st, c.base.RunID, id, c.opts)
+	if err != nil {
+		return err
+	}
+	if w := scenarioWarning(cmp.A, cmp.B); w != "" {
+		fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
+	}
+	return baselineOutcome(cmp)
+}
