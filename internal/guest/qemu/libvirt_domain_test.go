@@ -21,23 +21,23 @@ import (
 )
 
 // defineUserDomain defines, as a user would have, a persistent domain
-// that boots the foreign disk with its own kernel and initrd; the test
-// undefines it when it ends. It is never started.
-func defineUserDomain(t *testing.T, disk testutil.ForeignDisk) string {
+// that boots the qcow2 disk as os says; the test undefines it when it
+// ends. It is never started.
+func defineUserDomain(t *testing.T, disk string, os libvirtxml.DomainOS) string {
 	t.Helper()
 	name := fmt.Sprintf("vfleet-test-userdom-%d", time.Now().UnixNano()%1e9)
+	os.Type = &libvirtxml.DomainOSType{Arch: "x86_64", Machine: MachineQ35, Type: "hvm"}
 	d := libvirtxml.Domain{
 		Type: "qemu", Name: name,
 		Memory: &libvirtxml.DomainMemory{Value: 512, Unit: "MiB"},
 		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
-		OS: &libvirtxml.DomainOS{
-			Type:   &libvirtxml.DomainOSType{Arch: "x86_64", Machine: MachineQ35, Type: "hvm"},
-			Kernel: disk.Kernel, Initrd: disk.Initrd, Cmdline: "root=/dev/vda rw",
-		},
+		OS:     &os,
+		// As virt-install writes it: UEFI needs ACPI on x86.
+		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}},
 		Devices: &libvirtxml.DomainDeviceList{Disks: []libvirtxml.DomainDisk{{
 			Device: "disk",
 			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2"},
-			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk.QCOW2}},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
 			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
 		}}},
 	}
@@ -115,7 +115,7 @@ func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	disk := testutil.ForeignVM(t)
 	img := testutil.Image(t)
-	name := defineUserDomain(t, disk)
+	name := defineUserDomain(t, disk.QCOW2, libvirtxml.DomainOS{Kernel: disk.Kernel, Initrd: disk.Initrd, Cmdline: "root=/dev/vda rw"})
 	before := userDomainState(t, name, disk.QCOW2)
 	leaks := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, leaks)
@@ -149,6 +149,43 @@ func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	}
 	if domainExists(t, domainName("lvd", "ud-a")) {
 		t.Error("the copy outlived its stop")
+	}
+	if after := userDomainState(t, name, disk.QCOW2); after != before {
+		t.Errorf("the user's domain changed:\nbefore %s\nafter %s", before, after)
+	}
+}
+
+// TestLibvirtRunsAUsersUEFIDomain: a user's domain that boots through
+// UEFI runs as its transient copy does, with the firmware and its own
+// variable store, vfleet's agent brought by the cloud-init seed; the
+// domain is unchanged afterwards.
+func TestLibvirtRunsAUsersUEFIDomain(t *testing.T) {
+	testutil.RequiresLibvirt(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	testutil.RequiresTool(t, "genisoimage", "genisoimage")
+	disk := testutil.ForeignUEFI(t)
+	img := testutil.Image(t)
+	name := defineUserDomain(t, disk.QCOW2, libvirtxml.DomainOS{Loader: &libvirtxml.DomainLoader{Path: archSpecs["amd64"].uefi.code, Readonly: "yes", Type: "pflash"}})
+	before := userDomainState(t, name, disk.QCOW2)
+	leaks := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, leaks)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvd", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led}
+	g := newVM(t, guest.Spec{Name: "ud-uefi", Kind: KindName, Accel: AccelTCG, Image: guest.LibvirtImagePrefix + name, Libvirt: LibvirtSystem}, env)
+	ctx := context.Background()
+	info := startVM(t, g)
+	defer g.Stop(ctx)
+	if info.Details["libvirt_source_domain"] != name || !strings.HasPrefix(info.Details["firmware"], "uefi") || info.Details["agent_via"] != "cloud-init NoCloud seed" {
+		t.Errorf("details = %v", info.Details)
+	}
+	for argv, want := range map[string]string{"cat /proc/1/comm": "systemd", "hostname": "ud-uefi", "test -d /sys/firmware/efi": ""} {
+		r, err := g.Exec(ctx, agent.Request{Argv: strings.Fields(argv), TimeoutMS: 30_000})
+		if err != nil || r.ExitCode != 0 || strings.TrimSpace(string(r.Stdout)) != want {
+			t.Errorf("%s in the copy: %v, exit %d, %q, want %q", argv, err, r.ExitCode, r.Stdout, want)
+		}
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if after := userDomainState(t, name, disk.QCOW2); after != before {
 		t.Errorf("the user's domain changed:\nbefore %s\nafter %s", before, after)

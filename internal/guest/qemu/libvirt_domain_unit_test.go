@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"libvirt.org/go/libvirtxml"
+
 	"github.com/vfleet/vfleet/internal/guest"
 )
 
@@ -82,5 +84,32 @@ func TestNewTakesAUsersDomainOnlyAtLibvirt(t *testing.T) {
 		if _, err := k.New(spec, guest.Env{}); err == nil {
 			t.Errorf("%s: accepted %+v", why, spec)
 		}
+	}
+}
+
+// TestDomainXMLBootsThroughUEFI: a disk booted through UEFI gets, as the
+// direct VM's argv, the firmware read-only and the guest's own variable
+// store as pflash, its root disk first, and the seed read-only beside it.
+func TestDomainXMLBootsThroughUEFI(t *testing.T) {
+	c := launchConfig{
+		Name: "u", Machine: MachineQ35, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 512,
+		Firmware: &firmwareFiles{Code: "/usr/share/OVMF/OVMF_CODE_4M.fd", Vars: "/st/u/efivars.fd"}, Seed: "/st/u/seed.iso",
+		Disk: "/st/u/disk.qcow2", DiskFormat: formatQCOW2, AgentSocket: "/st/u/agent.sock", ConsoleLog: "/st/u/console.log",
+	}
+	doc, err := domainXML("vfleet-r1-u", "r1", "/usr/bin/qemu-system-x86_64", c, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(doc); err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	if l := d.OS.Loader; l == nil || l.Path != c.Firmware.Code || l.Readonly != "yes" || l.Type != "pflash" || d.OS.NVRam == nil || d.OS.NVRam.NVRam != c.Firmware.Vars || d.OS.Kernel != "" {
+		t.Errorf("firmware:\n%s", doc)
+	}
+	disks := d.Devices.Disks
+	if len(disks) != 2 || disks[0].Source.File.File != c.Disk || disks[0].Boot == nil || disks[0].Boot.Order != 1 ||
+		disks[1].Source.File.File != c.Seed || disks[1].ReadOnly == nil || disks[1].Boot != nil {
+		t.Errorf("disks:\n%s", doc)
 	}
 }
