@@ -604,7 +604,8 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		// found out by QEMU, after the run has begun. A domain's disk is
 		// the domain's libvirt's to find, before the run starts anything.
 		domain, isDomain := g.LibvirtDomain()
-		if isDomain && g.Libvirt == "" {
+		domainNowhere := isDomain && g.Libvirt == ""
+		if domainNowhere {
 			p.errorf(seen["image"], path+".image", "image %s%s needs libvirt: URI on the group (kind vm, libvirt: qemu:///system), where the domain is defined", guest.LibvirtImagePrefix, domain)
 		}
 		diskOK := g.Image == "" || isDomain || !guest.TraitsOf(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
@@ -613,7 +614,9 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				p.errorf(seen["image"], path+".image", "%v", err)
 			}
 		}
-		if p.opts.CheckGuest != nil && contains(p.opts.KnownKinds, g.Kind) {
+		// The kind would refuse a domain without libvirt too, only at the
+		// group's line rather than the image's.
+		if p.opts.CheckGuest != nil && contains(p.opts.KnownKinds, g.Kind) && !domainNowhere {
 			if err := p.opts.CheckGuest(g); err != nil {
 				p.errorf(item, path, "%v", err)
 			}

@@ -175,6 +175,11 @@ func TestImageNamesALibvirtDomain(t *testing.T) {
 	o := Options{KnownKinds: []string{"host", "vm"}, Host: &testHost, CheckImage: func(kind, path string) error {
 		checked = append(checked, path)
 		return nil
+	}, CheckGuest: func(g GuestGroup) error {
+		if _, ok := g.LibvirtDomain(); ok && g.Libvirt == "" {
+			return errors.New("the kind says it again")
+		}
+		return nil
 	}}
 	src := "name: t\nguests:\n  - kind: host\n  - kind: vm\n    image: libvirt:web-1\n    libvirt: qemu:///system\nworkloads:\n  - workload: scenario-test\n"
 	spec, err := Parse("t.yaml", []byte(src), o)
@@ -190,8 +195,8 @@ func TestImageNamesALibvirtDomain(t *testing.T) {
 		{"libvirt:web-1", "libvirt:../web", `guests[1].image: "libvirt:../web" is not allowed`},
 	} {
 		_, err := Parse("t.yaml", []byte(strings.Replace(src, c.old, c.new, 1)), o)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q for %q: %v, want %q", c.new, c.old, err, c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "says it again") {
+			t.Errorf("%q for %q: %v, want %q once", c.new, c.old, err, c.want)
 		}
 	}
 }
