@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,8 +78,10 @@ type Spec struct {
 	// a tap device where namespace guests have their veth.
 	Tap *TapConfig
 	// Image is the user's image the guest runs, as the scenario names it
-	// (an absolute path); empty for vfleet's own. The run resolves it into
-	// Env.RootFS; a kind that cannot run it refuses it in New.
+	// (an absolute path, or for a VM run by libvirt a domain there:
+	// LibvirtImagePrefix and its name); empty for vfleet's own. The run
+	// resolves it into Env.RootFS; a kind that cannot run it refuses it in
+	// New.
 	Image string
 	// Security is the profile the guest runs under (SecurityDefault, …);
 	// empty for its kind's default. See SecurityOf.
@@ -125,6 +128,16 @@ type Spec struct {
 	// Libvirt is the libvirt URI that defines and starts a VM as a
 	// transient domain; empty for QEMU started by vfleet itself.
 	Libvirt string
+}
+
+// LibvirtImagePrefix starts a Spec.Image that names a domain at the
+// group's libvirt (image: libvirt:DOMAIN) rather than a file.
+const LibvirtImagePrefix = "libvirt:"
+
+// LibvirtDomain is the libvirt domain the spec's image names, and whether
+// it names one.
+func (s Spec) LibvirtDomain() (string, bool) {
+	return strings.CutPrefix(s.Image, LibvirtImagePrefix)
 }
 
 // FirmwareUEFI is Spec.Firmware for a disk that boots through UEFI.

@@ -509,10 +509,19 @@ func (p *parser) guestNetwork(v *yaml.Node, path string, s *Spec, g *GuestGroup)
 }
 
 // image reads a group's image: a path, relative to the scenario file's
-// directory, that exists. Whether the group's kind can run it is checked
-// once the kind is known, whichever order the keys come in.
+// directory, that exists, or a libvirt domain (libvirt:DOMAIN), which
+// only the group's libvirt can look up. Whether the group's kind can run
+// it is checked once the kind is known, whichever order the keys come in.
 func (p *parser) image(n *yaml.Node, path string, s *Spec, g *GuestGroup) {
-	p.file(n, path, s, &g.Image, "an OCI image layout or archive, or a VM disk, or remove image to use vfleet's own", 0)
+	if ref, ok := p.scalar(n, path); ok && strings.HasPrefix(ref, guest.LibvirtImagePrefix) {
+		if name := strings.TrimPrefix(ref, guest.LibvirtImagePrefix); name == "" || strings.ContainsAny(name, "/\x00") {
+			p.errorf(n, path, "%q is not allowed: give %sDOMAIN, the name of a domain defined at the group's libvirt", ref, guest.LibvirtImagePrefix)
+			return
+		}
+		g.Image = ref
+		return
+	}
+	p.file(n, path, s, &g.Image, "an OCI image layout or archive, or a VM disk, or libvirt:DOMAIN, or remove image to use vfleet's own", 0)
 }
 
 // file reads the path of something that must exist, relative to the
@@ -651,14 +660,22 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			}
 		}
 		// A VM's disk is a file: a device or a directory would only be
-		// found out by QEMU, after the run has begun.
-		diskOK := g.Image == "" || !guest.TraitsOf(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
-		if g.Image != "" && diskOK && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
+		// found out by QEMU, after the run has begun. A domain's disk is
+		// the domain's libvirt's to find, before the run starts anything.
+		domain, isDomain := g.LibvirtDomain()
+		domainNowhere := isDomain && g.Libvirt == ""
+		if domainNowhere {
+			p.errorf(seen["image"], path+".image", "image %s%s needs libvirt: URI on the group (kind vm, libvirt: qemu:///system), where the domain is defined", guest.LibvirtImagePrefix, domain)
+		}
+		diskOK := g.Image == "" || isDomain || !guest.TraitsOf(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
+		if g.Image != "" && !isDomain && diskOK && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
 			if err := p.opts.CheckImage(g.Kind, g.Image); err != nil {
 				p.errorf(seen["image"], path+".image", "%v", err)
 			}
 		}
-		if p.opts.CheckGuest != nil && contains(p.opts.KnownKinds, g.Kind) {
+		// The kind would refuse a domain without libvirt too, only at the
+		// group's line rather than the image's.
+		if p.opts.CheckGuest != nil && contains(p.opts.KnownKinds, g.Kind) && !domainNowhere {
 			if err := p.opts.CheckGuest(g); err != nil {
 				p.errorf(item, path, "%v", err)
 			}

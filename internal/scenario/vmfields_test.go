@@ -166,3 +166,37 @@ func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
 		}
 	}
 }
+
+// image libvirt:DOMAIN names a domain at the group's libvirt, no file:
+// nothing is looked for on disk, and a group without libvirt is told
+// where the domain would be looked up.
+func TestImageNamesALibvirtDomain(t *testing.T) {
+	var checked []string
+	o := Options{KnownKinds: []string{"host", "vm"}, Host: &testHost, CheckImage: func(kind, path string) error {
+		checked = append(checked, path)
+		return nil
+	}, CheckGuest: func(g GuestGroup) error {
+		if _, ok := g.LibvirtDomain(); ok && g.Libvirt == "" {
+			return errors.New("the kind says it again")
+		}
+		return nil
+	}}
+	src := "name: t\nguests:\n  - kind: host\n  - kind: vm\n    image: libvirt:web-1\n    libvirt: qemu:///system\nworkloads:\n  - workload: scenario-test\n"
+	spec, err := Parse("t.yaml", []byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := spec.Expand().Guests[1].Spec; g.Image != "libvirt:web-1" || g.Libvirt != "qemu:///system" || len(checked) != 0 {
+		t.Errorf("spec = %+v, files checked %v", g, checked)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{"    libvirt: qemu:///system\n", "", "t.yaml:5:12: guests[1].image: image libvirt:web-1 needs libvirt: URI on the group"},
+		{"libvirt:web-1", `"libvirt:"`, `t.yaml:5:12: guests[1].image: "libvirt:" is not allowed: give libvirt:DOMAIN`},
+		{"libvirt:web-1", "libvirt:../web", `guests[1].image: "libvirt:../web" is not allowed`},
+	} {
+		_, err := Parse("t.yaml", []byte(strings.Replace(src, c.old, c.new, 1)), o)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "says it again") {
+			t.Errorf("%q for %q: %v, want %q once", c.new, c.old, err, c.want)
+		}
+	}
+}

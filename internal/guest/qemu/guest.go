@@ -132,8 +132,15 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if diskMode == "" {
 		diskMode = DiskOverlay
 	}
+	if _, ok := spec.LibvirtDomain(); ok {
+		var dom userDomain
+		if spec, dom, err = domainSpec(ctx, spec); err != nil {
+			return fail(err)
+		}
+		maps.Copy(details, dom.details())
+	}
 	if spec.Image != "" {
-		user, err := g.userBoot(ctx, qemuImg.Path, tscKHz, filepath.Join(img.Dir, besideDir))
+		user, err := g.userBoot(ctx, spec, qemuImg.Path, tscKHz, filepath.Join(img.Dir, besideDir))
 		if err != nil {
 			return fail(err)
 		}

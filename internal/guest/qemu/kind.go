@@ -196,6 +196,17 @@ func checkUserBoot(spec guest.Spec) error {
 		return errors.New("kernel_flavour picks which of vfleet's kernels its own image boots: a user's disk boots its own kernel (kernel:, or firmware: uefi)")
 	case spec.Launch == LaunchClone:
 		return errors.New("launch: clone is for vfleet's own image: a user's disk boots each guest (launch: boot)")
+	}
+	if domain, ok := spec.LibvirtDomain(); ok {
+		switch {
+		case spec.Libvirt == "":
+			return fmt.Errorf("image %s%s needs libvirt: URI on the group, where the domain is defined", guest.LibvirtImagePrefix, domain)
+		case !b.IsZero() || spec.Firmware != "":
+			return fmt.Errorf("image %s%s boots as the domain does, with its kernel, initrd and cmdline or its firmware: remove kernel, initrd, cmdline and firmware", guest.LibvirtImagePrefix, domain)
+		}
+		return nil
+	}
+	switch {
 	case spec.Firmware == guest.FirmwareUEFI && !b.IsZero():
 		return errors.New("firmware: uefi boots the disk's own boot loader, which picks the kernel: remove kernel, initrd and cmdline, or remove firmware to boot that kernel directly")
 	case spec.Firmware == guest.FirmwareUEFI:

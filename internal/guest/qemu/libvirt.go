@@ -66,8 +66,6 @@ func checkLibvirt(spec guest.Spec, machine, arch string, security string) error 
 		return fmt.Errorf("libvirt: an emulated %s guest is not supported yet: remove arch or libvirt", arch)
 	case spec.Launch == LaunchClone:
 		return errors.New("libvirt: launch clone restores vfleet's own templates through QEMU's monitor, which libvirt owns: use launch boot")
-	case spec.Firmware != "":
-		return errors.New("libvirt: firmware uefi is not supported yet (the domain needs its loader and variable store): boot the disk with kernel, or remove libvirt")
 	case spec.Tap != nil:
 		return errors.New("libvirt: a NIC on the run's path is not supported yet: the path's device lives in the run's host-side namespace, where libvirt's QEMU cannot reach it: remove network or libvirt")
 	case security == guest.SecuritySandbox:
@@ -182,6 +180,7 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 			MemBalloon:  &libvirtxml.DomainMemBalloon{Model: "none"},
 		},
 	}
+	libvirtFirmware(&d, c)
 	if !c.MemoryMerge {
 		// QEMU's default merges; vfleet's direct VMs say mem-merge=off.
 		d.MemoryBacking = &libvirtxml.DomainMemoryBacking{MemoryNosharepages: &libvirtxml.DomainMemoryNosharepages{}}

@@ -24,7 +24,6 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 		"clone":   {Launch: LaunchClone},
 		"sandbox": {Security: guest.SecuritySandbox},
 		"arm64":   {Arch: "arm64"},
-		"uefi":    {Image: "/srv/disk.qcow2", Firmware: guest.FirmwareUEFI},
 		"nic":     {Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}},
 	} {
 		spec.Name, spec.Libvirt = "v", cmp.Or(spec.Libvirt, LibvirtSystem)

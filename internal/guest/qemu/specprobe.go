@@ -13,7 +13,8 @@ import (
 var _ guest.SpecProber = kind{}
 
 // ProbeSpec refuses, before the run starts anything, a libvirt-managed
-// guest whose libvirt does not answer, and a guest that asks for KVM
+// guest whose libvirt does not answer, one of a user's domain it cannot
+// run (image libvirt:DOMAIN, saying why), and a guest that asks for KVM
 // where KVM does not boot a kernel: the same boot probe, and the same
 // kept answer, as the guest's start would use. Other accelerators always
 // work (auto falls back to TCG).
@@ -24,6 +25,11 @@ func (kind) ProbeSpec(ctx context.Context, spec guest.Spec, env guest.Env) error
 			return fmt.Errorf("%w: %w", guest.ErrNotSupported, err)
 		}
 		l.Disconnect()
+	}
+	if _, ok := spec.LibvirtDomain(); ok {
+		if _, _, err := domainSpec(ctx, spec); err != nil {
+			return err
+		}
 	}
 	arch, archSpec, err := archOf(spec.Arch)
 	if err != nil || spec.Accel != AccelKVM || emulated(arch) {

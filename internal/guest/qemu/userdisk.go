@@ -31,11 +31,10 @@ type userDiskBoot struct {
 // initrds with the agent appended, which guests share.
 const besideDir = "initramfs-beside"
 
-// userBoot prepares the boot of the user's disk in the guest's directory,
-// or for the initramfs, in shared, where guests of the same agent and
-// initrd find it made.
-func (g *Guest) userBoot(ctx context.Context, qemuImg string, tscKHz int64, shared string) (userDiskBoot, error) {
-	spec := g.Spec()
+// userBoot prepares the boot of the user's disk spec names in the
+// guest's directory, or for the initramfs, in shared, where guests of the
+// same agent and initrd find it made.
+func (g *Guest) userBoot(ctx context.Context, spec guest.Spec, qemuImg string, tscKHz int64, shared string) (userDiskBoot, error) {
 	disk, err := image.InspectDisk(ctx, qemuImg, spec.Image)
 	if err != nil {
 		return userDiskBoot{}, err

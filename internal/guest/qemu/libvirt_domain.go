@@ -1,0 +1,257 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/tools"
+)
+
+// ErrUnusableDomain wraps why a user's libvirt domain (image:
+// libvirt:DOMAIN) cannot be run as guests.
+var ErrUnusableDomain = errors.New("libvirt domain")
+
+// userDomain is what a guest of image libvirt:DOMAIN takes from the
+// user's domain: its boot disk, which each guest runs on an overlay of,
+// and how the domain boots it. The rest of the guest (vCPUs, memory,
+// network) is the group's, as for any VM.
+type userDomain struct {
+	name     string
+	disk     string // the boot disk's file
+	format   string // the format the domain opens it as
+	boot     guest.KernelBoot
+	firmware string // guest.FirmwareUEFI, or empty for a kernel boot
+	arch     string // as Debian names it
+	// others are the domain's other disks, which the guests do not get.
+	others []string
+}
+
+// spec is the group's spec with the domain's disk and boot in place of
+// the domain's name: a user's disk, which the rest of the kind knows.
+func (u userDomain) spec(spec guest.Spec) guest.Spec {
+	spec.Image, spec.Boot, spec.Firmware, spec.Arch = u.disk, u.boot, u.firmware, u.arch
+	return spec
+}
+
+// details is what the guest's record says of the domain it copies.
+func (u userDomain) details() map[string]string {
+	d := map[string]string{"libvirt_source_domain": u.name}
+	if len(u.others) > 0 {
+		d["libvirt_source_disks_left_out"] = strings.Join(u.others, ",")
+	}
+	return d
+}
+
+// domainSpec looks up the domain spec's image names at its libvirt and
+// returns the spec of a user's disk it comes to, refused here, before
+// anything starts, if the kind cannot run it. The domain is only read:
+// it must be shut off, so that its disk does not change under the
+// guests' overlays, and it stays so.
+func domainSpec(ctx context.Context, spec guest.Spec) (guest.Spec, userDomain, error) {
+	name, _ := spec.LibvirtDomain()
+	doc, err := inactiveDomainXML(spec.Libvirt, name)
+	if err != nil {
+		return spec, userDomain{}, err
+	}
+	u, err := parseUserDomain(name, doc, image.HostArch)
+	if err != nil {
+		return spec, userDomain{}, err
+	}
+	bad := func(err error) (guest.Spec, userDomain, error) {
+		return spec, userDomain{}, fmt.Errorf("%w %s at %s: %w", ErrUnusableDomain, name, spec.Libvirt, err)
+	}
+	if spec.Arch != "" && spec.Arch != u.arch {
+		return bad(fmt.Errorf("the group says arch %s, the domain is %s: remove arch", spec.Arch, u.arch))
+	}
+	qemuImg, err := tools.Find("qemu-img")
+	if err != nil {
+		return spec, userDomain{}, fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+	}
+	disk, err := image.InspectDisk(ctx, qemuImg.Path, u.disk)
+	if err != nil {
+		return bad(err)
+	}
+	// QEMU would read the file as the domain says; a guest's overlay is
+	// backed by it as qemu-img found it, which must be the same.
+	if disk.Format != u.format {
+		return bad(fmt.Errorf("the domain opens disk %s as %s, but it holds %s", u.disk, u.format, disk.Format))
+	}
+	resolved := u.spec(spec)
+	if _, err := (kind{}).New(resolved, guest.Env{}); err != nil {
+		return bad(err)
+	}
+	return resolved, u, nil
+}
+
+// inactiveDomainXML is the persistent definition of the domain name at
+// uri, as `virsh dumpxml --inactive` shows it, once it is known to be
+// shut off.
+func inactiveDomainXML(uri, name string) (string, error) {
+	l, err := dialLibvirt(uri)
+	if err != nil {
+		return "", err
+	}
+	defer l.Disconnect()
+	dom, err := l.DomainLookupByName(name)
+	if libvirt.IsNotFound(err) {
+		return "", fmt.Errorf("%w %s: no such domain at %s (%s)", ErrUnusableDomain, name, uri, definedDomains(l))
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, name, err)
+	}
+	state, _, err := l.DomainGetState(dom, 0)
+	if err != nil {
+		return "", fmt.Errorf("%w: state of domain %s: %w", ErrLibvirt, name, err)
+	}
+	if libvirt.DomainState(state) != libvirt.DomainShutoff {
+		return "", fmt.Errorf("%w %s at %s is %s: guests run on overlays of its disk, which must not change under them: shut the domain down first", ErrUnusableDomain, name, uri, domainStateName(libvirt.DomainState(state)))
+	}
+	doc, err := l.DomainGetXMLDesc(dom, libvirt.DomainXMLInactive)
+	if err != nil {
+		return "", fmt.Errorf("%w: XML of domain %s: %w", ErrLibvirt, name, err)
+	}
+	return doc, nil
+}
+
+// definedDomains names the persistent domains l knows, for a name that
+// is not one of them.
+func definedDomains(l *libvirt.Libvirt) string {
+	doms, _, err := l.ConnectListAllDomains(1, libvirt.ConnectListDomainsPersistent)
+	if err != nil {
+		return fmt.Sprintf("its domains cannot be listed: %v", err)
+	}
+	var names []string
+	for _, d := range doms {
+		names = append(names, d.Name)
+	}
+	if len(names) == 0 {
+		return "it defines none"
+	}
+	slices.Sort(names)
+	return "defined: " + strings.Join(names, ", ")
+}
+
+func domainStateName(s libvirt.DomainState) string {
+	switch s {
+	case libvirt.DomainRunning:
+		return "running"
+	case libvirt.DomainBlocked:
+		return "running (blocked)"
+	case libvirt.DomainPaused:
+		return "paused"
+	case libvirt.DomainShutdown:
+		return "shutting down"
+	case libvirt.DomainCrashed:
+		return "crashed"
+	case libvirt.DomainPmsuspended:
+		return "suspended"
+	}
+	return fmt.Sprintf("in state %d", s)
+}
+
+// parseUserDomain reads what guests take from the domain's XML, and
+// refuses a domain vfleet's agent cannot get into, or whose disk a
+// guest cannot run on an overlay of, saying why.
+func parseUserDomain(name, doc, hostArch string) (userDomain, error) {
+	bad := func(format string, args ...any) (userDomain, error) {
+		return userDomain{}, fmt.Errorf("%w %s: "+format, append([]any{ErrUnusableDomain, name}, args...)...)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(doc); err != nil {
+		return bad("its XML: %v", err)
+	}
+	u := userDomain{name: name, arch: hostArch}
+	if d.OS != nil && d.OS.Type != nil && d.OS.Type.Arch != "" {
+		u.arch = ""
+		for _, a := range guest.Arches {
+			if image.QEMUArch(a) == d.OS.Type.Arch {
+				u.arch = a
+			}
+		}
+		switch {
+		case u.arch == "":
+			return bad("its arch %s is none vfleet runs (%s)", d.OS.Type.Arch, strings.Join(guest.Arches, ", "))
+		case u.arch != hostArch:
+			return bad("it is %s: on this %s host it could only be emulated, which a libvirt-managed guest is not yet", u.arch, hostArch)
+		}
+	}
+	switch {
+	case d.OS != nil && d.OS.Kernel != "":
+		u.boot = guest.KernelBoot{Kernel: d.OS.Kernel, Initrd: d.OS.Initrd, Cmdline: d.OS.Cmdline}
+	case d.OS != nil && (d.OS.Firmware == "efi" || d.OS.Loader != nil && d.OS.Loader.Type == "pflash"):
+		u.firmware = guest.FirmwareUEFI
+	default:
+		return bad("it boots through BIOS firmware, which vfleet's agent cannot get in by: a domain must boot a kernel directly (<os><kernel>), which the agent's initramfs joins, or through UEFI (<os firmware='efi'>), which a cloud-init seed brings it to")
+	}
+	var disks []libvirtxml.DomainDisk
+	if d.Devices != nil {
+		for _, disk := range d.Devices.Disks {
+			if disk.Device == "" || disk.Device == "disk" {
+				disks = append(disks, disk)
+			}
+		}
+	}
+	if len(disks) == 0 {
+		return bad("it has no disk for the guests to run on")
+	}
+	boot := bootDisk(disks)
+	for i, disk := range disks {
+		if i != boot {
+			u.others = append(u.others, diskName(disk))
+		}
+	}
+	disk := disks[boot]
+	if disk.Source == nil || disk.Source.File == nil || disk.Source.File.File == "" {
+		return bad("its boot disk %s is %s, not a file: guests run on a qcow2 overlay of a file", diskName(disk), diskSourceKind(disk.Source))
+	}
+	u.disk = disk.Source.File.File
+	if disk.Driver != nil {
+		u.format = disk.Driver.Type
+	}
+	if !slices.Contains(image.DiskFormats, u.format) {
+		return bad("its boot disk %s has format %q: guests' overlays are backed by %s only", u.disk, u.format, strings.Join(image.DiskFormats, " or "))
+	}
+	return u, nil
+}
+
+// bootDisk is the index of the disk the domain boots: the one with the
+// lowest boot order, or without any, the first.
+func bootDisk(disks []libvirtxml.DomainDisk) int {
+	best := 0
+	for i, d := range disks {
+		if d.Boot != nil && d.Boot.Order > 0 && (disks[best].Boot == nil || d.Boot.Order < disks[best].Boot.Order) {
+			best = i
+		}
+	}
+	return best
+}
+
+// diskName is how the domain's XML tells a disk: its target device.
+func diskName(d libvirtxml.DomainDisk) string {
+	if d.Target != nil && d.Target.Dev != "" {
+		return d.Target.Dev
+	}
+	return "(no target)"
+}
+
+func diskSourceKind(s *libvirtxml.DomainDiskSource) string {
+	switch {
+	case s == nil || s.File != nil:
+		return "without a source"
+	case s.Block != nil:
+		return "a block device"
+	case s.Volume != nil:
+		return "a storage pool's volume"
+	case s.Network != nil:
+		return "a network disk"
+	}
+	return "not file-backed"
+}
