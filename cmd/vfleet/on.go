@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,28 +81,33 @@ func machineLog(w io.Writer) func(remote.Target, string) {
 }
 
 // remoteBinaries finds the static vfleet and agent for a machine's
-// architecture beside this vfleet, as scripts/build.sh leaves them:
-// vfleet-ARCH (this very binary for its own architecture) and the agent
-// as the guests' is found.
+// architecture beside this vfleet, as scripts/build.sh leaves them.
 func remoteBinaries(g *globalOptions) func(arch string) (string, string, error) {
 	return func(arch string) (string, string, error) {
-		agent, err := session.AgentBinary(g.agentPath, arch)
-		if err != nil {
-			return "", "", fmt.Errorf("%w: %w", remoterun.ErrNoBinary, err)
-		}
 		self, err := os.Executable()
 		if err != nil {
 			return "", "", fmt.Errorf("find vfleet: %w", err)
 		}
-		p := filepath.Join(filepath.Dir(self), "vfleet-"+arch)
-		if _, err := os.Stat(p); err == nil {
-			return p, agent, nil
-		}
-		if arch == image.HostArch {
-			return self, agent, nil
-		}
-		return "", "", fmt.Errorf("%w: %s not found (vfleet for %s machines); build it with scripts/build.sh", remoterun.ErrNoBinary, p, arch)
+		return binariesFor(self, g.agentPath, arch)
 	}
+}
+
+// binariesFor are vfleet-ARCH beside self (self itself, for its own
+// architecture, when there is none) and the agent as the guests' is
+// found.
+func binariesFor(self, agentPath, arch string) (string, string, error) {
+	agent, err := session.AgentBinary(cmp.Or(agentPath, filepath.Join(filepath.Dir(self), "vfleet-agent")), arch)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %w", remoterun.ErrNoBinary, err)
+	}
+	p := filepath.Join(filepath.Dir(self), "vfleet-"+arch)
+	if _, err := os.Stat(p); err == nil {
+		return p, agent, nil
+	}
+	if arch == image.HostArch {
+		return self, agent, nil
+	}
+	return "", "", fmt.Errorf("%w: %s not found (vfleet for %s machines); build it with scripts/build.sh", remoterun.ErrNoBinary, p, arch)
 }
 
 // runOn runs the scenario on each machine of --on and brings the runs

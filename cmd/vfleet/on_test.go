@@ -19,6 +19,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/telemetry"
 	"github.com/vfleet/vfleet/internal/testutil"
@@ -221,8 +223,8 @@ func runsOf(t *testing.T, c *cli) map[int64]storedRun {
 	return out
 }
 
-// TestRunOn runs a scenario on two machines at once with a third that
-// cannot be reached, then interrupts a run on one and kills the vfleet of
+// TestRunOn runs a scenario on two machines at once (--parallel) with a
+// third that cannot be reached, then interrupts a run on one and kills the vfleet of
 // a run on the other, and finds nothing left on either.
 func TestRunOn(t *testing.T) {
 	testutil.RequiresRoot(t)
@@ -241,10 +243,13 @@ func TestRunOn(t *testing.T) {
 		scenario := c.scenario(strings.Replace(onScenario, "%d", "1", 1))
 
 		t.Run("two and an unreachable one", func(t *testing.T) {
-			stdout, stderr, code := m.run(t, c, "run", scenario, "--html", "-", "--image", "push", "--on", a.URL+","+unreachable, "--on", b.URL)
+			stdout, stderr, code := m.run(t, c, "run", scenario, "--html", "-", "--image", "push", "--parallel", "--on", a.URL+","+unreachable, "--on", b.URL)
 			t.Logf("exit %d\n%s\n%s", code, stdout, stderr)
 			if code != exitFailed {
 				t.Errorf("exit %d; want %d: one machine failed", code, exitFailed)
+			}
+			if !strings.Contains(stderr, "their runs must not share a network under test") {
+				t.Errorf("--parallel without its warning")
 			}
 			bad := strings.TrimPrefix(unreachable, "ssh://")
 			if !strings.Contains(stderr, "1 of 3 machines failed: "+bad) || !strings.Contains(stdout, bad) || !strings.Contains(stdout, "connect to "+unreachable) {
@@ -345,5 +350,33 @@ func TestInterruptibleStopsAtEOF(t *testing.T) {
 	var s signalled
 	if !errors.As(context.Cause(ctx), &s) || s.sig != syscall.SIGINT || !interrupted(ctx.Err()) {
 		t.Errorf("cause %v; want SIGINT, an interruption", context.Cause(ctx))
+	}
+}
+
+// A machine gets the binaries built for its architecture; one that has
+// none here fails saying what to build.
+func TestBinariesFor(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "vfleet")
+	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[image.HostArch]
+	for _, name := range []string{"vfleet", "vfleet-agent", "vfleet-agent-" + other} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, agent, err := binariesFor(self, "", image.HostArch)
+	if err != nil || bin != self || agent != filepath.Join(dir, "vfleet-agent") {
+		t.Errorf("this machine's architecture: %s, %s, %v; want this vfleet and its agent", bin, agent, err)
+	}
+	_, _, err = binariesFor(self, "", other)
+	if !errors.Is(err, remoterun.ErrNoBinary) || !strings.Contains(err.Error(), filepath.Join(dir, "vfleet-"+other)+" not found") || !strings.Contains(err.Error(), "scripts/build.sh") {
+		t.Errorf("no vfleet-%s: %v; want ErrNoBinary naming the file and how to build it", other, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vfleet-"+other), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, agent, err = binariesFor(self, "", other)
+	if err != nil || bin != filepath.Join(dir, "vfleet-"+other) || agent != filepath.Join(dir, "vfleet-agent-"+other) {
+		t.Errorf("%s: %s, %s, %v; want vfleet-%s and vfleet-agent-%s", other, bin, agent, err, other, other)
 	}
 }
