@@ -275,6 +275,20 @@ func TestRunOn(t *testing.T) {
 			requireMachineClean(t, b, "after a run")
 		})
 
+		t.Run("a scenario the machine refuses", func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "bad.yaml")
+			if err := os.WriteFile(bad, []byte(strings.NewReplacer("%d", "1", "workload: cpu", "workload: no-such-tool").Replace(onScenario)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, code := m.run(t, c, "run", bad, "--html", "-", "--on", a.URL)
+			t.Logf("exit %d\n%s\n%s", code, stdout, stderr)
+			name := strings.TrimPrefix(a.URL, "ssh://")
+			if code != exitFailed || !strings.Contains(stdout, "vfleet on "+name+" exited 2: vfleet: ") || !strings.Contains(stdout, "no-such-tool") {
+				t.Errorf("exit %d; want %d, the summary with the machine's exit status and its vfleet's error", code, exitFailed)
+			}
+			requireMachineClean(t, a, "after a refused scenario")
+		})
+
 		long := c.scenario(strings.Replace(onScenario, "%d", "8", 1))
 		t.Run("interrupted", func(t *testing.T) {
 			cmd := m.start(t, c, a.URL, long, "cpu on container (rep 1) ok")
