@@ -342,6 +342,7 @@ func TestOnRefusesBadInput(t *testing.T) {
 		{[]string{"run", "--on", a, "no-such-scenario"}, `scenario "no-such-scenario": no such file, and no built-in scenario`},
 		{[]string{"run", "--ab", "default", "default", "--on", a}, "--ab and --on do not go together"},
 		{[]string{"run", "--parallel"}, "--image and --parallel go with --on"},
+		{[]string{"run", "--on", a, "--metrics-addr", "127.0.0.1:0"}, "not with --on"},
 		{[]string{"clean", "--on", a, "--force"}, "not with --on"},
 	} {
 		_, stderr, code := c.run(tc.args...)

@@ -57,6 +57,8 @@ removes what a killed run left on a machine (docs/many-machines.md).`,
 				return usageError{fmt.Errorf("run takes one scenario (or two with --ab), got %d", len(args))}
 			case ab && len(on.urls) > 0:
 				return usageError{errors.New("--ab and --on do not go together: run each scenario --on the machines")}
+			case len(on.urls) > 0 && (obs.metricsAddr != "" || obs.otlpEndpoint != ""):
+				return usageError{errors.New("--metrics-addr and --otlp-endpoint observe a run on this machine: not with --on")}
 			case len(on.urls) == 0 && (on.image != "" || on.parallel):
 				return usageError{errors.New("--image and --parallel go with --on")}
 			case len(args) == 0:
