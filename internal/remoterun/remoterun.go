@@ -252,13 +252,12 @@ func bringBack(ctx context.Context, m *remote.Machine, l dirs, scratch string, o
 	}()
 	ids, err := o.Import(ctx, m.Target, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
-	if eerr := <-exported; eerr != nil {
-		return ids, eerr
-	}
 	if err != nil {
-		return ids, fmt.Errorf("import the run of %s: %w", m.Target.Name(), err)
+		err = fmt.Errorf("import the run of %s: %w", m.Target.Name(), err)
 	}
-	return ids, nil
+	// Either may be the cause of the other's failure (an export that wrote
+	// nothing, an import that stopped reading): both are said.
+	return ids, errors.Join(<-exported, err)
 }
 
 // install puts the local file at dst on the machine, unless the file there
