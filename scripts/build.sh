@@ -9,7 +9,10 @@ export CGO_ENABLED=0
 go build -trimpath -o bin/vfleet ./cmd/vfleet
 go build -trimpath -o bin/vfleet-agent ./cmd/vfleet-agent
 # The agent of every architecture VM guests may have, for images and
-# users' disks of an architecture the host emulates (vfleet-agent-ARCH).
+# users' disks of an architecture the host emulates (vfleet-agent-ARCH);
+# and vfleet itself for each, which `vfleet run --on` copies to a machine
+# of that architecture (vfleet-ARCH).
 for arch in amd64 arm64; do
   GOARCH=$arch go build -trimpath -o "bin/vfleet-agent-$arch" ./cmd/vfleet-agent
+  GOARCH=$arch go build -trimpath -o "bin/vfleet-$arch" ./cmd/vfleet
 done

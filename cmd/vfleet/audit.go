@@ -34,7 +34,7 @@ container runtime deploys by default. Every run does the same audit; its report 
 			if err := checkJSONPath(opts.jsonPath); err != nil {
 				return usageError{err}
 			}
-			return runScenarios(g, args, "-", &obs, &opts, nil)
+			return runScenarios(g, args, "-", &obs, &opts, nil, nil)
 		},
 	}
 	cmd.Flags().StringVar(&opts.jsonPath, "json", "", "also write the audit, with every probe's raw evidence, as JSON to this file")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,12 +14,14 @@ import (
 	"github.com/vfleet/vfleet/internal/guest/qemu"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
 func newCleanCommand(g *globalOptions) *cobra.Command {
 	var force, templates bool
+	var on onFlags
 	cmd := &cobra.Command{
 		Use:   "clean",
 		Short: "Remove whatever killed runs left behind (containers, processes, mounts, cgroups, state)",
@@ -34,9 +37,21 @@ Runs that the results database still lists as running although their vfleet is g
 marked aborted; the samples they stored are kept.
 
 With --templates, the VM templates that 'launch: clone' made are removed as well; the next
-clone of each shape boots its template anew. Clones running now are not disturbed.`,
+clone of each shape boots its template anew. Clones running now are not disturbed.
+
+With --on ssh://USER@HOST[,...], clean those machines instead: what runs of 'vfleet run
+--on' left there when the vfleet that started them was killed. Their vfleet there is
+stopped (and tears its guests down), the machine's own 'vfleet clean' runs, and the runs'
+scratch is removed; the cached binaries and images stay. A run under way there is stopped
+too: clean a machine nobody is running on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(on.urls) > 0 {
+				if force || templates {
+					return usageError{errors.New("--force and --templates clean this machine: not with --on")}
+				}
+				return cleanOn(cmd.Context(), &on)
+			}
 			if err := requireRoot("vfleet clean"); err != nil {
 				return err
 			}
@@ -81,7 +96,34 @@ clone of each shape boots its template anew. Clones running now are not disturbe
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also clean runs whose vfleet process is still alive")
 	cmd.Flags().BoolVar(&templates, "templates", false, "also remove the cached VM templates clones start from")
+	on.register(cmd.Flags(), false)
 	return cmd
+}
+
+// cleanOn cleans each machine of --on; one that cannot be cleaned does not
+// stop the others.
+func cleanOn(ctx context.Context, on *onFlags) error {
+	targets, err := on.targets()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	log := machineLog(os.Stdout)
+	var failed []string
+	for _, t := range targets {
+		err := remoterun.Clean(ctx, t, on.config(), 0, func(line string) { log(t, line) })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vfleet:", err)
+			failed = append(failed, t.Name())
+			continue
+		}
+		log(t, "clean")
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d machines not cleaned: %s", len(failed), len(targets), strings.Join(failed, ", "))
+	}
+	return nil
 }
 
 // removeTemplates removes the VM templates of every image in the state

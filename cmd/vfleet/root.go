@@ -143,9 +143,28 @@ func requireRoot(what string) error {
 // The signal is the context's cause, so that the stored run can say what
 // interrupted it.
 func signalContext(progress *telemetry.Progress) (context.Context, context.CancelFunc) {
+	return interruptible(progress, nil)
+}
+
+// interruptible is signalContext, with the end of eof, when not nil, a
+// SIGINT too: how `run --on` stops a run on another machine, since sshd
+// passes no signal to the session of a root login. Output nobody reads
+// any more (the connection is gone) is then no reason to die before the
+// teardown: SIGPIPE is ignored.
+func interruptible(progress *telemetry.Progress, eof io.Reader) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	if eof != nil {
+		signal.Ignore(syscall.SIGPIPE)
+		go func() {
+			io.Copy(io.Discard, eof)
+			select {
+			case ch <- syscall.SIGINT:
+			default: // a signal is there already
+			}
+		}()
+	}
 	go func() {
 		select {
 		case s := <-ch:

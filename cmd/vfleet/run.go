@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
@@ -27,8 +29,10 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	var ab bool
 	var obs observeFlags
 	var base baselineFlags
+	var on onFlags
+	var stopOnEOF bool
 	cmd := &cobra.Command{
-		Use:   "run [SCENARIO] [--baseline] | run --ab SCENARIO_A SCENARIO_B",
+		Use:   "run [SCENARIO] [--baseline] | run --ab SCENARIO_A SCENARIO_B | run --on ssh://USER@HOST[,...] [SCENARIO]",
 		Short: "Run a scenario (a YAML file or a built-in name; default: " + defaultScenario + ")",
 		Long: `Run a scenario: start its guests, run every workload in each, store every sample
 and print the comparison against the baseline. SCENARIO is a path to a YAML file or
@@ -42,36 +46,66 @@ difference between them; the A/B comparison is printed at the end.
 With --baseline, the run is compared with its scenario's baseline on this machine
 ('vfleet baseline set'), and while a change beyond the noise floor is too little repeated
 to be tested, each workload is measured again, up to --max-repetitions. Exit status as
-'vfleet compare --baseline': 8 when something got worse, 9 when something is undecided.`,
+'vfleet compare --baseline': 8 when something got worse, 9 when something is undecided.
+
+With --on, the scenario runs on each machine named (over SSH: keys from the SSH agent or
+--on-identity, host keys checked against known_hosts, never a password) instead of this
+one: vfleet copies its static binaries for the machine's architecture there, pushes the
+guest image from this machine's cache (or lets the machine build it: --image), runs the
+scenario there and brings the run back into this machine's results, marked with the
+machine. Machines run one after another, or at once with --parallel; one that fails does
+not stop the others, and the summary says which failed and why. 'vfleet clean --on'
+removes what a killed run left on a machine (docs/many-machines.md).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case ab && len(args) != 2:
 				return usageError{fmt.Errorf("--ab takes exactly two scenarios, got %d", len(args))}
 			case !ab && len(args) > 1:
 				return usageError{fmt.Errorf("run takes one scenario (or two with --ab), got %d", len(args))}
+			case ab && len(on.urls) > 0:
+				return usageError{errors.New("--ab and --on do not go together: run each scenario --on the machines")}
+			case len(on.urls) > 0 && (obs.metricsAddr != "" || obs.otlpEndpoint != ""):
+				return usageError{errors.New("--metrics-addr and --otlp-endpoint observe a run on this machine: not with --on")}
+			case len(on.urls) == 0 && (on.image != "" || on.parallel):
+				return usageError{errors.New("--image and --parallel go with --on")}
 			case len(args) == 0:
 				args = []string{defaultScenario}
 			}
 			if err := base.check(cmd.Flags(), ab); err != nil {
 				return usageError{err}
 			}
-			if !base.on {
-				return runScenarios(g, args, htmlPath, &obs, nil, nil)
+			if len(on.urls) > 0 {
+				if base.on {
+					return usageError{errors.New("--baseline compares a run of this machine: run it on the machine itself, or import its run and use 'vfleet compare --baseline'")}
+				}
+				return runOn(g, args[0], htmlPath, &on)
 			}
-			return runScenarios(g, args, htmlPath, &obs, nil, &base)
+			var eof io.Reader
+			if stopOnEOF {
+				eof = os.Stdin
+			}
+			if !base.on {
+				return runScenarios(g, args, htmlPath, &obs, nil, nil, eof)
+			}
+			return runScenarios(g, args, htmlPath, &obs, nil, &base, eof)
 		},
 	}
 	cmd.Flags().StringVar(&htmlPath, "html", "", "where to write the HTML report (default ./vfleet-run-ID.html; \"-\" for none)")
 	cmd.Flags().BoolVar(&ab, "ab", false, "run two scenarios interleaved and compare them")
 	obs.register(cmd.Flags())
 	base.register(cmd.Flags())
+	on.register(cmd.Flags(), true)
+	// How vfleet on one machine stops the run it started on another.
+	cmd.Flags().BoolVar(&stopOnEOF, remoterun.StopOnEOFFlag, false, "stop the run as Ctrl-C does when standard input ends")
+	cmd.Flags().MarkHidden(remoterun.StopOnEOFFlag)
 	return cmd
 }
 
 // runScenarios runs the scenarios and prints their reports; with an
 // audit, it only starts the guests, audits them and prints that; with a
-// baseline, it compares the run with it.
-func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags, auditOnly *auditOptions, base *baselineFlags) error {
+// baseline, it compares the run with it. A run ends as after Ctrl-C when
+// eof, if not nil, ends.
+func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags, auditOnly *auditOptions, base *baselineFlags, eof io.Reader) error {
 	began := time.Now()
 	var specs []*scenario.Spec
 	for _, ref := range refs {
@@ -95,7 +129,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	}
 	defer st.Close()
 	progress := newProgress()
-	ctx, cancel := signalContext(progress)
+	ctx, cancel := interruptible(progress, eof)
 	defer cancel()
 
 	sess, err := session.Prepare(ctx, g.session(progress), specs...)

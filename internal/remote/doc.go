@@ -3,8 +3,9 @@
 // a peer URL (ssh://USER@HOST[:PORT]), its host key checked against
 // known_hosts (an unknown or changed key is refused with its fingerprint
 // and what to do), keys from the SSH agent or an identity file, never a
-// password. A Machine runs commands there, copies files over a session's
-// standard input, checks the programs a run needs (naming the Debian
+// password. A Machine runs commands there (their output at once, or
+// streamed as it comes), copies files over a session's standard input,
+// pushes directory trees as one tar stream, checks the programs a run needs (naming the Debian
 // package of each one missing), describes the peer as hostinfo describes
 // this host, and starts vfleet's agent for the peer's architecture in a
 // work directory of its own, its control socket reached through the SSH

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,6 +106,63 @@ func TestRemoteMachine(t *testing.T) {
 			wg.Wait()
 			if err := errors.Join(errs...); err != nil {
 				t.Error(err)
+			}
+		})
+		t.Run("stream, stopped by its input's end", func(t *testing.T) {
+			m := dial(t, target, byIdentity)
+			ctx, cancel := context.WithCancel(context.Background())
+			var stdout bytes.Buffer
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pr.Close()
+			// The command says it started, then waits for its input to end.
+			go func() {
+				b := make([]byte, 8)
+				pr.Read(b)
+				cancel()
+			}()
+			err = m.Stream(ctx, io.MultiWriter(&stdout, pw), nil, time.Minute, "sh", "-c", `echo started; cat > /dev/null; echo stopped; exit 130`)
+			pw.Close()
+			if status, ok := ExitStatus(err); !ok || status != 130 || !errors.Is(err, ErrCommand) {
+				t.Errorf("Stream: %v; want the command's own exit status 130", err)
+			}
+			if stdout.String() != "started\nstopped\n" {
+				t.Errorf("Stream's output %q; want what the command wrote before and after its input ended", stdout.String())
+			}
+		})
+		t.Run("push", func(t *testing.T) {
+			m := dial(t, target, byIdentity)
+			src := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(src, "tree", "d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(src, "tree", "d", "f"), []byte("data"), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(filepath.Join(src, "tree", "d", "f"), filepath.Join(src, "tree", "g")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(src, "tree", "d", "f"), 4242, 4343); err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(r.WorkDir, "pushed")
+			defer os.RemoveAll(dst)
+			if err := m.Push(context.Background(), src, []string{"tree"}, dst); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Stat(filepath.Join(dst, "tree", "d", "f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := os.Stat(filepath.Join(dst, "tree", "g"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := f.Sys().(*syscall.Stat_t)
+			if !os.SameFile(f, g) || f.Mode().Perm() != 0o640 || st.Uid != 4242 || st.Gid != 4343 {
+				t.Errorf("pushed file: mode %v, owner %d:%d, hard link kept %v; want 0640, 4242:4343, kept", f.Mode(), st.Uid, st.Gid, os.SameFile(f, g))
 			}
 		})
 		t.Run("programs", func(t *testing.T) {

@@ -28,6 +28,10 @@ func (t Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.P
 // String is the URL the target was parsed from, in its canonical form.
 func (t Target) String() string { return "ssh://" + t.User + "@" + t.Addr() }
 
+// Name is the machine as runs brought back from it and messages about it
+// name it: USER@HOST:PORT, the URL without its scheme.
+func (t Target) Name() string { return t.User + "@" + t.Addr() }
+
 // ParseURL reads ssh://USER@HOST[:PORT]. The user is required, since
 // vfleet runs unattended and must not guess whose keys the peer accepts;
 // a password, a path, a query or a fragment is refused.

@@ -52,8 +52,8 @@ func TestParseURLRefuses(t *testing.T) {
 func TestTargetString(t *testing.T) {
 	for _, s := range []string{"ssh://root@198.18.0.2:22", "ssh://me@[2001:db8::1]:2222"} {
 		tg, err := ParseURL(s)
-		if err != nil || tg.String() != s {
-			t.Errorf("ParseURL(%q).String() = %q, %v", s, tg.String(), err)
+		if err != nil || tg.String() != s || "ssh://"+tg.Name() != s {
+			t.Errorf("ParseURL(%q): String %q, Name %q, %v", s, tg.String(), tg.Name(), err)
 		}
 	}
 }

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/remoterun"
+	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/telemetry"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// onScenario is short on purpose: the default scenario's VMs take many
+// minutes under TCG. Its host and container guests are what every
+// machine runs.
+const onScenario = `name: on-quick
+repetitions: %d
+warmup: 0
+duration: 1s
+guests:
+  - {name: host, kind: host}
+  - {name: container, kind: container, runtime: runc}
+workloads:
+  - workload: cpu
+`
+
+// machines are test machines reached as a user reaches several: one SSH
+// agent holding every machine's key, one known_hosts file for all.
+type machines struct {
+	r          []*testutil.Remote
+	knownHosts string
+	env        []string
+}
+
+func newMachines(t *testing.T, n int) *machines {
+	t.Helper()
+	m := &machines{}
+	keyring := agent.NewKeyring()
+	var known []byte
+	for range n {
+		r := testutil.RemoteMachine(t)
+		m.r = append(m.r, r)
+		raw, err := os.ReadFile(r.Identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := ssh.ParseRawPrivateKey(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keyring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(r.KnownHosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known = append(known, b...)
+	}
+	dir := t.TempDir()
+	m.knownHosts = filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(m.knownHosts, known, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { agent.ServeAgent(keyring, c); c.Close() }()
+		}
+	}()
+	m.env = []string{"SSH_AUTH_SOCK=" + sock}
+	return m
+}
+
+func (m *machines) command(c *cli, args ...string) *exec.Cmd {
+	cmd := c.command(append(args, "--on-known-hosts", m.knownHosts)...)
+	cmd.Env = append(cmd.Env, m.env...)
+	return cmd
+}
+
+func (m *machines) run(t *testing.T, c *cli, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := m.command(c, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// start starts a run on the machine and returns once the machine's
+// progress shows a line containing marker.
+func (m *machines) start(t *testing.T, c *cli, url, scenario, marker string) *exec.Cmd {
+	t.Helper()
+	cmd := m.command(c, "run", scenario, "--html", "-", "--on", url)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		seen := false
+		for sc.Scan() {
+			t.Log(sc.Text())
+			if !seen && strings.Contains(sc.Text(), marker) {
+				seen = true
+				close(found)
+			}
+		}
+	}()
+	select {
+	case <-found:
+	case <-time.After(5 * time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("never saw %q", marker)
+	}
+	return cmd
+}
+
+// requireMachineClean fails unless the machine holds nothing of vfleet's
+// but what the next run reuses (binaries, images), and no vfleet runs
+// there.
+func requireMachineClean(t *testing.T, r *testutil.Remote, when string) {
+	t.Helper()
+	dir := filepath.Join(r.WorkDir, "vfleet-remote")
+	for _, sub := range []string{"runs", "state/runs", "state/ledger"} {
+		if entries, _ := os.ReadDir(filepath.Join(dir, sub)); len(entries) > 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%s: the machine's %s holds %v", when, sub, names)
+		}
+	}
+	images, _ := os.ReadDir(filepath.Join(dir, "state", "images"))
+	for _, e := range images {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("%s: the machine's image cache holds %s", when, e.Name())
+		}
+	}
+	if pids := processesUnder(dir); len(pids) > 0 {
+		t.Errorf("%s: vfleet still runs on the machine: pids %v", when, pids)
+	}
+}
+
+// processesUnder lists the running processes whose executable is in dir.
+func processesUnder(dir string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// returnedRun is a run of the local store with its count of samples.
+type returnedRun struct {
+	store.Run
+	Samples int
+}
+
+// runsOf are the runs of the local store, by id.
+func runsOf(t *testing.T, c *cli) map[int64]returnedRun {
+	t.Helper()
+	st, err := store.Open(c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runs, err := st.ListRuns(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]returnedRun{}
+	for _, r := range runs {
+		full, err := st.GetRun(context.Background(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r.ID] = returnedRun{full, r.Samples}
+	}
+	return out
+}
+
+// TestRunOn runs a scenario on two machines at once (--parallel) with a
+// third that cannot be reached, then interrupts a run on one and kills the vfleet of
+// a run on the other, and finds nothing left on either.
+func TestRunOn(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "runc", "runc")
+	// The machines get the tests' cached image pushed: never a build.
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	before := testutil.TakeSnapshot(t)
+	c := newCLI(t)
+	t.Run("machines", func(t *testing.T) {
+		m := newMachines(t, 2)
+		a, b := m.r[0], m.r[1]
+		// sshd's address, a port where nothing listens: refused at once,
+		// and no packet leaves the machine's namespaces.
+		unreachable := "ssh://root@" + a.Addr.Addr().String() + ":2222"
+		scenario := c.scenario(strings.Replace(onScenario, "%d", "1", 1))
+
+		t.Run("two and an unreachable one", func(t *testing.T) {
+			stdout, stderr, code := m.run(t, c, "run", scenario, "--html", "-", "--image", "push", "--parallel", "--on", a.URL+","+unreachable, "--on", b.URL)
+			t.Logf("exit %d\n%s\n%s", code, stdout, stderr)
+			if code != exitFailed {
+				t.Errorf("exit %d; want %d: one machine failed", code, exitFailed)
+			}
+			if !strings.Contains(stderr, "their runs must not share a network under test") {
+				t.Errorf("--parallel without its warning")
+			}
+			bad := strings.TrimPrefix(unreachable, "ssh://")
+			if !strings.Contains(stderr, "1 of 3 machines failed: "+bad) || !strings.Contains(stdout, bad) || !strings.Contains(stdout, "connect to "+unreachable) {
+				t.Errorf("the unreachable machine is not named with why it failed")
+			}
+			for _, r := range []*testutil.Remote{a, b} {
+				if !strings.Contains(stderr, "["+strings.TrimPrefix(r.URL, "ssh://")+"] ") {
+					t.Errorf("no progress of %s", r.URL)
+				}
+			}
+			runs := runsOf(t, c)
+			origins := map[string]bool{}
+			for _, r := range runs {
+				origins[r.Origin] = true
+				if r.Status != store.StatusComplete || r.Host.Hostname == "" {
+					t.Errorf("run %d from %s: %s, host %+v; want complete with the machine's fingerprint", r.ID, r.Origin, r.Status, r.Host)
+				}
+			}
+			if len(runs) != 2 || !origins[a.URL] || !origins[b.URL] {
+				t.Errorf("runs back from %v; want one from each of %s and %s", origins, a.URL, b.URL)
+			}
+			requireMachineClean(t, a, "after a run")
+			requireMachineClean(t, b, "after a run")
+		})
+
+		t.Run("a scenario the machine refuses", func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "bad.yaml")
+			if err := os.WriteFile(bad, []byte(strings.NewReplacer("%d", "1", "workload: cpu", "workload: no-such-tool").Replace(onScenario)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, code := m.run(t, c, "run", bad, "--html", "-", "--on", a.URL)
+			t.Logf("exit %d\n%s\n%s", code, stdout, stderr)
+			name := strings.TrimPrefix(a.URL, "ssh://")
+			if code != exitFailed || !strings.Contains(stdout, "vfleet on "+name+" exited 2: vfleet: ") || !strings.Contains(stdout, "no-such-tool") {
+				t.Errorf("exit %d; want %d, the summary with the machine's exit status and its vfleet's error", code, exitFailed)
+			}
+			requireMachineClean(t, a, "after a refused scenario")
+		})
+
+		long := c.scenario(strings.Replace(onScenario, "%d", "8", 1))
+		t.Run("interrupted", func(t *testing.T) {
+			cmd := m.start(t, c, a.URL, long, "cpu on container (rep 1) ok")
+			cmd.Process.Signal(syscall.SIGINT)
+			err := cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+				t.Errorf("interrupted: %v; want exit %d", err, exitInterrupted)
+			}
+			var back *returnedRun
+			for _, r := range runsOf(t, c) {
+				if r.Origin == a.URL && r.Status == store.StatusIncomplete {
+					back = &r
+				}
+			}
+			if back == nil || back.Samples == 0 {
+				t.Errorf("the interrupted run did not come back as incomplete with its samples: %+v", back)
+			}
+			requireMachineClean(t, a, "after Ctrl-C")
+		})
+
+		t.Run("killed, then clean --on", func(t *testing.T) {
+			cmd := m.start(t, c, b.URL, long, "cpu on container (rep 1) ok")
+			cmd.Process.Kill()
+			cmd.Wait()
+			if entries, _ := os.ReadDir(filepath.Join(b.WorkDir, "vfleet-remote", "runs")); len(entries) == 0 {
+				t.Fatal("a killed run should have left its scratch on the machine (the test must be able to fail)")
+			}
+			stdout, stderr, code := m.run(t, c, "clean", "--on", b.URL)
+			t.Logf("clean --on: exit %d\n%s\n%s", code, stdout, stderr)
+			if code != 0 {
+				t.Errorf("clean --on: exit %d", code)
+			}
+			requireMachineClean(t, b, "after SIGKILL and clean --on")
+		})
+	})
+	testutil.CheckLeaks(t, before)
+}
+
+// What run --on and clean --on cannot use is refused before any machine
+// is reached, as a usage error.
+func TestOnRefusesBadInput(t *testing.T) {
+	c := newCLI(t)
+	const a = "ssh://root@198.18.0.2:22"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--on", "root@198.18.0.2"}, "--on: bad peer URL"},
+		{[]string{"run", "--on", a + "," + a}, "--on: " + a + " given twice"},
+		{[]string{"run", "--on", a, "--image", "copy"}, `--image "copy": want push or build`},
+		{[]string{"run", "--on", a, "no-such-scenario"}, `scenario "no-such-scenario": no such file, and no built-in scenario`},
+		{[]string{"run", "--ab", "default", "default", "--on", a}, "--ab and --on do not go together"},
+		{[]string{"run", "--parallel"}, "--image and --parallel go with --on"},
+		{[]string{"run", "--on", a, "--metrics-addr", "127.0.0.1:0"}, "not with --on"},
+		{[]string{"clean", "--on", a, "--force"}, "not with --on"},
+	} {
+		_, stderr, code := c.run(tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %s; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}
+
+// The end of a run's input is its Ctrl-C, when asked: how a run on
+// another machine is stopped, sshd passing no signal to root's session.
+func TestInterruptibleStopsAtEOF(t *testing.T) {
+	ctx, cancel := interruptible(telemetry.NewProgress(io.Discard, false), strings.NewReader(""))
+	defer cancel()
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the input ended and the run goes on")
+	}
+	var s signalled
+	if !errors.As(context.Cause(ctx), &s) || s.sig != syscall.SIGINT || !interrupted(ctx.Err()) {
+		t.Errorf("cause %v; want SIGINT, an interruption", context.Cause(ctx))
+	}
+}
+
+// A machine gets the binaries built for its architecture; one that has
+// none here fails saying what to build.
+func TestBinariesFor(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "vfleet")
+	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[image.HostArch]
+	for _, name := range []string{"vfleet", "vfleet-agent", "vfleet-agent-" + other} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, agent, err := binariesFor(self, "", image.HostArch)
+	if err != nil || bin != self || agent != filepath.Join(dir, "vfleet-agent") {
+		t.Errorf("this machine's architecture: %s, %s, %v; want this vfleet and its agent", bin, agent, err)
+	}
+	_, _, err = binariesFor(self, "", other)
+	if !errors.Is(err, remoterun.ErrNoBinary) || !strings.Contains(err.Error(), filepath.Join(dir, "vfleet-"+other)+" not found") || !strings.Contains(err.Error(), "scripts/build.sh") {
+		t.Errorf("no vfleet-%s: %v; want ErrNoBinary naming the file and how to build it", other, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vfleet-"+other), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, agent, err = binariesFor(self, "", other)
+	if err != nil || bin != filepath.Join(dir, "vfleet-"+other) || agent != filepath.Join(dir, "vfleet-agent-"+other) {
+		t.Errorf("%s: %s, %s, %v; want vfleet-%s and vfleet-agent-%s", other, bin, agent, err, other, other)
+	}
+}
