@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -71,20 +70,10 @@ func (o *auditOptions) print(ctx context.Context, st *store.Store, id int64) err
 	if o.jsonPath == "" {
 		return nil
 	}
-	f, err := os.Create(o.jsonPath)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(f)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(struct {
+	return writeJSON(o.jsonPath, struct {
 		Run   int64 `json:"run"`
 		Audit any   `json:"audit"`
-	}{run.ID, c.Audit}); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	}{run.ID, c.Audit})
 }
 
 // checkJSONPath fails early when the audit's JSON could not be written.

@@ -174,16 +174,7 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 
 // regressScenario is trustScenario's shape at 5 repetitions, the fewest
 // with which the test can decide at p < 0.01.
-const regressScenario = `name: regress
-repetitions: 5
-warmup: 1
-duration: 1s
-guests:
-  - {name: host, kind: host}
-  - {name: container, kind: container%s}
-workloads:
-  - workload: cpu
-`
+var regressScenario = strings.Replace(trustScenario, "name: trust\nrepetitions: 8", "name: regress\nrepetitions: 5", 1)
 
 // A baseline compare made of real runs: the same scenario again passes,
 // the container capped at 0.1 CPU fails as worse. A milder cap binds only

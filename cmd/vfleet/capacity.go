@@ -229,32 +229,16 @@ func writeCapacityHTML(path string, res *capacity.Result, slos []capacity.SLO, t
 	if err != nil {
 		return err
 	}
-	file, err := os.Create(path)
-	if err != nil {
+	if err := writeOutput(path, func(w io.Writer) error { return report.WriteCapacityHTML(w, page) }); err != nil {
 		return fmt.Errorf("write HTML page: %w", err)
 	}
-	if err := report.WriteCapacityHTML(file, page); err != nil {
-		file.Close()
-		return fmt.Errorf("write HTML page: %w", err)
-	}
-	return file.Close()
+	return nil
 }
 
 // writeJSON writes v indented to the file at path, or to standard output
 // for "-".
 func writeJSON(path string, v any) error {
-	if path == "-" {
-		return encodeIndented(os.Stdout, v)
-	}
-	file, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := encodeIndented(file, v); err != nil {
-		file.Close()
-		return err
-	}
-	return file.Close()
+	return writeOutput(path, func(w io.Writer) error { return encodeIndented(w, v) })
 }
 
 func encodeIndented(w io.Writer, v any) error {

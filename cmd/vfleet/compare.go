@@ -103,33 +103,17 @@ undecided, 8 when some metric got worse, 9 when none did but some change was und
 
 // writeComparison writes c in format to the file output, or to standard
 // output.
-func writeComparison(c report.ABComparison, format, output string) (err error) {
-	w := io.Writer(os.Stdout)
-	if output != "" && output != "-" {
-		file, err := os.Create(output)
-		if err != nil {
-			return err
+func writeComparison(c report.ABComparison, format, output string) error {
+	return writeOutput(output, func(w io.Writer) error {
+		switch format {
+		case "json":
+			return report.WriteABJSON(w, c)
+		case "html":
+			return report.WriteABHTML(w, c)
 		}
-		defer file.Close()
-		w = file
-	}
-	switch format {
-	case "json":
-		err = report.WriteABJSON(w, c)
-	case "html":
-		err = report.WriteABHTML(w, c)
-	default:
 		color := w == io.Writer(os.Stdout) && isTerminal(os.Stdout) && os.Getenv("NO_COLOR") == ""
-		err = report.WriteABTable(w, c, report.TableOptions{Color: color})
-	}
-	if err != nil {
-		return err
-	}
-	if f, ok := w.(*os.File); ok && f != os.Stdout {
-		// A full disk shows up at close; the page must not be reported written.
-		return f.Close()
-	}
-	return nil
+		return report.WriteABTable(w, c, report.TableOptions{Color: color})
+	})
 }
 
 // compareWithBaseline compares the run ref names (as B) with the baseline

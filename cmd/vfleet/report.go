@@ -84,34 +84,19 @@ where it changed level (E-divisive means; docs/many-machines.md).`,
 				return err
 			}
 			defer st.Close()
-			w := io.Writer(os.Stdout)
-			if output != "" && output != "-" {
-				file, err := os.Create(output)
+			return writeOutput(output, func(w io.Writer) error {
+				switch {
+				case across:
+					return renderAcross(cmd.Context(), st, args, f, w)
+				case series:
+					return renderSeries(cmd.Context(), st, args[0], machine, f, w)
+				}
+				id, err := st.ResolveRun(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				defer file.Close()
-				w = file
-			}
-			switch {
-			case across:
-				err = renderAcross(cmd.Context(), st, args, f, w)
-			case series:
-				err = renderSeries(cmd.Context(), st, args[0], machine, f, w)
-			default:
-				var id int64
-				if id, err = st.ResolveRun(cmd.Context(), args[0]); err == nil {
-					err = render(cmd.Context(), st, id, f, w)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if f, ok := w.(*os.File); ok && f != os.Stdout {
-				// A full disk shows up at close; the report must not be taken as written.
-				return f.Close()
-			}
-			return nil
+				return render(cmd.Context(), st, id, f, w)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "table", "table, html, json or csv (--series: table, html or json)")
