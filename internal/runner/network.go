@@ -74,7 +74,8 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	n := &netRun{cfg: plan.Spec.Network, views: map[string]netView{}, servers: map[string]*server{},
 		serverLife: serverLifetime(plan)}
 	var err error
-	if n.net, err = netpath.Create(ctx, netpath.Options{RunKey: key, Ledger: env.Ledger, Paths: paths, StateDir: env.StateDir, Detached: env.Detached}); err != nil {
+	if n.net, err = netpath.Create(ctx, netpath.Options{RunKey: key, Ledger: env.Ledger, Paths: paths, StateDir: env.StateDir, Detached: env.Detached,
+		Uplink: plan.Spec.Network.Uplink}); err != nil {
 		return n, err
 	}
 	for i := range plan.Guests {

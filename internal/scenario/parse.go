@@ -72,6 +72,9 @@ type parser struct {
 	thisHost *Host
 	// optionalAt is where each group that says optional says it.
 	optionalAt map[string]*yaml.Node
+	// uplinkAt is where network.uplink is, checked against the groups'
+	// paths once they are read.
+	uplinkAt *yaml.Node
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -332,6 +335,7 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	if guestsNode != nil {
 		p.guests(guestsNode, s)
 	}
+	p.checkUplink(s)
 	if workloadsNode != nil {
 		p.workloads(workloadsNode, s)
 	}
@@ -376,6 +380,15 @@ func (p *parser) network(n *yaml.Node) *Network {
 				nw.Path = name
 			}
 		},
+		"uplink": func(v *yaml.Node, path string) {
+			if name, ok := p.scalar(v, path); ok {
+				if err := netpath.CheckNICName(name); err != nil {
+					p.errorf(v, path, "%v", err)
+					return
+				}
+				nw.Uplink, p.uplinkAt = name, v
+			}
+		},
 		"pin": func(v *yaml.Node, path string) {
 			p.fields(v, path, map[string]func(*yaml.Node, string){
 				"client": p.integer(&nw.ClientCPU, 0, maxCPU),
@@ -384,6 +397,23 @@ func (p *parser) network(n *yaml.Node) *Network {
 		},
 	})
 	return nw
+}
+
+// checkUplink refuses a dedicated NIC under paths that cannot take one,
+// or under more than one path, at network.uplink.
+func (p *parser) checkUplink(s *Spec) {
+	if p.uplinkAt == nil {
+		return
+	}
+	var paths []netpath.Path
+	for _, g := range s.Guests {
+		if g.Network != "" {
+			paths = append(paths, netpath.Path(g.Network))
+		}
+	}
+	if err := netpath.CheckUplinkPaths(paths); err != nil {
+		p.errorf(p.uplinkAt, "network.uplink", "%v", err)
+	}
 }
 
 // adaptive reads the `adaptive:` section. reps is the scenario's

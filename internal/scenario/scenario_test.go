@@ -530,6 +530,34 @@ workloads:
 	}
 }
 
+func TestNetworkUplink(t *testing.T) {
+	const rest = "guests:\n  - {kind: host}\n  - {kind: container}\nworkloads:\n  - workload: scenario-test\n"
+	s, err := Parse("t.yaml", []byte("name: t\nnetwork: {path: macvlan, uplink: enp3s0f1}\n"+rest), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Network.Uplink != "enp3s0f1" {
+		t.Fatalf("uplink = %q", s.Network.Uplink)
+	}
+	for src, want := range map[string]string{
+		"network: {path: xdp, uplink: lab0}":   "t.yaml:2:30: network.uplink: a dedicated NIC cannot go under these paths: xdp: its programs sit at both ends",
+		"network: {uplink: eth0/1}":            `t.yaml:2:19: network.uplink: not a network interface name: "eth0/1"`,
+		"network: {uplink: a-name-of-16-byte}": `network.uplink: not a network interface name: "a-name-of-16-byte" (want the name of a NIC of this host, 1 to 15 bytes`,
+	} {
+		if _, err := Parse("t.yaml", []byte("name: t\n"+src+"\n"+rest), opts); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+	two := "name: t\nnetwork: {path: bridge, uplink: lab0}\nguests:\n  - {kind: container}\n  - {name: r, kind: container, network: routed}\nworkloads:\n  - workload: scenario-test\n"
+	if _, err := Parse("t.yaml", []byte(two), opts); err == nil || !strings.Contains(err.Error(), "t.yaml:2:33: network.uplink: a dedicated NIC cannot go under these paths: it goes under one path per run, and this run has bridge, routed") {
+		t.Errorf("two paths on one NIC: %v", err)
+	}
+	bare := "name: t\nnetwork: {uplink: lab0}\nguests:\n  - {kind: host}\nworkloads:\n  - workload: scenario-test\n"
+	if _, err := Parse("t.yaml", []byte(bare), opts); err == nil || !strings.Contains(err.Error(), "network.uplink: a dedicated NIC cannot go under these paths: no guest is on a data path") {
+		t.Errorf("the baseline alone: %v", err)
+	}
+}
+
 func TestAdaptiveSection(t *testing.T) {
 	s, err := Parse("t.yaml", []byte("name: t\nrepetitions: 3\nadaptive: {target: 2.5%}\nguests:\n  - {kind: host}\nworkloads:\n  - workload: scenario-test\n"), opts)
 	if err != nil {

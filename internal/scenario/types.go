@@ -82,6 +82,9 @@ type Network struct {
 	// scheduler. On a VM, cross-CPU wake-ups dominate round trips, so the
 	// placement is stored with every sample.
 	ClientCPU, ServerCPU int
+	// Uplink is a NIC of the host dedicated to testing, which the run's
+	// one guest path sits on instead of its uplink veth; "" for none.
+	Uplink string
 }
 
 // NoPin is the CPU of an unpinned network client or server.
