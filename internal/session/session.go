@@ -50,13 +50,21 @@ type Session struct {
 	host   hostinfo.Fingerprint
 }
 
-// Prepare checks, before anything is built or started, that the host can
+// Prepare checks, before anything is built or started, that a remote
+// peer is reachable and ready and that the host can
 // run every kind and runtime the scenarios ask for, then makes their
 // images ready, checks what only they tell (whether KVM boots a kernel)
 // and takes the host's fingerprint. The optional groups the host refuses
 // are dropped from their spec (scenario.Spec.DropRefused) and named on
 // cfg.Warnings.
 func Prepare(ctx context.Context, cfg Config, specs ...*scenario.Spec) (*Session, error) {
+	// A remote peer refused (its host key, a missing program, a NIC that
+	// carries the session to it) is known before anything is built.
+	for _, spec := range specs {
+		if err := runner.CheckPeer(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
 	ask := newProber()
 	if err := dropRefused(specs, cfg.Warnings, func(g scenario.GuestGroup) error { return ask.kind(ctx, g) }); err != nil {
 		return nil, err
@@ -100,6 +108,7 @@ func (s *Session) Options(ctx context.Context, st *store.Store) runner.Options {
 		Variants:    s.images.variants,
 		Host:        s.host,
 		Progress:    s.cfg.Progress,
+		PeerAgent:   func(arch string) (string, error) { return AgentBinary(s.cfg.AgentPath, arch) },
 	}
 }
 

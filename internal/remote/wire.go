@@ -1,0 +1,161 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/workload/programs"
+)
+
+// IP is what the peer needs to put its side of the test wire up (Wire).
+var IP = programs.Program{Name: "ip", Package: "iproute2"}
+
+// Wiring is the peer's side of the test wire: the address it answers at
+// on its NIC, and the subnets (the host's routed guests) it reaches
+// through the host side's address on the same wire.
+type Wiring struct {
+	NIC    string
+	Addr   netip.Prefix
+	Via    netip.Addr
+	Routes []netip.Prefix
+}
+
+// KindPeerWire is the ledger entry of a peer's wiring. Its ID is the
+// peer's URL; its data say how to reach it again, as KindPeer's do, and
+// what to take off which NIC.
+const KindPeerWire = "remote-peer-wire"
+
+func init() { ledger.RegisterUndo(KindPeerWire, undoWire) }
+
+// ErrWire says the peer's NIC cannot take the run's wiring as it is: the
+// wrapping error says why.
+var ErrWire = errors.New("the peer's NIC cannot be wired for the run")
+
+// checkWireScript refuses a NIC that does not exist, and an address or a
+// route the peer has already (someone else's, which vfleet must not take
+// away at the end), then prints the NIC's line of ip -o link (not
+// /sys/class/net, which shows the namespace sysfs was mounted in).
+const checkWireScript = `nic=$1 addr=$2; shift 2
+link=$(ip -o link show dev "$nic" 2>/dev/null) || { echo "no interface $nic there" >&2; exit 1; }
+held=$(ip -o addr show to "${addr%/*}") || exit 1
+[ -z "$held" ] || { echo "it holds ${addr%/*} already: $held" >&2; exit 1; }
+for r; do
+  [ -z "$(ip route show exact "$r")" ] || { echo "it has a route to $r already" >&2; exit 1; }
+done
+echo "$link"`
+
+const wireScript = `nic=$1 addr=$2 via=$3; shift 3
+ip link set dev "$nic" up && ip addr add "$addr" dev "$nic" || exit 1
+for r; do ip route add "$r" via "$via" dev "$nic" || exit 1; done`
+
+// unwireScript takes off what wireScript put on, whatever of it is there,
+// and puts a NIC that was down down again.
+const unwireScript = `nic=$1 addr=$2 down=$3; shift 3
+ip link show dev "$nic" >/dev/null 2>&1 || exit 0
+for r; do ip route del "$r" dev "$nic" 2>/dev/null; done
+ip addr del "$addr" dev "$nic" 2>/dev/null
+if [ "$down" = 1 ]; then ip link set dev "$nic" down; fi
+true`
+
+// Wire puts the peer's side of the test wire up: the NIC up, its address
+// and its routes, recorded in the ledger first. A NIC that is missing, or
+// a peer that has the address or a route already, is refused (ErrWire)
+// before anything changes. Close takes it off again.
+func (m *Machine) Wire(ctx context.Context, led *ledger.Ledger, w Wiring) (err error) {
+	routes := make([]string, len(w.Routes))
+	for i, r := range w.Routes {
+		routes[i] = r.String()
+	}
+	out, err := m.sh(ctx, nil, checkWireScript, append([]string{w.NIC, w.Addr.String()}, routes...)...)
+	if errors.Is(err, ErrCommand) {
+		return fmt.Errorf("%w: %s on %s: %w", ErrWire, w.NIC, m.Target, err)
+	}
+	if err != nil {
+		return err
+	}
+	up, err := linkUp(string(out))
+	if err != nil {
+		return fmt.Errorf("%s on %s: %w", w.NIC, m.Target, err)
+	}
+	data := m.reach()
+	data["nic"], data["addr"], data["routes"] = w.NIC, w.Addr.String(), strings.Join(routes, ",")
+	if !up {
+		data["down"] = "1"
+	}
+	e, err := led.Record(KindPeerWire, m.Target.String(), data)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.wires = append(m.wires, wire{led: led, entry: e})
+	m.mu.Unlock()
+	if _, err := m.sh(ctx, nil, wireScript, append([]string{w.NIC, w.Addr.String(), w.Via.String()}, routes...)...); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return errors.Join(fmt.Errorf("wire %s on %s: %w", w.NIC, m.Target, err), m.unwire(cctx))
+	}
+	return nil
+}
+
+// linkUp reads whether a link is up (administratively) from its line of
+// `ip -o link show`: "2: eth1@if5: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu …".
+func linkUp(line string) (bool, error) {
+	_, rest, ok := strings.Cut(line, "<")
+	flags, _, ok2 := strings.Cut(rest, ">")
+	if !ok || !ok2 {
+		return false, fmt.Errorf("no flags in ip link's %q", strings.TrimSpace(line))
+	}
+	return slices.Contains(strings.Split(flags, ","), "UP"), nil
+}
+
+// wire is one Wire's ledger entry, pending until it is taken off.
+type wire struct {
+	led   *ledger.Ledger
+	entry ledger.Entry
+}
+
+// unwire takes off, newest first, what Wire put on the peer.
+func (m *Machine) unwire(ctx context.Context) error {
+	m.mu.Lock()
+	wires := m.wires
+	m.wires = nil
+	m.mu.Unlock()
+	var errs []error
+	for i := len(wires) - 1; i >= 0; i-- {
+		w := wires[i]
+		if err := unwireWith(ctx, m, w.entry); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, w.led.Done(w.entry))
+	}
+	return errors.Join(errs...)
+}
+
+func unwireWith(ctx context.Context, m *Machine, e ledger.Entry) error {
+	args := []string{e.Data["nic"], e.Data["addr"], e.Data["down"]}
+	if r := e.Data["routes"]; r != "" {
+		args = append(args, strings.Split(r, ",")...)
+	}
+	if _, err := m.sh(ctx, nil, unwireScript, args...); err != nil {
+		return fmt.Errorf("unwire %s on %s: %w", e.Data["nic"], m.Target, err)
+	}
+	return nil
+}
+
+// undoWire reaches the peer again as the entry says and takes the run's
+// wiring off its NIC.
+func undoWire(ctx context.Context, e ledger.Entry) error {
+	m, err := redial(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer m.client.Close()
+	return unwireWith(ctx, m, e)
+}
