@@ -28,6 +28,7 @@ import (
 	"github.com/vfleet/vfleet/internal/remote"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/session"
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -190,12 +191,12 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 			t.Errorf("the bare host reached the peer at %q, want %s across the NIC", floor, want)
 		}
 		peer := rep.Run.Guests["peer"]
-		if peer.Kind != runner.KindRemotePeer || peer.Details[runner.PeerURLDetail] != r.URL {
+		if peer.Kind != runner.KindRemotePeer || peer.Details[store.DetailPeerURL] != r.URL {
 			t.Errorf("peer record: kind %q, details %v", peer.Kind, peer.Details)
 		}
 		var fp hostinfo.Fingerprint
-		if err := json.Unmarshal([]byte(peer.Details[runner.PeerFingerprintDetail]), &fp); err != nil || fp.NIC == nil || fp.NIC.Name != r.NIC.PeerName || fp.ToolVersions["sockperf"] == "" {
-			t.Errorf("peer fingerprint %q: %v; want its NIC %s and sockperf's version", peer.Details[runner.PeerFingerprintDetail], err, r.NIC.PeerName)
+		if err := json.Unmarshal([]byte(peer.Details[store.DetailPeerFingerprint]), &fp); err != nil || fp.NIC == nil || fp.NIC.Name != r.NIC.PeerName || fp.ToolVersions["sockperf"] == "" {
+			t.Errorf("peer fingerprint %q: %v; want its NIC %s and sockperf's version", peer.Details[store.DetailPeerFingerprint], err, r.NIC.PeerName)
 		}
 		wire.check(t)
 	})

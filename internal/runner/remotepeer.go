@@ -14,6 +14,7 @@ import (
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/remote"
 	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
 	"github.com/vfleet/vfleet/internal/workload/programs"
 )
@@ -152,11 +153,5 @@ func (p *remotePeer) Stop(ctx context.Context) error {
 func (p *remotePeer) details() map[string]string {
 	// Plain fields only: it cannot fail.
 	fp, _ := json.Marshal(p.fp)
-	return map[string]string{PeerURLDetail: p.m.Target.String(), "peer.host_key": p.m.HostKey, PeerFingerprintDetail: string(fp)}
+	return map[string]string{store.DetailPeerURL: p.m.Target.String(), store.DetailPeerHostKey: p.m.HostKey, store.DetailPeerFingerprint: string(fp)}
 }
-
-// The details of a remote peer's stored record that reports read.
-const (
-	PeerURLDetail         = "peer.url"
-	PeerFingerprintDetail = "peer.fingerprint"
-)
