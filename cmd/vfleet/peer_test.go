@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,27 +113,38 @@ func TestCleanReachesThePeer(t *testing.T) {
 	testutil.CheckLeaks(t, before)
 }
 
-// remotePeerScenario runs the bare host and a container on the routed
-// path against the remote machine r, over its dedicated NIC.
-func remotePeerScenario(r *testutil.Remote, uplink, identity, knownHosts string) string {
-	return fmt.Sprintf(`name: remote-peer
-repetitions: 1
+// labScenario runs the bare host and a container on the routed path,
+// round trips and 16 KiB bulk, with the network section given.
+func labScenario(reps int, duration, network string) string {
+	return fmt.Sprintf(`name: lab
+repetitions: %d
 warmup: 0
-duration: 1s
+duration: %s
 network:
-  path: routed
-  uplink: %s
-  peer: %s
-  peer_nic: %s
-  peer_identity: %s
-  peer_known_hosts: %s
+%s
 guests:
   - {name: host, kind: host}
   - {name: routed, kind: container}
 workloads:
   - {id: rr, workload: net-latency, params: {proto: tcp}}
   - {id: bulk, workload: net-throughput, params: {proto: tcp, msg_size: 16384}}
-`, uplink, r.URL, r.NIC.PeerName, identity, knownHosts)
+`, reps, duration, network)
+}
+
+// remoteNetwork is the network section of a run on the routed path over
+// the remote machine r's dedicated NIC (or uplink), with r as the peer.
+func remoteNetwork(r *testutil.Remote, uplink, identity, knownHosts string) string {
+	return fmt.Sprintf(`  path: routed
+  uplink: %s
+  peer: %s
+  peer_nic: %s
+  peer_identity: %s
+  peer_known_hosts: %s`, uplink, r.URL, r.NIC.PeerName, identity, knownHosts)
+}
+
+// remotePeerScenario is a short lab scenario against r.
+func remotePeerScenario(r *testutil.Remote, uplink, identity, knownHosts string) string {
+	return labScenario(1, "1s", remoteNetwork(r, uplink, identity, knownHosts))
 }
 
 // A run whose peer is another machine: the servers run there, over the
@@ -260,6 +272,26 @@ func TestRemotePeerRefused(t *testing.T) {
 			wire.check(t)
 		})
 	}
+	t.Run("peer holds the address", func(t *testing.T) {
+		// Someone else's: vfleet would take it away at the end.
+		theirs := netpath.UplinkOf(netpath.Routed).Peer
+		err := nsthread.DoPath(r.NetNS, func() error {
+			l, err := netlink.LinkByName(r.NIC.PeerName)
+			if err != nil {
+				return err
+			}
+			return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: theirs.Addr().AsSlice(), Mask: net.CIDRMask(theirs.Bits(), 32)}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := takeWire(t, r)
+		_, stderr, code := c.run("run", c.scenario(remotePeerScenario(r, r.NIC.Name, r.Identity, r.KnownHosts)), "--html", "-")
+		if want := "the peer's NIC cannot be wired for the run: " + r.NIC.PeerName; code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "it holds "+theirs.Addr().String()+" already") {
+			t.Errorf("exit %d; want %q and the address named:\n%s", code, want, stderr)
+		}
+		held.check(t)
+	})
 	t.Run("missing program", func(t *testing.T) {
 		// A peer whose PATH has its shells, ip and ethtool, and no
 		// measuring tool.

@@ -63,26 +63,47 @@ ip addr del "$addr" dev "$nic" 2>/dev/null
 if [ "$down" = 1 ]; then ip link set dev "$nic" down; fi
 true`
 
-// Wire puts the peer's side of the test wire up: the NIC up, its address
-// and its routes, recorded in the ledger first. A NIC that is missing, or
-// a peer that has the address or a route already, is refused (ErrWire)
-// before anything changes. Close takes it off again.
-func (m *Machine) Wire(ctx context.Context, led *ledger.Ledger, w Wiring) (err error) {
-	routes := make([]string, len(w.Routes))
-	for i, r := range w.Routes {
-		routes[i] = r.String()
-	}
-	out, err := m.sh(ctx, nil, checkWireScript, append([]string{w.NIC, w.Addr.String()}, routes...)...)
+// CheckWire refuses (ErrWire) a NIC that is missing on the peer, and an
+// address or a route of the wiring the peer has already: vfleet would
+// take it away at the end. It changes nothing.
+func (m *Machine) CheckWire(ctx context.Context, w Wiring) error {
+	_, err := m.checkWire(ctx, w)
+	return err
+}
+
+// checkWire is CheckWire, and says whether the NIC is up.
+func (m *Machine) checkWire(ctx context.Context, w Wiring) (bool, error) {
+	out, err := m.sh(ctx, nil, checkWireScript, append([]string{w.NIC, w.Addr.String()}, w.routes()...)...)
 	if errors.Is(err, ErrCommand) {
-		return fmt.Errorf("%w: %s on %s: %w", ErrWire, w.NIC, m.Target, err)
+		return false, fmt.Errorf("%w: %s on %s: %w", ErrWire, w.NIC, m.Target, err)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	up, err := linkUp(string(out))
 	if err != nil {
-		return fmt.Errorf("%s on %s: %w", w.NIC, m.Target, err)
+		return false, fmt.Errorf("%s on %s: %w", w.NIC, m.Target, err)
 	}
+	return up, nil
+}
+
+func (w Wiring) routes() []string {
+	out := make([]string, len(w.Routes))
+	for i, r := range w.Routes {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// Wire puts the peer's side of the test wire up: the NIC up, its address
+// and its routes, recorded in the ledger first, once CheckWire passes
+// (checked again here, just before). Close takes it off again.
+func (m *Machine) Wire(ctx context.Context, led *ledger.Ledger, w Wiring) (err error) {
+	up, err := m.checkWire(ctx, w)
+	if err != nil {
+		return err
+	}
+	routes := w.routes()
 	data := m.reach()
 	data["nic"], data["addr"], data["routes"] = w.NIC, w.Addr.String(), strings.Join(routes, ",")
 	if !up {

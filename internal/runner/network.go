@@ -102,7 +102,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	// in between.
 	floor := netpath.UplinkOf(netpath.Direct)
 	if m != nil {
-		floor = netpath.UplinkOf(paths[0])
+		floor = netpath.UplinkOf(uplinkPath(plan.Spec))
 	}
 	for i := range plan.Guests {
 		pg := &plan.Guests[i]
@@ -129,8 +129,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 		n.views[pg.Spec.Name] = view
 	}
 	if m != nil {
-		// The one guest path's: a NIC goes under one path per run.
-		if n.remote, err = startRemotePeer(ctx, m, found, n.cfg, paths[0], env, agentFor); err != nil {
+		if n.remote, err = startRemotePeer(ctx, m, found, n.cfg, uplinkPath(plan.Spec), env, agentFor); err != nil {
 			return n, err
 		}
 		n.peer = n.remote

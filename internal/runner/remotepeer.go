@@ -39,8 +39,10 @@ type remotePeer struct {
 
 // dialPeer reaches the scenario's remote peer and refuses it, before
 // anything is made, when a program the scenario's network workloads run
-// there is missing (naming its Debian package), or when the dedicated NIC
-// carries the SSH session to it. It returns the programs found.
+// there is missing (naming its Debian package), when the dedicated NIC
+// carries the SSH session to it, or when the peer's NIC is missing or
+// has the wiring's address or routes already. It returns the programs
+// found.
 func dialPeer(ctx context.Context, spec *scenario.Spec) (*remote.Machine, []remote.Found, error) {
 	nw := spec.Network
 	t, err := remote.ParseURL(nw.Peer)
@@ -54,6 +56,9 @@ func dialPeer(ctx context.Context, spec *scenario.Spec) (*remote.Machine, []remo
 	found, err := m.CheckPrograms(ctx, peerPrograms(spec))
 	if err == nil {
 		err = netpath.CheckUplink(nw.Uplink, m.Addr())
+	}
+	if err == nil {
+		err = m.CheckWire(ctx, peerWiring(nw, uplinkPath(spec)))
 	}
 	if err != nil {
 		m.Close(context.WithoutCancel(ctx))
@@ -111,8 +116,7 @@ func startRemotePeer(ctx context.Context, m *remote.Machine, found []remote.Foun
 	if err := m.StartAgent(ctx, env.Ledger, agentFor); err != nil {
 		return nil, err
 	}
-	u := netpath.UplinkOf(path)
-	if err := m.Wire(ctx, env.Ledger, remote.Wiring{NIC: nw.PeerNIC, Addr: u.Peer, Via: u.Host.Addr(), Routes: u.Routes}); err != nil {
+	if err := m.Wire(ctx, env.Ledger, peerWiring(nw, path)); err != nil {
 		return nil, err
 	}
 	fp, err := m.Fingerprint(ctx, nw.PeerNIC, found)
@@ -124,6 +128,24 @@ func startRemotePeer(ctx context.Context, m *remote.Machine, found []remote.Foun
 		return nil, err
 	}
 	return &remotePeer{m: m, client: c, boot: time.Since(began), fp: fp}, nil
+}
+
+// peerWiring is the peer's side of path's uplink on its NIC: the path's
+// peer address, and its routes to the guests through the host side.
+func peerWiring(nw *scenario.Network, path netpath.Path) remote.Wiring {
+	u := netpath.UplinkOf(path)
+	return remote.Wiring{NIC: nw.PeerNIC, Addr: u.Peer, Via: u.Host.Addr(), Routes: u.Routes}
+}
+
+// uplinkPath is the one guest path of a scenario with a dedicated NIC
+// (the scenario refuses more than one).
+func uplinkPath(spec *scenario.Spec) netpath.Path {
+	for _, g := range spec.Guests {
+		if g.Network != "" {
+			return netpath.Path(g.Network)
+		}
+	}
+	return ""
 }
 
 func (p *remotePeer) Spec() guest.Spec {
