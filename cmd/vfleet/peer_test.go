@@ -180,6 +180,7 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 				WorkloadID    string `json:"workload_id"`
 			} `json:"samples"`
 			Run struct {
+				Host   hostinfo.Fingerprint `json:"host"`
 				Guests map[string]struct {
 					Kind    string            `json:"kind"`
 					Details map[string]string `json:"details"`
@@ -205,6 +206,10 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 		peer := rep.Run.Guests["peer"]
 		if peer.Kind != runner.KindRemotePeer || peer.Details[store.DetailPeerURL] != r.URL {
 			t.Errorf("peer record: kind %q, details %v", peer.Kind, peer.Details)
+		}
+		// Both ends of the wire are described.
+		if nic := rep.Run.Host.NIC; nic == nil || nic.Name != r.NIC.Name || nic.Driver != "veth" {
+			t.Errorf("the host's NIC is recorded as %+v, want %s (veth)", nic, r.NIC.Name)
 		}
 		var fp hostinfo.Fingerprint
 		if err := json.Unmarshal([]byte(peer.Details[store.DetailPeerFingerprint]), &fp); err != nil || fp.NIC == nil || fp.NIC.Name != r.NIC.PeerName || fp.ToolVersions["sockperf"] == "" {
