@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -314,6 +315,54 @@ func TestRemotePeerRefused(t *testing.T) {
 		_, stderr, code := c.run("run", c.scenario(remotePeerScenario(bare, bare.NIC.Name, bare.Identity, bare.KnownHosts)), "--html", "-")
 		if code == 0 || !strings.Contains(stderr, "install the Debian package sockperf on "+bare.URL) || !strings.Contains(stderr, "install the Debian package iperf3 on "+bare.URL) {
 			t.Errorf("exit %d; want sockperf and iperf3 named with their packages:\n%s", code, stderr)
+		}
+	})
+}
+
+// The remote peer measures what the local one does: on the tests' remote
+// machine, whose wire is a veth as the local peer's uplink is, round trips
+// (sockperf's median) and 16 KiB bulk throughput within 5% of the local
+// peer's, over runs of each in turn. Opt-in (VFLEET_PEER_BENCH=1): it
+// measures, and a busy machine moves its figures.
+func TestPeerBenchmark(t *testing.T) {
+	if os.Getenv("VFLEET_PEER_BENCH") != "1" {
+		t.Skip("a measurement: set VFLEET_PEER_BENCH=1 to run it")
+	}
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	c := newCLI(t)
+	t.Run("peer", func(t *testing.T) {
+		r := testutil.RemoteMachine(t)
+		// Runs alternate, local, remote, remote, local, so that the
+		// machine's drift falls on both sides alike.
+		const reps, duration = 3, "2s"
+		sums, counts := map[string]map[string]float64{}, map[string]map[string]int{}
+		for _, side := range []string{"local", "remote", "remote", "local"} {
+			network := "  path: routed"
+			if side == "remote" {
+				network = remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts)
+			}
+			if stdout, stderr, code := c.run("run", c.scenario(labScenario(reps, duration, network)), "--html", "-"); code != 0 {
+				t.Fatalf("%s peer: exit %d\n%s\n%s", side, code, stdout, stderr)
+			}
+			if sums[side] == nil {
+				sums[side], counts[side] = map[string]float64{}, map[string]int{}
+			}
+			for _, s := range c.latestSamples() {
+				k := s.Group + " " + s.WorkloadID + " " + s.Metric
+				sums[side][k] += s.Value
+				counts[side][k]++
+			}
+		}
+		mean := func(side, k string) float64 { return sums[side][k] / float64(counts[side][k]) }
+		for _, k := range []string{"host rr net.rtt_us", "routed rr net.rtt_us", "host bulk net.throughput_bps", "routed bulk net.throughput_bps"} {
+			local, remote := mean("local", k), mean("remote", k)
+			ratio := remote / local
+			t.Logf("%-32s local %12.4g  remote %12.4g  remote/local %.3f", k, local, remote, ratio)
+			if local == 0 || math.Abs(ratio-1) > 0.05 {
+				t.Errorf("%s: the remote peer measured %.3g, the local %.3g: more than 5%% apart", k, remote, local)
+			}
 		}
 	})
 }
