@@ -237,6 +237,49 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 	})
 }
 
+// A microVM's tap sits on the path over the dedicated NIC as a
+// container's veth does: it reaches the remote peer, and the peer's client
+// reaches a server in it.
+func TestVMAgainstARemotePeer(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	t.Run("peer", func(t *testing.T) {
+		r := testutil.RemoteMachine(t)
+		wire := takeWire(t, r)
+		stdout, stderr, code := c.run("run", c.scenario(fmt.Sprintf(`name: lab-vm
+repetitions: 1
+warmup: 0
+duration: 1s
+network:
+%s
+guests:
+  - {name: host, kind: host}
+  - {name: vm, kind: vm, runtime: microvm, accel: tcg}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+  - {id: rr-from-peer, workload: net-latency, params: {proto: tcp, client: peer}}
+`, remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts))), "--html", "-")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		got := map[string]bool{}
+		for _, s := range c.latestSamples() {
+			got[s.Group+" "+s.WorkloadID+" "+s.Metric] = true
+		}
+		for _, want := range []string{"vm rr net.rtt_us", "vm rr-from-peer net.rtt_us", "host rr net.rtt_us"} {
+			if !got[want] {
+				t.Errorf("no %s sample (have %v)", want, got)
+			}
+		}
+		wire.check(t)
+	})
+}
+
 // A remote peer that cannot serve the run is refused before anything is
 // built, saying why: an unknown host key, a key it does not accept, a NIC
 // that carries the SSH session to it, a program missing there.
