@@ -48,6 +48,8 @@ func TestDoctorPeer(t *testing.T) {
 		for _, want := range []string{
 			`OK\s+peer reachable`, `OK\s+peer host key\s+` + regexp.QuoteMeta(ssh.FingerprintSHA256(r.HostKey)),
 			`OK\s+peer authentication\s+as root`, `OK\s+peer architecture\s+` + image.HostArch, `OK\s+peer work directory\s+made and removed ` + r.WorkDir,
+			// What a run needs there besides the workloads' programs.
+			`OK\s+peer ip\s+/\S+ \(iproute2 \S+\)`, `OK\s+peer ethtool\s+/\S+ \(ethtool \S+\)`,
 		} {
 			if !regexp.MustCompile(want).MatchString(stdout) {
 				t.Errorf("doctor --peer: no %q in\n%s", want, stdout)
