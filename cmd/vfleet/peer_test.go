@@ -303,6 +303,8 @@ func TestRemotePeerRefused(t *testing.T) {
 			[]string{"host key unknown", ssh.FingerprintSHA256(r.HostKey), "StrictHostKeyChecking=accept-new"}},
 		{"wrong key", remotePeerScenario(r, r.NIC.Name, testutil.NewSSHKey(t), r.KnownHosts),
 			[]string{"authentication refused", "authorized_keys"}},
+		{"no such peer NIC", strings.Replace(remotePeerScenario(r, r.NIC.Name, r.Identity, r.KnownHosts), "peer_nic: "+r.NIC.PeerName, "peer_nic: nope0", 1),
+			[]string{"the peer's NIC cannot be wired for the run: nope0 on " + r.URL + ": no interface nope0 there"}},
 		{"NIC carries the session", remotePeerScenario(r, r.Management.Name, r.Identity, r.KnownHosts),
 			[]string{"NIC refused as the data paths' uplink: " + r.Management.Name, "the SSH session to the peer " + r.Addr.Addr().String() + " leaves by it"}},
 	} {
@@ -311,6 +313,7 @@ func TestRemotePeerRefused(t *testing.T) {
 			if code == 0 {
 				t.Fatalf("exit 0\n%s", stdout)
 			}
+			t.Logf("refused (exit %d): %s", code, stderr)
 			for _, w := range tc.want {
 				if !strings.Contains(stderr, w) {
 					t.Errorf("no %q in\n%s", w, stderr)
@@ -338,7 +341,8 @@ func TestRemotePeerRefused(t *testing.T) {
 		}
 		held := takeWire(t, r)
 		_, stderr, code := c.run("run", c.scenario(remotePeerScenario(r, r.NIC.Name, r.Identity, r.KnownHosts)), "--html", "-")
-		if want := "the peer's NIC cannot be wired for the run: " + r.NIC.PeerName; code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "it holds "+theirs.Addr().String()+" already") {
+		t.Logf("refused (exit %d): %s", code, stderr)
+		if want := "the peer's NIC cannot be wired for the run: " + r.NIC.PeerName; code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "it holds "+theirs.String()+" on "+r.NIC.PeerName+" already") {
 			t.Errorf("exit %d; want %q and the address named:\n%s", code, want, stderr)
 		}
 		held.check(t)
@@ -358,6 +362,7 @@ func TestRemotePeerRefused(t *testing.T) {
 		}
 		bare := testutil.RemoteMachine(t, testutil.RemotePATH("/usr/sbin:"+shells))
 		_, stderr, code := c.run("run", c.scenario(remotePeerScenario(bare, bare.NIC.Name, bare.Identity, bare.KnownHosts)), "--html", "-")
+		t.Logf("refused (exit %d): %s", code, stderr)
 		if code == 0 || !strings.Contains(stderr, "install the Debian package sockperf on "+bare.URL) || !strings.Contains(stderr, "install the Debian package iperf3 on "+bare.URL) {
 			t.Errorf("exit %d; want sockperf and iperf3 named with their packages:\n%s", code, stderr)
 		}

@@ -37,18 +37,20 @@ func init() { ledger.RegisterUndo(KindPeerWire, undoWire) }
 // wrapping error says why.
 var ErrWire = errors.New("the peer's NIC cannot be wired for the run")
 
-// checkWireScript refuses a NIC that does not exist, and an address or a
-// route the peer has already (someone else's, which vfleet must not take
-// away at the end), then prints the NIC's line of ip -o link (not
-// /sys/class/net, which shows the namespace sysfs was mounted in).
+// checkWireScript says why the peer's NIC cannot take the wiring, on a
+// line "refuse<TAB>WHY": it does not exist, or the peer has the address
+// or a route already (someone else's, which vfleet must not take away at
+// the end); else it prints the NIC's line of ip -o link, "link<TAB>LINE"
+// (not /sys/class/net, which shows the namespace sysfs was mounted in).
 const checkWireScript = `nic=$1 addr=$2; shift 2
-link=$(ip -o link show dev "$nic" 2>/dev/null) || { echo "no interface $nic there" >&2; exit 1; }
-held=$(ip -o addr show to "${addr%/*}") || exit 1
-[ -z "$held" ] || { echo "it holds ${addr%/*} already: $held" >&2; exit 1; }
+refuse() { printf 'refuse\t%s\n' "$*"; exit 0; }
+link=$(ip -o link show dev "$nic" 2>/dev/null) || refuse "no interface $nic there"
 for r; do
-  [ -z "$(ip route show exact "$r")" ] || { echo "it has a route to $r already" >&2; exit 1; }
+  [ -z "$(ip route show exact "$r")" ] || refuse "it has a route to $r already"
 done
-echo "$link"`
+held=$(ip -o addr show to "${addr%/*}") || exit 1
+[ -z "$held" ] || { set -- $held; refuse "it holds $4 on $2 already"; }
+printf 'link\t%s\n' "$link"`
 
 const wireScript = `nic=$1 addr=$2 via=$3; shift 3
 ip link set dev "$nic" up && ip addr add "$addr" dev "$nic" || exit 1
@@ -74,13 +76,14 @@ func (m *Machine) CheckWire(ctx context.Context, w Wiring) error {
 // checkWire is CheckWire, and says whether the NIC is up.
 func (m *Machine) checkWire(ctx context.Context, w Wiring) (bool, error) {
 	out, err := m.sh(ctx, nil, checkWireScript, append([]string{w.NIC, w.Addr.String()}, w.routes()...)...)
-	if errors.Is(err, ErrCommand) {
-		return false, fmt.Errorf("%w: %s on %s: %w", ErrWire, w.NIC, m.Target, err)
-	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("check %s on %s: %w", w.NIC, m.Target, err)
 	}
-	up, err := linkUp(string(out))
+	said := tabbed(out)
+	if why := said["refuse"]; why != "" {
+		return false, fmt.Errorf("%w: %s on %s: %s", ErrWire, w.NIC, m.Target, why)
+	}
+	up, err := linkUp(said["link"])
 	if err != nil {
 		return false, fmt.Errorf("%s on %s: %w", w.NIC, m.Target, err)
 	}
