@@ -54,6 +54,8 @@ type netView struct {
 	// addr is the guest's own address as the peer reaches it, where the
 	// peer's clients connect when the guest serves.
 	addr netip.Addr
+	// hostSide is the host side's address on the guest's way to the peer.
+	hostSide netip.Addr
 }
 
 type server struct {
@@ -99,7 +101,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	}
 	// The bare baseline is the floor: the host's own link to the peer,
 	// which for a remote peer is the dedicated NIC itself, with no guest
-	// in between.
+	// in between (netpath makes no direct link then).
 	floor := netpath.UplinkOf(netpath.Direct)
 	if m != nil {
 		floor = netpath.UplinkOf(uplinkPath(plan.Spec))
@@ -107,7 +109,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	for i := range plan.Guests {
 		pg := &plan.Guests[i]
 		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: floor.Peer.Addr(), Port: firstServerPort + i*workload.PortsPerGuest},
-			addr: floor.Host.Addr()}
+			addr: floor.Host.Addr(), hostSide: floor.Host.Addr()}
 		switch {
 		case pg.Network == "":
 			pg.Spec.NetNS = n.net.HostSide()
@@ -117,14 +119,14 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 				return n, err
 			}
 			pg.Spec.Tap = &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff}
-			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
+			view.path, view.peer.Addr, view.addr, view.hostSide = link.Path, link.Peer, link.Addr.Addr(), netpath.UplinkOf(link.Path).Host.Addr()
 		default:
 			link, nsPath, err := n.net.Attach(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
 			}
 			pg.Spec.NetNS = nsPath
-			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
+			view.path, view.peer.Addr, view.addr, view.hostSide = link.Path, link.Peer, link.Addr.Addr(), netpath.UplinkOf(link.Path).Host.Addr()
 		}
 		n.views[pg.Spec.Name] = view
 	}
