@@ -7,7 +7,8 @@ set -euo pipefail
 # tools for the lxc kind, the image builder (with the recommends it
 # uses as root: mount, gpg for the archive keys, libdpkg-perl, arch-test),
 # QEMU and e2fsprogs (the base disk) for VM guests and the KVM/TCG probe,
-# Open vSwitch for the ovs data path, passt for the user one, sqlite3 for poking at results.
+# Open vSwitch for the ovs data path, passt for the user one, sqlite3 for poking at results,
+# ethtool to describe a dedicated NIC (network.uplink) and iproute2.
 # Recommends are otherwise skipped: QEMU's would pull in firmware for
 # machines vfleet never emulates.
 # qemu-system-arm and qemu-user-static (with binfmt-support) are for arm64
@@ -22,7 +23,7 @@ set -euo pipefail
 # architecture's cross compiler and C library into its image.
 # libvirt-daemon-system (and libvirt-clients' virsh) run libvirt-managed
 # VMs (guests[].libvirt).
-packages=(runc crun runsc lxc mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage libvirt-daemon-system libvirt-clients openvswitch-switch passt sqlite3 ca-certificates gcc libc6-dev)
+packages=(runc crun runsc lxc mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage libvirt-daemon-system libvirt-clients openvswitch-switch passt sqlite3 ca-certificates gcc libc6-dev ethtool iproute2)
 case "$(dpkg --print-architecture)" in
   amd64) packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
   arm64) packages+=(gcc-x86-64-linux-gnu libc6-dev-amd64-cross) ;;
@@ -31,9 +32,11 @@ esac
 # a Prometheus server that scrapes the metrics endpoint, what makes a
 # partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image,
 # OpenSSH's server, which the tests' remote machine runs in a namespace, and
-# ethtool, with which it describes its NIC.
+# the programs a remote peer runs, which that machine, sharing this host's
+# file system, finds here: iperf3 and sockperf (ethtool and iproute2 are
+# this host's own).
 if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium prometheus fdisk dosfstools mtools openssh-server ethtool)
+  packages+=(chromium prometheus fdisk dosfstools mtools openssh-server iperf3 sockperf)
 fi
 
 if [ "$(id -u)" -ne 0 ]; then

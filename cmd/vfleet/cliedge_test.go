@@ -276,6 +276,32 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 }
 
+// A dedicated NIC and its remote peer serve one run at a time, held by
+// the vfleet that started it: an A/B run and a long-lived fleet are
+// refused before anything is looked at.
+func TestRemotePeerRefusedOutsideOneRun(t *testing.T) {
+	c := newCLI(t)
+	s := c.scenario(`name: lab
+network: {path: routed, uplink: lab0, peer: "ssh://root@198.18.0.2", peer_nic: eth1}
+guests:
+  - {name: host, kind: host}
+  - {name: c, kind: container}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+`)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--ab", s, s}, "--ab: a dedicated NIC (network.uplink) serves one run at a time"},
+		{[]string{"fleet", "up", s}, "a long-lived fleet cannot have a remote peer"},
+	} {
+		if _, stderr, code := c.run(tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("vfleet %q: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
 // The built-in scenarios can be found without an error message: listed
 // with what each measures, and named in the help.
 func TestScenariosListsTheBuiltins(t *testing.T) {

@@ -30,8 +30,8 @@ image. Every missing piece says what to install.
 
 With --peer ssh://USER@HOST[:PORT], check that remote machine instead, starting nothing
 there: reachable, its host key known, a key accepted (from the SSH agent or --peer-identity,
-never a password), its architecture, the network workloads' programs with their versions,
-and a work directory it lets vfleet make.`,
+never a password), its architecture, the network workloads' programs, ip and ethtool
+(which a run needs there) with their versions, and a work directory it lets vfleet make.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if peer.url != "" {
@@ -87,8 +87,9 @@ func doctorPeer(ctx context.Context, g *globalOptions, f peerFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	// The peer runs the servers of the network workloads.
-	var progs []programs.Program
+	// The peer runs the servers of the network workloads, and a run puts
+	// its side of the wire up with ip and describes its NIC with ethtool.
+	progs := []programs.Program{remote.IP, remote.Ethtool}
 	for _, name := range workload.Names() {
 		w, _ := workload.Lookup(name)
 		if _, ok := w.(workload.Networked); !ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/fleet"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
@@ -194,6 +195,9 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	spec, err := scenario.Load(ref, session.ScenarioOptions(g.stateDir))
 	if err != nil {
 		return err
+	}
+	if spec.Network != nil && spec.Network.Peer != "" {
+		return usageError{fmt.Errorf("%w: its agent lives as long as the SSH connection of the vfleet that started it; run the scenario with 'vfleet run'", runner.ErrDetachedPeer)}
 	}
 	if name == "" {
 		name = spec.Name

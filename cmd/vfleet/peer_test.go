@@ -2,18 +2,35 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/netpath"
+	"github.com/vfleet/vfleet/internal/nsthread"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/remote"
+	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/session"
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -31,6 +48,8 @@ func TestDoctorPeer(t *testing.T) {
 		for _, want := range []string{
 			`OK\s+peer reachable`, `OK\s+peer host key\s+` + regexp.QuoteMeta(ssh.FingerprintSHA256(r.HostKey)),
 			`OK\s+peer authentication\s+as root`, `OK\s+peer architecture\s+` + image.HostArch, `OK\s+peer work directory\s+made and removed ` + r.WorkDir,
+			// What a run needs there besides the workloads' programs.
+			`OK\s+peer ip\s+/\S+ \(iproute2 \S+\)`, `OK\s+peer ethtool\s+/\S+ \(ethtool \S+\)`,
 		} {
 			if !regexp.MustCompile(want).MatchString(stdout) {
 				t.Errorf("doctor --peer: no %q in\n%s", want, stdout)
@@ -95,4 +114,426 @@ func TestCleanReachesThePeer(t *testing.T) {
 		}
 	})
 	testutil.CheckLeaks(t, before)
+}
+
+// labScenario runs the bare host and a container on the routed path,
+// round trips and 16 KiB bulk, with the network section given.
+func labScenario(reps int, duration, network string) string {
+	return fmt.Sprintf(`name: lab
+repetitions: %d
+warmup: 0
+duration: %s
+network:
+%s
+guests:
+  - {name: host, kind: host}
+  - {name: routed, kind: container}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+  - {id: bulk, workload: net-throughput, params: {proto: tcp, msg_size: 16384}}
+`, reps, duration, network)
+}
+
+// remoteNetwork is the network section of a run on the routed path over
+// the remote machine r's dedicated NIC (or uplink), with r as the peer.
+func remoteNetwork(r *testutil.Remote, uplink, identity, knownHosts string) string {
+	return fmt.Sprintf(`  path: routed
+  uplink: %s
+  peer: %s
+  peer_nic: %s
+  peer_identity: %s
+  peer_known_hosts: %s`, uplink, r.URL, r.NIC.PeerName, identity, knownHosts)
+}
+
+// remotePeerScenario is a short lab scenario against r.
+func remotePeerScenario(r *testutil.Remote, uplink, identity, knownHosts string) string {
+	return labScenario(1, "1s", remoteNetwork(r, uplink, identity, knownHosts))
+}
+
+// A run whose peer is another machine: the servers run there, over the
+// dedicated NIC, the bare host measures the NIC itself as the floor, the
+// peer's fingerprint is stored; and afterwards, as after an interrupt or
+// a killed vfleet and `vfleet clean`, nothing of the run is left on the
+// peer and both ends of the wire are as they were.
+func TestRunAgainstARemotePeer(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	// The machine goes before the leak check looks.
+	t.Run("peer", func(t *testing.T) { runAgainstARemotePeer(t, c) })
+}
+
+func runAgainstARemotePeer(t *testing.T, c *cli) {
+	r := testutil.RemoteMachine(t)
+	wire := takeWire(t, r)
+	scenario := c.scenario(remotePeerScenario(r, r.NIC.Name, r.Identity, r.KnownHosts))
+
+	t.Run("run", func(t *testing.T) {
+		stdout, stderr, code := c.run("run", scenario, "--html", "-")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		stdout, _, code = c.run("report", "latest", "--format", "json")
+		var rep struct {
+			Samples []struct {
+				Group, Metric string
+				WorkloadID    string `json:"workload_id"`
+			} `json:"samples"`
+			Run struct {
+				Host   hostinfo.Fingerprint `json:"host"`
+				Guests map[string]struct {
+					Kind    string            `json:"kind"`
+					Details map[string]string `json:"details"`
+				} `json:"guests"`
+			} `json:"run"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 {
+			t.Fatalf("report json: %v (exit %d)\n%s", err, code, stdout)
+		}
+		got := map[string]bool{}
+		for _, s := range rep.Samples {
+			got[s.Group+" "+s.WorkloadID+" "+s.Metric] = true
+		}
+		for _, want := range []string{"host rr net.rtt_us", "routed rr net.rtt_us", "host bulk net.throughput_bps", "routed bulk net.throughput_bps"} {
+			if !got[want] {
+				t.Errorf("no %s sample (have %v)", want, got)
+			}
+		}
+		// The floor goes over the NIC to the peer's address on the wire.
+		if floor, want := rep.Run.Guests["host"].Details["net.peer"], netpath.UplinkOf(netpath.Routed).Peer.Addr().String(); floor != want {
+			t.Errorf("the bare host reached the peer at %q, want %s across the NIC", floor, want)
+		}
+		peer := rep.Run.Guests["peer"]
+		if peer.Kind != runner.KindRemotePeer || peer.Details[store.DetailPeerURL] != r.URL {
+			t.Errorf("peer record: kind %q, details %v", peer.Kind, peer.Details)
+		}
+		// Both ends of the wire are described.
+		if nic := rep.Run.Host.NIC; nic == nil || nic.Name != r.NIC.Name || nic.Driver != "veth" {
+			t.Errorf("the host's NIC is recorded as %+v, want %s (veth)", nic, r.NIC.Name)
+		}
+		var fp hostinfo.Fingerprint
+		if err := json.Unmarshal([]byte(peer.Details[store.DetailPeerFingerprint]), &fp); err != nil || fp.NIC == nil || fp.NIC.Name != r.NIC.PeerName || fp.ToolVersions["sockperf"] == "" {
+			t.Errorf("peer fingerprint %q: %v; want its NIC %s and sockperf's version", peer.Details[store.DetailPeerFingerprint], err, r.NIC.PeerName)
+		}
+		wire.check(t)
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		cmd, _ := startRun(t, c, scenario, "rr on routed")
+		cmd.Process.Signal(syscall.SIGINT)
+		if err := cmd.Wait(); err == nil {
+			t.Error("an interrupted run exited 0")
+		}
+		wire.check(t)
+	})
+	t.Run("killed then cleaned", func(t *testing.T) {
+		cmd, _ := startRun(t, c, scenario, "rr on routed")
+		cmd.Process.Kill()
+		cmd.Wait()
+		if stdout, stderr, code := c.run("clean"); code != 0 || !strings.Contains(stdout, remote.KindPeerWire+" "+r.URL) {
+			t.Errorf("vfleet clean: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		wire.check(t)
+	})
+}
+
+// A microVM's tap sits on the path over the dedicated NIC as a
+// container's veth does: it reaches the remote peer, and the peer's client
+// reaches a server in it.
+func TestVMAgainstARemotePeer(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	t.Run("peer", func(t *testing.T) {
+		r := testutil.RemoteMachine(t)
+		wire := takeWire(t, r)
+		stdout, stderr, code := c.run("run", c.scenario(fmt.Sprintf(`name: lab-vm
+repetitions: 1
+warmup: 0
+duration: 1s
+network:
+%s
+guests:
+  - {name: host, kind: host}
+  - {name: vm, kind: vm, runtime: microvm, accel: tcg}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+  - {id: rr-from-peer, workload: net-latency, params: {proto: tcp, client: peer}}
+`, remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts))), "--html", "-")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		got := map[string]bool{}
+		for _, s := range c.latestSamples() {
+			got[s.Group+" "+s.WorkloadID+" "+s.Metric] = true
+		}
+		for _, want := range []string{"vm rr net.rtt_us", "vm rr-from-peer net.rtt_us", "host rr net.rtt_us"} {
+			if !got[want] {
+				t.Errorf("no %s sample (have %v)", want, got)
+			}
+		}
+		wire.check(t)
+	})
+}
+
+// A remote peer that cannot serve the run is refused before anything is
+// built, saying why: an unknown host key, a key it does not accept, a NIC
+// that carries the SSH session to it, a program missing there.
+func TestRemotePeerRefused(t *testing.T) {
+	testutil.RequiresRoot(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	c := newCLI(t)
+	r := testutil.RemoteMachine(t)
+	wire := takeWire(t, r)
+	empty := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, scenario string
+		want           []string
+	}{
+		{"unknown host key", remotePeerScenario(r, r.NIC.Name, r.Identity, empty),
+			[]string{"host key unknown", ssh.FingerprintSHA256(r.HostKey), "StrictHostKeyChecking=accept-new"}},
+		{"wrong key", remotePeerScenario(r, r.NIC.Name, testutil.NewSSHKey(t), r.KnownHosts),
+			[]string{"authentication refused", "authorized_keys"}},
+		{"no such peer NIC", strings.Replace(remotePeerScenario(r, r.NIC.Name, r.Identity, r.KnownHosts), "peer_nic: "+r.NIC.PeerName, "peer_nic: nope0", 1),
+			[]string{"the peer's NIC cannot be wired for the run: nope0 on " + r.URL + ": no interface nope0 there"}},
+		{"NIC carries the session", remotePeerScenario(r, r.Management.Name, r.Identity, r.KnownHosts),
+			[]string{"NIC refused as the data paths' uplink: " + r.Management.Name, "the SSH session to the peer " + r.Addr.Addr().String() + " leaves by it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := c.run("run", c.scenario(tc.scenario), "--html", "-")
+			if code == 0 {
+				t.Fatalf("exit 0\n%s", stdout)
+			}
+			t.Logf("refused (exit %d): %s", code, stderr)
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("no %q in\n%s", w, stderr)
+				}
+			}
+			// Refused before the image is even looked at.
+			if strings.Contains(stderr, "image:") || strings.Contains(stderr, "building the network") {
+				t.Errorf("the run went on before refusing:\n%s", stderr)
+			}
+			wire.check(t)
+		})
+	}
+	t.Run("peer holds the address", func(t *testing.T) {
+		// Someone else's: vfleet would take it away at the end.
+		theirs := netpath.UplinkOf(netpath.Routed).Peer
+		err := nsthread.DoPath(r.NetNS, func() error {
+			l, err := netlink.LinkByName(r.NIC.PeerName)
+			if err != nil {
+				return err
+			}
+			return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: theirs.Addr().AsSlice(), Mask: net.CIDRMask(theirs.Bits(), 32)}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := takeWire(t, r)
+		_, stderr, code := c.run("run", c.scenario(remotePeerScenario(r, r.NIC.Name, r.Identity, r.KnownHosts)), "--html", "-")
+		t.Logf("refused (exit %d): %s", code, stderr)
+		if want := "the peer's NIC cannot be wired for the run: " + r.NIC.PeerName; code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "it holds "+theirs.String()+" on "+r.NIC.PeerName+" already") {
+			t.Errorf("exit %d; want %q and the address named:\n%s", code, want, stderr)
+		}
+		held.check(t)
+	})
+	t.Run("missing program", func(t *testing.T) {
+		// A peer whose PATH has its shells, ip and ethtool, and no
+		// measuring tool.
+		shells := t.TempDir()
+		for _, sh := range []string{"sh", "bash", "env"} {
+			p, err := exec.LookPath(sh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(p, filepath.Join(shells, sh)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bare := testutil.RemoteMachine(t, testutil.RemotePATH("/usr/sbin:"+shells))
+		_, stderr, code := c.run("run", c.scenario(remotePeerScenario(bare, bare.NIC.Name, bare.Identity, bare.KnownHosts)), "--html", "-")
+		t.Logf("refused (exit %d): %s", code, stderr)
+		if code == 0 || !strings.Contains(stderr, "install the Debian package sockperf on "+bare.URL) || !strings.Contains(stderr, "install the Debian package iperf3 on "+bare.URL) {
+			t.Errorf("exit %d; want sockperf and iperf3 named with their packages:\n%s", code, stderr)
+		}
+	})
+}
+
+// The remote peer measures what the local one does: on the tests' remote
+// machine, whose wire is a veth as the local peer's uplink is, round trips
+// (sockperf's median) and 16 KiB bulk throughput within 5% of the local
+// peer's, over runs of each in turn. Opt-in (VFLEET_PEER_BENCH=1): it
+// measures, and a busy machine moves its figures.
+func TestPeerBenchmark(t *testing.T) {
+	if os.Getenv("VFLEET_PEER_BENCH") != "1" {
+		t.Skip("a measurement: set VFLEET_PEER_BENCH=1 to run it")
+	}
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	c := newCLI(t)
+	t.Run("peer", func(t *testing.T) {
+		r := testutil.RemoteMachine(t)
+		// Runs alternate, local, remote, remote, local, so that the
+		// machine's drift falls on both sides alike.
+		const reps, duration = 3, "2s"
+		sums, counts := map[string]map[string]float64{}, map[string]map[string]int{}
+		for _, side := range []string{"local", "remote", "remote", "local"} {
+			network := "  path: routed"
+			if side == "remote" {
+				network = remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts)
+			}
+			if stdout, stderr, code := c.run("run", c.scenario(labScenario(reps, duration, network)), "--html", "-"); code != 0 {
+				t.Fatalf("%s peer: exit %d\n%s\n%s", side, code, stdout, stderr)
+			}
+			if sums[side] == nil {
+				sums[side], counts[side] = map[string]float64{}, map[string]int{}
+			}
+			for _, s := range c.latestSamples() {
+				k := s.Group + " " + s.WorkloadID + " " + s.Metric
+				sums[side][k] += s.Value
+				counts[side][k]++
+			}
+		}
+		mean := func(side, k string) float64 { return sums[side][k] / float64(counts[side][k]) }
+		for _, k := range []string{"host rr net.rtt_us", "routed rr net.rtt_us", "host bulk net.throughput_bps", "routed bulk net.throughput_bps"} {
+			local, remote := mean("local", k), mean("remote", k)
+			ratio := remote / local
+			t.Logf("%-32s local %12.4g  remote %12.4g  remote/local %.3f", k, local, remote, ratio)
+			if local == 0 || math.Abs(ratio-1) > 0.05 {
+				t.Errorf("%s: the remote peer measured %.3g, the local %.3g: more than 5%% apart", k, remote, local)
+			}
+		}
+	})
+}
+
+// wireState is both ends of a remote machine's dedicated NIC, and what
+// runs there, as a test took them before any run.
+type wireState struct {
+	r              *testutil.Remote
+	nic, peerNIC   string
+	sshdOnlyBefore []string
+}
+
+func takeWire(t *testing.T, r *testutil.Remote) *wireState {
+	t.Helper()
+	w := &wireState{r: r, nic: linkState(t, "", r.NIC.Name), peerNIC: linkState(t, r.NetNS, r.NIC.PeerName)}
+	if w.nic == "" || w.peerNIC == "" {
+		t.Fatalf("remote machine: no NIC %s or %s", r.NIC.Name, r.NIC.PeerName)
+	}
+	return w
+}
+
+// check finds the wire as taken, the peer's work directory empty, and no
+// process or listening socket of a run on the peer.
+func (w *wireState) check(t *testing.T) {
+	t.Helper()
+	if got := linkState(t, "", w.r.NIC.Name); got != w.nic {
+		t.Errorf("NIC %s: %q, was %q", w.r.NIC.Name, got, w.nic)
+	}
+	if got := linkState(t, w.r.NetNS, w.r.NIC.PeerName); got != w.peerNIC {
+		t.Errorf("the peer's NIC %s: %q, was %q", w.r.NIC.PeerName, got, w.peerNIC)
+	}
+	if entries, _ := os.ReadDir(w.r.WorkDir); len(entries) > 0 {
+		t.Errorf("left in the peer's work directory: %v", entries)
+	}
+	var listening []string
+	err := nsthread.DoPath(w.r.NetNS, func() error {
+		for _, table := range []string{"tcp", "tcp6", "udp", "udp6"} {
+			b, err := os.ReadFile("/proc/thread-self/net/" + table)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				f := strings.Fields(line)
+				// TCP's LISTEN; any bound UDP socket. sshd's own port 22 stays.
+				if len(f) > 3 && (f[3] == "0A" || strings.HasPrefix(table, "udp")) && !strings.HasSuffix(f[1], ":0016") {
+					listening = append(listening, table+" "+f[1])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listening) > 0 {
+		t.Errorf("sockets still bound on the peer: %v", listening)
+	}
+	if left := processesIn(t, w.r.NetNS, "sshd"); len(left) > 0 {
+		t.Errorf("processes left running on the peer: %v", left)
+	}
+}
+
+// linkState is a link's flags and addresses in the namespace at nsPath
+// ("" for this one), "" when there is no such link.
+func linkState(t *testing.T, nsPath, name string) string {
+	t.Helper()
+	var out string
+	read := func() error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return nil
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		var as []string
+		for _, a := range addrs {
+			as = append(as, a.IPNet.String())
+		}
+		out = fmt.Sprintf("%s mtu %d %v", l.Attrs().Flags, l.Attrs().MTU, as)
+		return nil
+	}
+	var err error
+	if nsPath == "" {
+		err = read()
+	} else {
+		err = nsthread.DoPath(nsPath, read)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// processesIn lists the running processes in the network namespace at
+// nsPath but those named by keep.
+func processesIn(t *testing.T, nsPath string, keep ...string) []string {
+	t.Helper()
+	var want unix.Stat_t
+	if err := unix.Stat(nsPath, &want); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) != nil || st.Ino != want.Ino || st.Dev != want.Dev {
+			continue
+		}
+		if ps, err := procfs.ReadStat(pid); err != nil || !ps.Running() {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if name := strings.TrimSpace(string(comm)); !slices.Contains(keep, name) {
+			out = append(out, e.Name()+" "+name)
+		}
+	}
+	return out
 }

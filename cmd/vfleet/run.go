@@ -24,6 +24,9 @@ import (
 
 const defaultScenario = "default"
 
+// errABUplink refuses an A/B run on a dedicated NIC.
+var errABUplink = errors.New("--ab: a dedicated NIC (network.uplink) serves one run at a time, and both runs of an A/B run are set up at once; run the scenarios one after the other and compare the runs with 'vfleet compare'")
+
 func newRunCommand(g *globalOptions) *cobra.Command {
 	var htmlPath string
 	var ab bool
@@ -114,6 +117,11 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 			return usageError{err}
 		}
 		specs = append(specs, spec)
+	}
+	if len(specs) == 2 && (specs[0].Network != nil && specs[0].Network.Uplink != "" || specs[1].Network != nil && specs[1].Network.Uplink != "") {
+		// Both runs of an A/B run are set up at once, and a NIC can be
+		// lent to one of them only.
+		return usageError{errABUplink}
 	}
 	// A report that cannot be written is known now, not after the run.
 	if err := checkHTMLPath(htmlPath); err != nil {

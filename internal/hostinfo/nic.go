@@ -2,7 +2,9 @@ package hostinfo
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -18,6 +20,27 @@ type NIC struct {
 	// Offloads maps each top-level feature `ethtool -k` lists to "on" or
 	// "off", with " [fixed]" when the driver does not let it change.
 	Offloads map[string]string `json:"offloads,omitempty"`
+}
+
+// DescribeNIC describes the NIC name from `ethtool -i` and `ethtool -k`,
+// run by ethtool where the NIC is: on this host, or on a peer over SSH.
+func DescribeNIC(name string, ethtool func(args ...string) ([]byte, error)) (*NIC, error) {
+	out, err := ethtool("-i", name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := ParseEthtoolDriver(bytes.NewReader(out))
+	if err != nil {
+		return nil, fmt.Errorf("ethtool -i %s: %w", name, err)
+	}
+	if out, err = ethtool("-k", name); err != nil {
+		return nil, err
+	}
+	if n.Offloads, err = ParseEthtoolFeatures(bytes.NewReader(out)); err != nil {
+		return nil, fmt.Errorf("ethtool -k %s: %w", name, err)
+	}
+	n.Name = name
+	return &n, nil
 }
 
 // ParseEthtoolDriver reads `ethtool -i`: driver, its version and the

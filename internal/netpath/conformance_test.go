@@ -46,7 +46,7 @@ func TestDataPathConformance(t *testing.T) {
 		}
 	}()
 	port := echoServer(t, n.PeerNS())
-	if err := roundTrips(t, n.HostSide(), netip.AddrPortFrom(n.DirectPeer(), uint16(port)), 3); err != nil {
+	if err := roundTrips(t, n.HostSide(), netip.AddrPortFrom(UplinkOf(Direct).Peer.Addr(), uint16(port)), 3); err != nil {
 		t.Fatalf("host side to peer over the direct link: %v", err)
 	}
 	for _, p := range GuestPaths() {

@@ -37,8 +37,8 @@ type Options struct {
 	Detached bool
 	// Uplink is a NIC of the host dedicated to testing, which replaces
 	// the uplink veth of the run's one guest path (CheckUplinkPaths); ""
-	// keeps the veth. The baseline's direct link stays a veth to the
-	// local peer.
+	// keeps the veth. The peer is then across the NIC, another machine's:
+	// no local peer namespace is made, nor the baseline's direct link.
 	Uplink string
 	// Passthrough are the PCI addresses of the devices given to the VMs
 	// on the passthrough path, one each in the order they attach
@@ -92,8 +92,13 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 	if n.host, err = n.namespace("hs"); err != nil {
 		return n, err
 	}
-	if n.peer, err = n.namespace("peer"); err != nil {
-		return n, err
+	// A dedicated NIC leads to a peer on another machine, and the bare
+	// baseline's floor is the NIC itself: no local peer, no direct link.
+	local := o.Uplink == ""
+	if local {
+		if n.peer, err = n.namespace("peer"); err != nil {
+			return n, err
+		}
 	}
 	// Routed guests need it, and the fast paths hand the stack whatever
 	// they cannot forward themselves.
@@ -112,8 +117,12 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 		}
 		n.sides.NIC = o.Uplink
 	}
+	paths := o.Paths
+	if local {
+		paths = append([]Path{Direct}, paths...)
+	}
 	seen := map[Path]bool{}
-	for _, p := range append([]Path{Direct}, o.Paths...) {
+	for _, p := range paths {
 		if seen[p] {
 			continue
 		}
@@ -248,11 +257,14 @@ func addressUplink(sides Sides, s Spec, hostIf string) error {
 // runs; its own link to the peer is the direct path.
 func (n *Network) HostSide() string { return NSPath(n.host.name) }
 
-// PeerNS is the path of the peer's namespace.
-func (n *Network) PeerNS() string { return NSPath(n.peer.name) }
-
-// DirectPeer is the peer's address as the host side reaches it directly.
-func (n *Network) DirectPeer() netip.Addr { return UplinkOf(Direct).Peer.Addr() }
+// PeerNS is the path of the local peer's namespace, "" when the peer is
+// across a dedicated NIC.
+func (n *Network) PeerNS() string {
+	if n.peer == nil {
+		return ""
+	}
+	return NSPath(n.peer.name)
+}
 
 // Attach gives a guest its own namespace with eth0 on path p and returns
 // the link's addressing and the namespace's path for the guest to join.
@@ -369,7 +381,10 @@ func (n *Network) DataPathCounters() map[string]fastpath.Counters {
 func (n *Network) Describe() map[string]string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	d := map[string]string{"host_side": n.host.name, "peer": n.peer.name}
+	d := map[string]string{"host_side": n.host.name, "peer": "across NIC " + n.sides.NIC}
+	if n.peer != nil {
+		d["peer"] = n.peer.name
+	}
 	var paths []string
 	for _, p := range n.paths {
 		paths = append(paths, string(p))

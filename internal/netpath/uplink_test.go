@@ -290,6 +290,11 @@ func TestUplinkCarriesPathsOverANIC(t *testing.T) {
 			if d := n.Describe()["path."+string(p)+".uplink"]; !strings.Contains(d, "NIC "+r.NIC.Name) {
 				t.Errorf("the run's record says the uplink is %q", d)
 			}
+			// The peer is across the NIC: nothing local plays it, and the
+			// baseline's floor is the NIC, not a direct link.
+			if ns, d := n.PeerNS(), n.Describe(); ns != "" || d["paths"] != string(p) || d["peer"] != "across NIC "+r.NIC.Name {
+				t.Errorf("a local peer was made: namespace %q, paths %q, peer %q", ns, d["paths"], d["peer"])
+			}
 		})
 	}
 }

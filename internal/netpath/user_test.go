@@ -118,9 +118,9 @@ func TestUserVMReachesThePeerOnly(t *testing.T) {
 	defer server.Close()
 	port := uint16(server.LocalAddr().(*net.UDPAddr).Port)
 	guest := netip.AddrPortFrom(links[0].Addr.Addr(), 40000)
-	elsewhere := netip.AddrPortFrom(n.DirectPeer(), port)
-	if err := roundTrips(t, n.HostSide(), netip.AddrPortFrom(n.DirectPeer(), uint16(echoServer(t, n.PeerNS()))), 1); err != nil {
-		t.Fatalf("the host side does not reach the peer's %s itself: %v", n.DirectPeer(), err)
+	elsewhere := netip.AddrPortFrom(UplinkOf(Direct).Peer.Addr(), port)
+	if err := roundTrips(t, n.HostSide(), netip.AddrPortFrom(UplinkOf(Direct).Peer.Addr(), uint16(echoServer(t, n.PeerNS()))), 1); err != nil {
+		t.Fatalf("the host side does not reach the peer's %s itself: %v", UplinkOf(Direct).Peer.Addr(), err)
 	}
 	for range 3 {
 		if err := nic.write(udpFrame(links[0].MAC, gwMAC, guest, elsewhere, []byte("elsewhere"))); err != nil {

@@ -9,10 +9,13 @@
 // package of each one missing), describes the peer as hostinfo describes
 // this host, and starts vfleet's agent for the peer's architecture in a
 // work directory of its own, its control socket reached through the SSH
-// connection, so nothing listens on the peer's network.
+// connection, so nothing listens on the peer's network; and puts the
+// peer's side of the test wire up (Wire: an address and routes on its
+// NIC).
 //
-// What it starts there is in the run's ledger first (KindPeer: the peer's
-// URL, the known_hosts and identity files' paths and the host key's
-// fingerprint, never a credential), so `vfleet clean` after a crash
-// reconnects and removes the agent and its directory.
+// What it starts or changes there is in the run's ledger first (KindPeer,
+// KindPeerWire: the peer's URL, the known_hosts and identity files' paths
+// and the host key's fingerprint, never a credential), so `vfleet clean`
+// after a crash reconnects and removes the agent and its directory, and
+// takes the wiring off.
 package remote

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path"
 	"strings"
@@ -41,6 +42,7 @@ type Machine struct {
 	led     *ledger.Ledger // set once the ledger holds the peer's entry
 	entry   ledger.Entry
 	started bool // StartAgent was called: one agent per machine
+	wires   []wire
 }
 
 // maxSessions is how many commands a Machine runs at once, below
@@ -203,9 +205,9 @@ func (m *Machine) StartAgent(ctx context.Context, led *ledger.Ledger, agentFor f
 	}
 	token := make([]byte, 8)
 	rand.Read(token)
-	entry, err := led.Record(KindPeer, m.Target.String(), map[string]string{
-		"token": hex.EncodeToString(token), "known_hosts": m.cfg.KnownHosts, "identity": m.cfg.Identity, "host_key": m.HostKey,
-	})
+	data := m.reach()
+	data["token"] = hex.EncodeToString(token)
+	entry, err := led.Record(KindPeer, m.Target.String(), data)
 	if err != nil {
 		return err
 	}
@@ -251,6 +253,39 @@ func (m *Machine) StartAgent(ctx context.Context, led *ledger.Ledger, agentFor f
 	m.workDir, m.session = dir, s
 	m.mu.Unlock()
 	return m.waitAgent(ctx, exited, &stderr)
+}
+
+// reach is how `vfleet clean` reaches the peer again, for its ledger
+// entries: the files to dial with and the host key it must present.
+func (m *Machine) reach() map[string]string {
+	return map[string]string{"known_hosts": m.cfg.KnownHosts, "identity": m.cfg.Identity, "host_key": m.HostKey}
+}
+
+// redial reaches the peer of a ledger entry again, as reach recorded.
+func redial(ctx context.Context, e ledger.Entry) (*Machine, error) {
+	t, err := ParseURL(e.ID)
+	if err != nil {
+		return nil, err
+	}
+	return Dial(ctx, t, Config{KnownHosts: e.Data["known_hosts"], Identity: e.Data["identity"], Fingerprint: e.Data["host_key"]})
+}
+
+// Addr is the peer's address this connection reached: the one whose
+// route must not leave by the test NIC.
+func (m *Machine) Addr() netip.Addr {
+	if a, ok := m.client.RemoteAddr().(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	}
+	return netip.Addr{}
+}
+
+// WorkDir is the agent's work directory on the peer, "" before
+// StartAgent.
+func (m *Machine) WorkDir() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.workDir
 }
 
 // ProbeWorkDir makes a work directory on the peer as StartAgent would and
@@ -332,11 +367,12 @@ const cleanScript = `for d in "${TMPDIR:-/tmp}"/` + workPrefix + `"$1".*; do
   rm -rf -- "$d"
 done`
 
-// Close stops the peer's agent, removes its work directory, marks the
-// ledger entry done and hangs up. If the peer could not be cleaned, the
-// entry stays for `vfleet clean`.
+// Close takes the wiring off the peer's NIC, stops the peer's agent,
+// removes its work directory, marks the ledger entries done and hangs up.
+// What could not be cleaned on the peer stays in the ledger for `vfleet
+// clean`.
 func (m *Machine) Close(ctx context.Context) error {
-	err := m.stopAgent(ctx)
+	err := errors.Join(m.unwire(ctx), m.stopAgent(ctx))
 	if cerr := m.client.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		err = errors.Join(err, cerr)
 	}
@@ -364,21 +400,17 @@ func (m *Machine) stopAgent(ctx context.Context) error {
 // undoPeer reaches the peer again as the entry says, with the host key the
 // run recorded, and removes what the run left there.
 func undoPeer(ctx context.Context, e ledger.Entry) error {
-	t, err := ParseURL(e.ID)
-	if err != nil {
-		return err
-	}
 	token := e.Data["token"]
 	if _, err := hex.DecodeString(token); err != nil || token == "" {
-		return fmt.Errorf("bad token %q in ledger entry for %s", token, t)
+		return fmt.Errorf("bad token %q in ledger entry for %s", token, e.ID)
 	}
-	m, err := Dial(ctx, t, Config{KnownHosts: e.Data["known_hosts"], Identity: e.Data["identity"], Fingerprint: e.Data["host_key"]})
+	m, err := redial(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer m.client.Close()
 	if _, err := m.sh(ctx, nil, cleanScript, token); err != nil {
-		return fmt.Errorf("clean up %s: %w", t, err)
+		return fmt.Errorf("clean up %s: %w", m.Target, err)
 	}
 	return nil
 }

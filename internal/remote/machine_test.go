@@ -36,3 +36,18 @@ func TestWithDeadlinesGivesUpOnASilentPeer(t *testing.T) {
 		t.Fatalf("read after the deadline: %d %q %v", n, b, err)
 	}
 }
+
+func TestLinkUp(t *testing.T) {
+	for line, want := range map[string]bool{
+		"2: eth1@if5: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP": true,
+		"3: eth2: <BROADCAST,MULTICAST> mtu 1500 qdisc noop state DOWN":                  false,
+		"4: eth3: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 state DOWN":               true,
+	} {
+		if got, err := linkUp(line); err != nil || got != want {
+			t.Errorf("linkUp(%q) = %v, %v; want %v", line, got, err, want)
+		}
+	}
+	if _, err := linkUp("ip: garbage"); err == nil {
+		t.Error("linkUp of a line without flags: no error")
+	}
+}

@@ -71,22 +71,13 @@ func (m *Machine) nic(ctx context.Context, name string) (*hostinfo.NIC, error) {
 	if _, err := m.CheckPrograms(ctx, []programs.Program{Ethtool}); err != nil {
 		return nil, fmt.Errorf("describe %s on %s: %w", name, m.Target, err)
 	}
-	out, err := m.Run(ctx, nil, "ethtool", "-i", name)
+	n, err := hostinfo.DescribeNIC(name, func(args ...string) ([]byte, error) {
+		return m.Run(ctx, nil, append([]string{"ethtool"}, args...)...)
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("describe %s on %s: %w", name, m.Target, err)
 	}
-	n, err := hostinfo.ParseEthtoolDriver(bytes.NewReader(out))
-	if err != nil {
-		return nil, fmt.Errorf("ethtool -i %s on %s: %w", name, m.Target, err)
-	}
-	if out, err = m.Run(ctx, nil, "ethtool", "-k", name); err != nil {
-		return nil, err
-	}
-	if n.Offloads, err = hostinfo.ParseEthtoolFeatures(bytes.NewReader(out)); err != nil {
-		return nil, fmt.Errorf("ethtool -k %s on %s: %w", name, m.Target, err)
-	}
-	n.Name = name
-	return &n, nil
+	return n, nil
 }
 
 // parseRemote reads a file of the peer and hands it to a hostinfo parser.

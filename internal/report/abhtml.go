@@ -179,7 +179,7 @@ func WriteABHTML(w io.Writer, c ABComparison) error {
 	rows := sortedABRows(c)
 	d := abHTMLData{
 		A: abRunInfo{Run: c.A, Host: hostLine(c.A.Host)}, B: abRunInfo{Run: c.B, Host: hostLine(c.B.Host)},
-		Options: c.Options, NoisePct: fmt.Sprintf("%g%%", 100*c.Options.NoiseFloor), HostsDiff: hostDifferences(c.A.Host, c.B.Host),
+		Options: c.Options, NoisePct: fmt.Sprintf("%g%%", 100*c.Options.NoiseFloor), HostsDiff: runDifferences(c.A, c.B),
 	}
 	d.Chart, d.HasChart = buildChangeChart(c, rows)
 	counts := map[string]int{}
@@ -218,6 +218,29 @@ func hostLine(h hostinfo.Fingerprint) string {
 	return strings.Join(parts, " · ")
 }
 
+// runDifferences names what differs between the machines of two runs:
+// the hosts, and the network peers, a remote one as its own machine.
+func runDifferences(a, b store.Run) []string {
+	out := hostDifferences(a.Host, b.Host)
+	au, ap, aok := a.RemotePeer()
+	bu, bp, bok := b.RemotePeer()
+	local := func(url string, ok bool) string {
+		if !ok {
+			return "this host's namespace"
+		}
+		return url
+	}
+	if au != bu {
+		out = append(out, fmt.Sprintf("network peer: %s → %s", local(au, aok), local(bu, bok)))
+	}
+	if aok && bok {
+		for _, d := range hostDifferences(ap, bp) {
+			out = append(out, "peer "+d)
+		}
+	}
+	return out
+}
+
 // hostDifferences names what differs between the two runs' machines that
 // could by itself explain a change.
 func hostDifferences(a, b hostinfo.Fingerprint) []string {
@@ -226,7 +249,7 @@ func hostDifferences(a, b hostinfo.Fingerprint) []string {
 		{"host", a.Hostname, b.Hostname}, {"kernel", a.Kernel, b.Kernel}, {"CPU", a.CPUModel, b.CPUModel},
 		{"microcode", a.Microcode, b.Microcode}, {"SMT", a.SMT, b.SMT}, {"governor", a.Governor, b.Governor},
 		{"cgroups", a.CgroupMode, b.CgroupMode}, {"virtualised", a.Virtualized, b.Virtualized},
-		{"preemption", a.RealTime.Preemption, b.RealTime.Preemption},
+		{"preemption", a.RealTime.Preemption, b.RealTime.Preemption}, {"NIC", nicLine(a.NIC), nicLine(b.NIC)},
 		{"RT throttling", rtThrottling(a.RealTime), rtThrottling(b.RealTime)},
 		{"isolated CPUs", cpusOrNone(a.RealTime, a.RealTime.IsolatedCPUs), cpusOrNone(b.RealTime, b.RealTime.IsolatedCPUs)},
 		{"nohz_full", cpusOrNone(a.RealTime, a.RealTime.NohzFull), cpusOrNone(b.RealTime, b.RealTime.NohzFull)},

@@ -165,7 +165,10 @@ type htmlData struct {
 	// the failures.
 	NotSupported []store.Failure
 	Env          [][2]string // the host fingerprint and tool versions, as label and value
-	CSVHref      template.URL
+	// PeerEnv is a remote network peer's, its URL first; nil for the
+	// local peer.
+	PeerEnv [][2]string
+	CSVHref template.URL
 	// JSONHref is the document WriteJSON produces, for a reader who wants
 	// the summaries as well as the raw samples.
 	JSONHref template.URL
@@ -257,6 +260,9 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	d.Env = environment(c.Run.Host)
 	if c.Run.Origin != "" {
 		d.Env = append([][2]string{{"measured on", c.Run.Origin}}, d.Env...)
+	}
+	if url, fp, ok := c.Run.RemotePeer(); ok {
+		d.PeerEnv = append([][2]string{{"peer", url}}, environment(fp)...)
 	}
 	d.CDFs, d.LatencyNote = buildCDFCharts(c.Latency), latencyNote(c.Latency)
 	for _, b := range latencyBlocks(c.Latency) {
@@ -406,6 +412,7 @@ func environment(h hostinfo.Fingerprint) [][2]string {
 			labelled("isolated", h.RealTime.IsolatedCPUs), labelled("nohz_full", h.RealTime.NohzFull),
 			hostinfo.DescribeTracers(h.RealTime.Tracers), labelled("set by the run", strings.Join(h.RealTime.SetByRun, ", ")))},
 		{"virtualised", h.Virtualized},
+		{"NIC", nicLine(h.NIC)},
 		{"vfleet", h.VfleetVer},
 	}
 	for _, k := range sortedStrings(h.ToolVersions) {
@@ -418,6 +425,28 @@ func environment(h hostinfo.Fingerprint) [][2]string {
 		}
 	}
 	return kept
+}
+
+// nicLine describes the NIC measured across: name, driver and its
+// version, firmware, and the offloads on; empty for none.
+func nicLine(n *hostinfo.NIC) string {
+	if n == nil {
+		return ""
+	}
+	parts := []string{n.Name, strings.TrimSpace(n.Driver + " " + n.Version)}
+	if n.Firmware != "" {
+		parts = append(parts, "firmware "+n.Firmware)
+	}
+	var on []string
+	for _, k := range sortedStrings(n.Offloads) {
+		if strings.HasPrefix(n.Offloads[k], "on") {
+			on = append(on, k)
+		}
+	}
+	if len(on) > 0 {
+		parts = append(parts, "offloads on: "+strings.Join(on, ", "))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // rtThrottling says how much of each period real-time tasks may take,

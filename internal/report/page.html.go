@@ -22,7 +22,11 @@ baseline <strong>{{.Run.Baseline}}</strong> = 1.00 · scenario {{.Run.ScenarioSo
 <table>
 {{range .Env}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
 {{end}}</table>
-
+{{with .PeerEnv}}<h2>Network peer</h2>
+<table>
+{{range .}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
+{{end}}</table>
+{{end}}
 <h2>Overhead index</h2>
 <p class="muted">Geometric mean over the workloads of each metric's ratio to the baseline (inverted where lower is
 better, so above 1.00 is always better), with a 95% interval from the spread of the index between repetitions.</p>

@@ -13,7 +13,6 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/audit/probe"
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -145,7 +144,7 @@ func (r *run) auditTargets(name string, groups map[string]string) []string {
 	target := func(label string, a netip.Addr) string {
 		return label + "=" + netip.AddrPortFrom(a, auditPort).String()
 	}
-	out := []string{target(probe.TargetPeer, own.peer.Addr), target(probe.TargetHostSide, netpath.UplinkOf(own.path).Host.Addr())}
+	out := []string{target(probe.TargetPeer, own.peer.Addr), target(probe.TargetHostSide, own.hostSide)}
 	perGroup := map[string]int{}
 	for _, pg := range r.plan.Guests {
 		other := pg.Spec.Name

@@ -15,6 +15,7 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/netpath"
+	"github.com/vfleet/vfleet/internal/remote"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -30,10 +31,13 @@ const firstServerPort = 20000
 // netRun is the network side of a run: the topology, the peer that runs
 // the servers, and each guest's view of the peer.
 type netRun struct {
-	cfg   *scenario.Network
-	net   *netpath.Network
-	peer  guest.Guest
-	views map[string]netView // by guest name
+	cfg  *scenario.Network
+	net  *netpath.Network
+	peer guest.Guest
+	// remote is the peer when it is another machine's, nil for the local
+	// one.
+	remote *remotePeer
+	views  map[string]netView // by guest name
 	// serverLife bounds every server process: servers idle between steps,
 	// yet no process vfleet starts may run unbounded.
 	serverLife time.Duration
@@ -50,6 +54,8 @@ type netView struct {
 	// addr is the guest's own address as the peer reaches it, where the
 	// peer's clients connect when the guest serves.
 	addr netip.Addr
+	// hostSide is the host side's address on the guest's way to the peer.
+	hostSide netip.Addr
 }
 
 type server struct {
@@ -60,9 +66,11 @@ type server struct {
 }
 
 // newNetRun builds the network, attaches every guest of the run's plan
-// (setting the namespace or tap it joins in its spec) and starts the peer. On error, what was
-// made is left for close.
-func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key string) (*netRun, error) {
+// (setting the namespace or tap it joins in its spec) and starts the peer:
+// a local one, or the remote one across the dedicated NIC, which is
+// reached and checked before anything is made. On error, what was made
+// is left for close.
+func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key string, agentFor func(string) (string, error)) (*netRun, error) {
 	var paths []netpath.Path
 	seen := map[string]bool{}
 	for _, pg := range plan.Guests {
@@ -73,15 +81,35 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	}
 	n := &netRun{cfg: plan.Spec.Network, views: map[string]netView{}, servers: map[string]*server{},
 		serverLife: serverLifetime(plan)}
+	var m *remote.Machine
+	var found []remote.Found
 	var err error
+	if n.cfg.Peer != "" {
+		if env.Detached {
+			return n, ErrDetachedPeer
+		}
+		if m, found, err = dialPeer(ctx, plan.Spec); err != nil {
+			return n, err
+		}
+	}
 	if n.net, err = netpath.Create(ctx, netpath.Options{RunKey: key, Ledger: env.Ledger, Paths: paths, StateDir: env.StateDir, Detached: env.Detached,
-		Passthrough: plan.Spec.Network.Passthrough}); err != nil {
+		Uplink: n.cfg.Uplink, Passthrough: n.cfg.Passthrough}); err != nil {
+		if m != nil {
+			err = errors.Join(err, m.Close(context.WithoutCancel(ctx)))
+		}
 		return n, err
+	}
+	// The bare baseline is the floor: the host's own link to the peer,
+	// which for a remote peer is the dedicated NIC itself, with no guest
+	// in between (netpath makes no direct link then).
+	floor := netpath.UplinkOf(netpath.Direct)
+	if m != nil {
+		floor = netpath.UplinkOf(uplinkPath(plan.Spec))
 	}
 	for i := range plan.Guests {
 		pg := &plan.Guests[i]
-		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: n.net.DirectPeer(), Port: firstServerPort + i*workload.PortsPerGuest},
-			addr: netpath.UplinkOf(netpath.Direct).Host.Addr()}
+		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: floor.Peer.Addr(), Port: firstServerPort + i*workload.PortsPerGuest},
+			addr: floor.Host.Addr(), hostSide: floor.Host.Addr()}
 		switch {
 		case pg.Network == "":
 			pg.Spec.NetNS = n.net.HostSide()
@@ -91,16 +119,23 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 				return n, err
 			}
 			pg.Spec.Tap = &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff}
-			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
+			view.path, view.peer.Addr, view.addr, view.hostSide = link.Path, link.Peer, link.Addr.Addr(), netpath.UplinkOf(link.Path).Host.Addr()
 		default:
 			link, nsPath, err := n.net.Attach(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
 			}
 			pg.Spec.NetNS = nsPath
-			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
+			view.path, view.peer.Addr, view.addr, view.hostSide = link.Path, link.Peer, link.Addr.Addr(), netpath.UplinkOf(link.Path).Host.Addr()
 		}
 		n.views[pg.Spec.Name] = view
+	}
+	if m != nil {
+		if n.remote, err = startRemotePeer(ctx, m, found, n.cfg, uplinkPath(plan.Spec), env, agentFor); err != nil {
+			return n, err
+		}
+		n.peer = n.remote
+		return n, nil
 	}
 	n.peer, err = startGuest(ctx, guest.Spec{Name: scenario.PeerName, Kind: scenario.BaselineKind, NetNS: n.net.PeerNS()}, env)
 	if err != nil {
@@ -123,6 +158,10 @@ func (n *netRun) record() store.GuestRecord {
 	rec := store.GuestRecord{Group: scenario.PeerName, Kind: scenario.BaselineKind}
 	if n.net != nil {
 		rec.Details = n.net.Describe()
+	}
+	if n.remote != nil {
+		rec.Kind = KindRemotePeer
+		rec.Details = mergeDetails(rec.Details, n.remote.details())
 	}
 	if n.peer != nil {
 		rec.BootNS = n.peer.Info().BootTime.Nanoseconds()

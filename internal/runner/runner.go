@@ -75,6 +75,9 @@ type Options struct {
 	// so far are in the store. `vfleet run --baseline` measures on while a change
 	// against the baseline is too little repeated to be tested.
 	MoreRounds func(ctx context.Context, runID int64, workloadID string, done int) (why string)
+	// PeerAgent finds the static agent for a remote peer's architecture
+	// (a Debian name: amd64, arm64); nil when no run has a remote peer.
+	PeerAgent func(arch string) (string, error)
 }
 
 // Observer is told what a run does, for metrics and traces. Its methods are
@@ -491,7 +494,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	if r.plan.Spec.Network != nil {
 		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
-		nr, err := newNetRun(ctx, r.plan, env, r.key)
+		nr, err := newNetRun(ctx, r.plan, env, r.key, r.opts.PeerAgent)
 		r.net = nr
 		if err != nil {
 			return fmt.Errorf("network: %w", err)

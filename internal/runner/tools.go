@@ -76,7 +76,10 @@ func (r *run) requireNet(ctx context.Context, g guest.Guest, group string, w wor
 		programs []string
 	}{{e.client, client}, {e.server, server}} {
 		group, where := group, r.imageName(side.g)
-		if side.g == r.net.peer {
+		switch {
+		case side.g == r.net.peer && r.net.remote != nil:
+			group, where = scenario.PeerName, "the network peer "+r.net.remote.m.Target.String()
+		case side.g == r.net.peer:
 			group, where = scenario.PeerName, where+" on the network peer"
 		}
 		for _, p := range side.programs {

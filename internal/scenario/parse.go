@@ -23,6 +23,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/regfile"
+	"github.com/vfleet/vfleet/internal/remote"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -80,6 +81,11 @@ type parser struct {
 	optionalAt map[string]*yaml.Node
 	// passthroughAt is network.passthrough, nil when absent.
 	passthroughAt *yaml.Node
+	// uplinkAt is where network.uplink is, checked against the groups'
+	// paths once they are read.
+	uplinkAt *yaml.Node
+	// peerAt is where network.peer is.
+	peerAt *yaml.Node
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -323,7 +329,7 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 		}
 	}
 	if networkNode != nil {
-		s.Network = p.network(networkNode)
+		s.Network = p.network(networkNode, s)
 	}
 	if adaptiveNode != nil {
 		s.Adaptive = p.adaptive(adaptiveNode, s.Repetitions)
@@ -340,6 +346,7 @@ func (p *parser) spec(n *yaml.Node, s *Spec) {
 	if guestsNode != nil {
 		p.guests(guestsNode, s)
 	}
+	p.checkUplink(s)
 	if workloadsNode != nil {
 		p.workloads(workloadsNode, s)
 	}
@@ -374,7 +381,7 @@ func grantRealTime(s *Spec) {
 const PeerName = "peer"
 
 // network reads the `network:` section.
-func (p *parser) network(n *yaml.Node) *Network {
+func (p *parser) network(n *yaml.Node, s *Spec) *Network {
 	nw := &Network{Path: string(netpath.Bridge), ClientCPU: NoPin, ServerCPU: NoPin}
 	p.fields(n, "network", map[string]func(*yaml.Node, string){
 		"path": func(v *yaml.Node, path string) {
@@ -383,6 +390,40 @@ func (p *parser) network(n *yaml.Node) *Network {
 					p.errorf(v, path, "%v", err)
 				}
 				nw.Path = name
+			}
+		},
+		"uplink": func(v *yaml.Node, path string) {
+			if name, ok := p.scalar(v, path); ok {
+				if err := netpath.CheckNICName(name); err != nil {
+					p.errorf(v, path, "%v", err)
+					return
+				}
+				nw.Uplink, p.uplinkAt = name, v
+			}
+		},
+		"peer": func(v *yaml.Node, path string) {
+			if url, ok := p.scalar(v, path); ok {
+				t, err := remote.ParseURL(url)
+				if err != nil {
+					p.errorf(v, path, "%v", err)
+					return
+				}
+				nw.Peer, p.peerAt = t.String(), v
+			}
+		},
+		"peer_identity": func(v *yaml.Node, path string) {
+			p.file(v, path, s, &nw.PeerIdentity, "a private key file without passphrase, or remove peer_identity to use the SSH agent's keys", maxPeerFile)
+		},
+		"peer_known_hosts": func(v *yaml.Node, path string) {
+			p.file(v, path, s, &nw.PeerKnownHosts, "a known_hosts file, or remove peer_known_hosts to use ~/.ssh/known_hosts", maxPeerFile)
+		},
+		"peer_nic": func(v *yaml.Node, path string) {
+			if name, ok := p.scalar(v, path); ok {
+				if err := netpath.CheckNICName(name); err != nil {
+					p.errorf(v, path, "%v", err)
+					return
+				}
+				nw.PeerNIC = name
 			}
 		},
 		"pin": func(v *yaml.Node, path string) {
@@ -408,6 +449,7 @@ func (p *parser) network(n *yaml.Node) *Network {
 			}
 		},
 	})
+	p.checkPeer(n, nw)
 	return nw
 }
 
@@ -442,6 +484,51 @@ func (p *parser) checkPassthrough(n *yaml.Node, s *Spec) {
 		} else if err != nil {
 			p.errorf(at, field, "%v", err)
 		}
+	}
+}
+
+// maxPeerFile bounds a key or known_hosts file: both are a few kilobytes.
+const maxPeerFile = 1 << 20
+
+// checkPeer refuses the fields of a remote peer without each other: a
+// dedicated NIC leads to the peer's machine, which nothing local can play,
+// and a remote peer is reached over that NIC only.
+func (p *parser) checkPeer(n *yaml.Node, nw *Network) {
+	switch {
+	case nw.Uplink != "" && nw.Peer == "":
+		p.errorf(p.uplinkAt, "network.uplink", "a dedicated NIC needs network.peer, the machine at its far end (ssh://USER@HOST[:PORT]), which runs the peer's side")
+	case nw.Peer != "" && nw.Uplink == "":
+		p.errorf(p.peerAt, "network.peer", "a remote peer needs network.uplink, the NIC of this host wired to it, which the run's path sits on")
+	}
+	if nw.Peer != "" && nw.PeerNIC == "" {
+		p.errorf(p.peerAt, "network.peer_nic", "missing: name the peer's interface on the wire from network.uplink (as `ip link` shows it there)")
+	}
+	if nw.Peer == "" {
+		for _, f := range []struct {
+			key   string
+			value string
+		}{{"peer_identity", nw.PeerIdentity}, {"peer_known_hosts", nw.PeerKnownHosts}, {"peer_nic", nw.PeerNIC}} {
+			if f.value != "" {
+				p.errorf(n, "network."+f.key, "only for a remote peer: give network.peer too, or remove it")
+			}
+		}
+	}
+}
+
+// checkUplink refuses a dedicated NIC under paths that cannot take one,
+// or under more than one path, at network.uplink.
+func (p *parser) checkUplink(s *Spec) {
+	if p.uplinkAt == nil {
+		return
+	}
+	var paths []netpath.Path
+	for _, g := range s.Guests {
+		if g.Network != "" {
+			paths = append(paths, netpath.Path(g.Network))
+		}
+	}
+	if err := netpath.CheckUplinkPaths(paths); err != nil {
+		p.errorf(p.uplinkAt, "network.uplink", "%v", err)
 	}
 }
 

@@ -530,6 +530,65 @@ workloads:
 	}
 }
 
+func TestNetworkUplink(t *testing.T) {
+	const rest = "guests:\n  - {kind: host}\n  - {kind: container}\nworkloads:\n  - workload: scenario-test\n"
+	s, err := Parse("t.yaml", []byte("name: t\nnetwork: {path: macvlan, uplink: enp3s0f1, peer: ssh://lab@peer.example, peer_nic: eth1}\n"+rest), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Network.Uplink != "enp3s0f1" || s.Network.Peer != "ssh://lab@peer.example:22" || s.Network.PeerNIC != "eth1" {
+		t.Fatalf("network = %+v", s.Network)
+	}
+	for src, want := range map[string]string{
+		"network: {path: xdp, uplink: lab0}":   "t.yaml:2:30: network.uplink: a dedicated NIC cannot go under these paths: xdp: its programs sit at both ends",
+		"network: {uplink: eth0/1}":            `t.yaml:2:19: network.uplink: not a network interface name: "eth0/1"`,
+		"network: {uplink: a-name-of-16-byte}": `network.uplink: not a network interface name: "a-name-of-16-byte" (want the name of a NIC of this host, 1 to 15 bytes`,
+	} {
+		if _, err := Parse("t.yaml", []byte("name: t\n"+src+"\n"+rest), opts); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+	two := "name: t\nnetwork: {path: bridge, uplink: lab0}\nguests:\n  - {kind: container}\n  - {name: r, kind: container, network: routed}\nworkloads:\n  - workload: scenario-test\n"
+	if _, err := Parse("t.yaml", []byte(two), opts); err == nil || !strings.Contains(err.Error(), "t.yaml:2:33: network.uplink: a dedicated NIC cannot go under these paths: it goes under one path per run, and this run has bridge, routed") {
+		t.Errorf("two paths on one NIC: %v", err)
+	}
+	bare := "name: t\nnetwork: {uplink: lab0}\nguests:\n  - {kind: host}\nworkloads:\n  - workload: scenario-test\n"
+	if _, err := Parse("t.yaml", []byte(bare), opts); err == nil || !strings.Contains(err.Error(), "network.uplink: a dedicated NIC cannot go under these paths: no guest is on a data path") {
+		t.Errorf("the baseline alone: %v", err)
+	}
+}
+
+// A remote peer and a dedicated NIC come together: the NIC leads to the
+// peer's machine, and the peer is reached over the NIC only.
+func TestNetworkPeer(t *testing.T) {
+	const rest = "guests:\n  - {kind: host}\n  - {kind: container}\nworkloads:\n  - workload: scenario-test\n"
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "t.yaml")
+	s, err := Parse(src, []byte("name: t\nnetwork: {path: routed, uplink: lab0, peer: 'ssh://root@[fd00::1]:2222', peer_nic: eth1, peer_identity: id}\n"+rest), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Network.Peer != "ssh://root@[fd00::1]:2222" || s.Network.PeerIdentity != key || s.Network.PeerKnownHosts != "" {
+		t.Fatalf("network = %+v", s.Network)
+	}
+	for src, want := range map[string]string{
+		"network: {uplink: lab0}":                                                            "t.yaml:2:19: network.uplink: a dedicated NIC needs network.peer",
+		"network: {peer: 'ssh://root@h', peer_nic: eth1}":                                    "t.yaml:2:17: network.peer: a remote peer needs network.uplink, the NIC of this host wired to it",
+		"network: {uplink: lab0, peer: 'ssh://root@h'}":                                      "t.yaml:2:31: network.peer_nic: missing: name the peer's interface",
+		"network: {uplink: lab0, peer: 'ssh://h', peer_nic: e}":                              `t.yaml:2:31: network.peer: bad peer URL "ssh://h": no user (want ssh://USER@HOST[:PORT])`,
+		"network: {peer_nic: eth1}":                                                          "t.yaml:2:10: network.peer_nic: only for a remote peer: give network.peer too, or remove it",
+		"network: {uplink: lab0, peer: 'ssh://r@h', peer_nic: e, peer_known_hosts: nothere}": "network.peer_known_hosts: " + filepath.Join(dir, "nothere") + " does not exist",
+	} {
+		if _, err := Parse(filepath.Join(dir, "t.yaml"), []byte("name: t\n"+src+"\n"+rest), opts); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+}
+
 func TestAdaptiveSection(t *testing.T) {
 	s, err := Parse("t.yaml", []byte("name: t\nrepetitions: 3\nadaptive: {target: 2.5%}\nguests:\n  - {kind: host}\nworkloads:\n  - workload: scenario-test\n"), opts)
 	if err != nil {

@@ -86,6 +86,19 @@ type Network struct {
 	// VMs on the passthrough path, one each in the order the VMs are
 	// planned.
 	Passthrough []string
+	// Uplink is a NIC of the host dedicated to testing, which the run's
+	// one guest path sits on instead of its uplink veth; "" for none.
+	Uplink string
+	// Peer is the machine at the uplink's far end, ssh://USER@HOST[:PORT]
+	// in its canonical form, which runs the peer's side over SSH; "" for
+	// the local peer. It comes with Uplink, and the other way round.
+	Peer string
+	// PeerIdentity and PeerKnownHosts are absolute paths to the key file
+	// and the known_hosts file for the peer; "" for the SSH agent's keys
+	// and ~/.ssh/known_hosts.
+	PeerIdentity, PeerKnownHosts string
+	// PeerNIC is the peer's interface on the test wire.
+	PeerNIC string
 }
 
 // NoPin is the CPU of an unpinned network client or server.

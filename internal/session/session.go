@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/hostinfo"
@@ -50,13 +53,21 @@ type Session struct {
 	host   hostinfo.Fingerprint
 }
 
-// Prepare checks, before anything is built or started, that the host can
+// Prepare checks, before anything is built or started, that a remote
+// peer is reachable and ready and that the host can
 // run every kind and runtime the scenarios ask for, then makes their
 // images ready, checks what only they tell (whether KVM boots a kernel)
 // and takes the host's fingerprint. The optional groups the host refuses
 // are dropped from their spec (scenario.Spec.DropRefused) and named on
 // cfg.Warnings.
 func Prepare(ctx context.Context, cfg Config, specs ...*scenario.Spec) (*Session, error) {
+	// A remote peer refused (its host key, a missing program, a NIC that
+	// carries the session to it) is known before anything is built.
+	for _, spec := range specs {
+		if err := runner.CheckPeer(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
 	ask := newProber()
 	if err := dropRefused(specs, cfg.Warnings, func(g scenario.GuestGroup) error { return ask.kind(ctx, g) }); err != nil {
 		return nil, err
@@ -100,6 +111,7 @@ func (s *Session) Options(ctx context.Context, st *store.Store) runner.Options {
 		Variants:    s.images.variants,
 		Host:        s.host,
 		Progress:    s.cfg.Progress,
+		PeerAgent:   func(arch string) (string, error) { return AgentBinary(s.cfg.AgentPath, arch) },
 	}
 }
 
@@ -224,6 +236,16 @@ func fingerprint(ctx context.Context, img *image.Image, specs []*scenario.Spec) 
 			fp.ToolVersions[filepath.Base(p.Name)] = "vfleet's own, source " + native.SourceHash(p)[:12]
 		}
 	}
+	// A dedicated NIC's driver, firmware and offloads move results as a
+	// kernel does; one run at a time has it (an A/B run is refused one).
+	for _, s := range specs {
+		if s.Network == nil || s.Network.Uplink == "" {
+			continue
+		}
+		if fp.NIC, err = describeNIC(ctx, s.Network.Uplink); err != nil {
+			return fp, fmt.Errorf("host fingerprint: %w", err)
+		}
+	}
 	// The versions of what runs the guests (an OCI runtime, QEMU) matter
 	// as much as the tools'.
 	for _, g := range guestGroups(specs) {
@@ -238,6 +260,23 @@ func fingerprint(ctx context.Context, img *image.Image, specs []*scenario.Spec) 
 		}
 	}
 	return fp, nil
+}
+
+// describeNIC describes a NIC of this host with its ethtool.
+func describeNIC(ctx context.Context, name string) (*hostinfo.NIC, error) {
+	t, err := tools.Find("ethtool")
+	if err != nil {
+		return nil, fmt.Errorf("describe NIC %s: %w", name, err)
+	}
+	return hostinfo.DescribeNIC(name, func(args ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, t.Path, args...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", t.Path, strings.Join(args, " "), err)
+		}
+		return out, nil
+	})
 }
 
 func guestGroups(specs []*scenario.Spec) []scenario.GuestGroup {

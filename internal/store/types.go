@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
@@ -88,6 +89,30 @@ type GuestRecord struct {
 	CPULimit float64           `json:"cpu_limit,omitempty"`
 	BootNS   int64             `json:"boot_ns"`
 	Details  map[string]string `json:"details,omitempty"`
+}
+
+// The details of a remote network peer's record (GuestRecord.Details of
+// the guest named "peer", kind "remote"): which machine, its host key, and
+// its hostinfo.Fingerprint as JSON, as Run.Host is the host's.
+const (
+	DetailPeerURL         = "peer.url"
+	DetailPeerHostKey     = "peer.host_key"
+	DetailPeerFingerprint = "peer.fingerprint"
+)
+
+// peerGuest names the network peer among a run's guests
+// (scenario.PeerName, which the store cannot import).
+const peerGuest = "peer"
+
+// RemotePeer is the run's remote network peer: its URL and fingerprint;
+// false when the run had none (or a record without its fingerprint).
+func (r Run) RemotePeer() (string, hostinfo.Fingerprint, bool) {
+	var fp hostinfo.Fingerprint
+	d := r.Guests[peerGuest].Details
+	if d[DetailPeerURL] == "" || json.Unmarshal([]byte(d[DetailPeerFingerprint]), &fp) != nil {
+		return "", fp, false
+	}
+	return d[DetailPeerURL], fp, true
 }
 
 // Sample is one raw measured value with every dimension it was measured under.

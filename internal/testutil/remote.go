@@ -80,9 +80,20 @@ var (
 // remoteSlots is how many /30s each block holds.
 const remoteSlots = 256
 
+// RemoteOption changes the remote machine a test gets.
+type RemoteOption func(*remoteOptions)
+
+type remoteOptions struct{ path string }
+
+// RemotePATH gives the remote's sessions this PATH instead of sshd's
+// default: a machine that lacks programs this one has.
+func RemotePATH(path string) RemoteOption {
+	return func(o *remoteOptions) { o.path = path }
+}
+
 // RemoteMachine starts a remote machine for the test and removes it, with
 // every process inside it, when the test ends.
-func RemoteMachine(t testing.TB) *Remote {
+func RemoteMachine(t testing.TB, opts ...RemoteOption) *Remote {
 	t.Helper()
 	RequiresRoot(t)
 	RequiresTool(t, "sshd", "openssh-server")
@@ -96,6 +107,10 @@ func RemoteMachine(t testing.TB) *Remote {
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
 	r := &Remote{User: "root", WorkDir: work}
+	var o remoteOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 
 	r.HostKey = signerOf(t, writeKey(t, filepath.Join(dir, "ssh_host_ed25519_key"))).PublicKey()
 	ecdsaKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -126,7 +141,7 @@ func RemoteMachine(t testing.TB) *Remote {
 		t.Fatal(err)
 	}
 	config := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(config, []byte(sshdConfig(r, dir, authorized)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(sshdConfig(r, dir, authorized, o)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	log := &strings.Builder{}
@@ -153,7 +168,12 @@ func RemoteMachine(t testing.TB) *Remote {
 	return r
 }
 
-func sshdConfig(r *Remote, dir, authorized string) string {
+func sshdConfig(r *Remote, dir, authorized string, o remoteOptions) string {
+	env := "SetEnv TMPDIR=" + r.WorkDir
+	if o.path != "" {
+		// SetEnv overrides the PATH sshd gives sessions.
+		env += " PATH=" + o.path
+	}
 	return strings.Join([]string{
 		"ListenAddress " + r.Addr.String(),
 		"HostKey " + filepath.Join(dir, "ssh_host_ed25519_key"),
@@ -169,7 +189,7 @@ func sshdConfig(r *Remote, dir, authorized string) string {
 		"PasswordAuthentication no",
 		"KbdInteractiveAuthentication no",
 		"AllowStreamLocalForwarding yes",
-		"SetEnv TMPDIR=" + r.WorkDir,
+		env,
 		"LogLevel ERROR",
 	}, "\n") + "\n"
 }

@@ -93,6 +93,8 @@ var known = func() map[string]Spec {
 		// Debian 12's build says "passt unknown version": its banner names
 		// no release, and the record says so rather than nothing.
 		{Name: "passt", Package: "passt", versionRE: regexp.MustCompile(`(?m)^passt (.+)$`)},
+		// It describes a dedicated NIC for the run's record.
+		{Name: "ethtool", Package: "ethtool", versionRE: regexp.MustCompile(`(?m)^ethtool version (\S+)`)},
 	} {
 		if s.Package != "" {
 			s.Install = "install the Debian package " + s.Package

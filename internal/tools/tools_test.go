@@ -16,7 +16,7 @@ func TestParseVersionOfEveryKnownTool(t *testing.T) {
 		"x86_64-linux-gnu-gcc": "12.2.0", "aarch64-linux-gnu-gcc": "12.2.0",
 		"firecracker": "1.8.0", "cloud-hypervisor": "40.0.0",
 		"ovs-vswitchd": "3.1.0", "ovs-vsctl": "3.1.0", "ovsdb-server": "3.1.0", "ovsdb-tool": "3.1.0",
-		"passt": "unknown version",
+		"passt": "unknown version", "ethtool": "6.1",
 	}
 	for _, name := range Known() {
 		banner, err := os.ReadFile(filepath.Join("testdata", name+".version"))
