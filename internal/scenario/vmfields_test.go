@@ -166,3 +166,33 @@ func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
 		}
 	}
 }
+
+// A libvirt URI is checked at its line: the forms vfleet takes, and never
+// one that skips the check of the remote host's key.
+func TestLibvirtURIIsCheckedAtItsLine(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}}
+	src := "name: t\nguests:\n  - kind: host\n  - kind: vm\n    libvirt: URI\nworkloads:\n  - workload: scenario-test\n"
+	for _, uri := range []string{"qemu:///system", "qemu+ssh://root@lab2/system", "qemu+ssh://root@lab2:2222/system?keyfile=/k&known_hosts=/kh"} {
+		spec, err := Parse("t.yaml", []byte(strings.Replace(src, "URI", `"`+uri+`"`, 1)), o)
+		if err != nil {
+			t.Fatalf("%s: %v", uri, err)
+		}
+		if g := spec.Expand().Guests[1].Spec; g.Libvirt != uri {
+			t.Errorf("expanded libvirt = %q, want %q", g.Libvirt, uri)
+		}
+	}
+	for uri, want := range map[string]string{
+		"qemu+ssh://root@lab2/system?no_verify=1": "no_verify skips the check of the host's key",
+		"qemu+tcp://lab2/system":                  "the transport, for another host, ssh",
+		"qemu+ssh://lab2/system":                  "no user",
+		"qemu+ssh://root@lab2/session":            "system instance",
+		"qemu:///session":                         "this host's libvirt is qemu:///system",
+		"qemu+ssh://root@lab2/system?command=/x":  "parameter command is not taken",
+	} {
+		_, err := Parse("t.yaml", []byte(strings.Replace(src, "URI", `"`+uri+`"`, 1)), o)
+		if err == nil || !strings.Contains(err.Error(), "t.yaml:5:14: guests[1].libvirt: ") || !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), "want qemu:///system or qemu+ssh://USER@HOST") {
+			t.Errorf("%s: %v, want %q at its line", uri, err, want)
+		}
+	}
+}

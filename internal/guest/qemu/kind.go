@@ -132,7 +132,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		}
 	}
 	if spec.Libvirt != "" {
-		if err := checkLibvirt(spec, machine, arch, security); err != nil {
+		if err := checkLibvirt(spec, env, machine, arch, security); err != nil {
 			return bad("%v", err)
 		}
 	}

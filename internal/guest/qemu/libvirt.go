@@ -6,8 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,9 +21,8 @@ import (
 	"github.com/vfleet/vfleet/internal/ledger"
 )
 
-// LibvirtSystem is the URI of the host's own system libvirt, the one a
-// scenario's libvirt field takes for now: remote URIs need their disks on
-// the remote host (a storage pool), which is not written yet.
+// LibvirtSystem is the URI of the host's own system libvirt; another
+// host's is qemu+ssh://USER@HOST/system (parseLibvirtURI).
 const LibvirtSystem = "qemu:///system"
 
 // kindLibvirtDomain is the ledger's entry for a domain vfleet defined: its
@@ -58,7 +56,16 @@ func domainName(runID, guestName string) string {
 
 // checkLibvirt refuses what a libvirt-managed VM cannot do (yet), before
 // anything starts.
-func checkLibvirt(spec guest.Spec, machine, arch string, security string) error {
+func checkLibvirt(spec guest.Spec, env guest.Env, machine, arch string, security string) error {
+	u, err := parseLibvirtURI(spec.Libvirt)
+	if err != nil {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	if u.Remote {
+		if err := checkRemoteLibvirt(spec, env); err != nil {
+			return fmt.Errorf("libvirt %s: %w", u.URI, err)
+		}
+	}
 	switch {
 	case machine == MachineMicroVM:
 		return errors.New("runtime microvm: libvirt 9.0 cannot describe a microvm's virtio-mmio devices (\"No PCI buses available\"): use runtime q35 for a libvirt-managed VM, or remove libvirt")
@@ -76,50 +83,49 @@ func checkLibvirt(spec guest.Spec, machine, arch string, security string) error 
 	return nil
 }
 
-// dialLibvirt connects to the local libvirt daemon that uri names.
-func dialLibvirt(uri string) (*libvirt.Libvirt, error) {
-	u, err := url.Parse(uri)
+// dialLibvirt connects to the libvirt that uri names: this host's, or
+// another's over SSH, whose host key, when hostKey is set, must be that
+// one (what the ledger recorded).
+func dialLibvirt(ctx context.Context, uri, hostKey string) (*libvirtConn, error) {
+	u, err := parseLibvirtURI(uri)
 	if err != nil {
-		return nil, fmt.Errorf("%w: uri %q: %v", ErrLibvirt, uri, err)
+		return nil, fmt.Errorf("%w: %w", ErrLibvirt, err)
 	}
-	if u.Scheme != "qemu" || u.Host != "" {
-		return nil, fmt.Errorf("%w: uri %q: only %s is supported", ErrLibvirt, uri, LibvirtSystem)
+	if u.Remote {
+		return dialRemoteLibvirt(ctx, u, hostKey)
 	}
 	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(libvirtSocket), dialers.WithLocalTimeout(libvirtDial)))
-	if err := l.ConnectToURI(libvirt.RemoteURI(u)); err != nil {
+	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
 		return nil, fmt.Errorf("%w: connect to %s (is libvirtd or virtqemud running?): %w", ErrLibvirt, uri, err)
 	}
-	return l, nil
+	return &libvirtConn{Libvirt: l, uri: u}, nil
 }
 
-// libvirtLogDir is where the local QEMU driver keeps each domain's QEMU
-// log, which outlives a transient domain.
+// libvirtLogDir is where the QEMU driver keeps each domain's QEMU log,
+// which outlives a transient domain.
 const libvirtLogDir = "/var/log/libvirt/qemu"
 
 // undoLibvirtDomain destroys a transient domain, which libvirt then
 // forgets (one already gone is fine), and removes the QEMU log libvirt
-// kept for it: every run's domains have names of their own, so their
-// logs would pile up.
-func undoLibvirtDomain(_ context.Context, e ledger.Entry) error {
-	l, err := dialLibvirt(e.Data["uri"])
+// kept for it on its host: every run's domains have names of their own,
+// so their logs would pile up.
+func undoLibvirtDomain(ctx context.Context, e ledger.Entry) error {
+	c, err := dialLibvirt(ctx, e.Data["uri"], e.Data["host_key"])
 	if err != nil {
 		return err
 	}
-	defer l.Disconnect()
-	dom, err := l.DomainLookupByName(e.ID)
+	defer c.Close()
+	dom, err := c.DomainLookupByName(e.ID)
 	switch {
 	case libvirt.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, e.ID, err)
 	default:
-		if err := l.DomainDestroy(dom); err != nil && !libvirt.IsNotFound(err) {
+		if err := c.DomainDestroy(dom); err != nil && !libvirt.IsNotFound(err) {
 			return fmt.Errorf("%w: destroy domain %s: %w", ErrLibvirt, e.ID, err)
 		}
 	}
-	if err := os.Remove(filepath.Join(libvirtLogDir, e.ID+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return c.removeFile(ctx, filepath.Join(libvirtLogDir, e.ID+".log"))
 }
 
 // domainXML describes the guest as launchConfig does QEMU's command line:
@@ -201,33 +207,34 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 // startDomain defines and starts the guest as a transient domain at uri.
 // The domain is in the ledger before it exists; the undo pushed here
 // destroys it, and the ledger's entry does again if vfleet dies first.
-func (g *Guest) startDomain(cfg launchConfig, undo *guest.Teardown) (*vm, error) {
+func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfig, undo *guest.Teardown) (*vm, error) {
 	name := domainName(g.env.RunID, cfg.Name)
-	doc, err := domainXML(name, g.env.RunID, g.qemu.Path, cfg, g.pins, g.Spec().RTPriority)
+	emulator, data := g.qemu.Path, map[string]string{"uri": g.libvirt}
+	if c.machine != nil {
+		// That host's libvirt knows its own QEMU.
+		emulator, data["host_key"] = "", c.machine.HostKey
+	}
+	doc, err := domainXML(name, g.env.RunID, emulator, cfg, g.pins, g.Spec().RTPriority)
 	if err != nil {
 		return nil, err
 	}
 	led := g.env.Ledger
-	entry, err := led.Record(kindLibvirtDomain, name, map[string]string{"uri": g.libvirt})
+	entry, err := led.Record(kindLibvirtDomain, name, data)
 	if err != nil {
 		return nil, err
 	}
 	undo.PushRelease(led, entry)
-	l, err := dialLibvirt(g.libvirt)
-	if err != nil {
-		return nil, err
-	}
-	// A connection that fails to close leaves nothing behind: the
-	// domain's own undo, below it, reconnects.
-	undo.Push(func() error { _ = l.Disconnect(); return nil })
-	dom, err := l.DomainCreateXML(doc, libvirt.DomainNone)
+	dom, err := c.DomainCreateXML(doc, libvirt.DomainNone)
 	if err != nil {
 		return nil, fmt.Errorf("%w: start domain %s: %w", ErrLibvirt, name, err)
 	}
-	m := &vm{exited: make(chan struct{}), mon: domainMonitor{l: l, dom: dom}}
-	go m.watchDomain(l, dom)
+	m := &vm{exited: make(chan struct{}), mon: domainMonitor{l: c.Libvirt, dom: dom}}
+	if c.machine != nil {
+		m.dialAgent = func(ctx context.Context) (net.Conn, error) { return c.machine.DialUnix(ctx, cfg.AgentSocket) }
+	}
+	go m.watchDomain(c.Libvirt, dom)
 	undo.Push(func() error { m.stop(); return nil })
-	pid, err := domainPID(name)
+	pid, err := domainPID(ctx, c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -259,9 +266,9 @@ func (m *vm) watchDomain(l *libvirt.Libvirt, dom libvirt.Domain) {
 // domain's pid file.
 const libvirtRunDir = "/run/libvirt/qemu"
 
-// domainPID is the QEMU process of a running local domain.
-func domainPID(name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(libvirtRunDir, name+".pid"))
+// domainPID is the QEMU process of a running domain, on libvirt's host.
+func domainPID(ctx context.Context, c *libvirtConn, name string) (int, error) {
+	b, err := c.readFile(ctx, filepath.Join(libvirtRunDir, name+".pid"))
 	if err != nil {
 		return 0, fmt.Errorf("%w: qemu of domain %s: %w", ErrLibvirt, name, err)
 	}
@@ -275,8 +282,8 @@ func domainPID(name string) (int, error) {
 // domainConfinement is what libvirt confined a domain's QEMU with, read
 // from the process itself: its -sandbox option ("off" without one), set
 // by libvirt's seccomp_sandbox, and the user it runs as.
-func domainConfinement(pid int) (sandbox, user string, err error) {
-	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+func domainConfinement(ctx context.Context, c *libvirtConn, pid int) (sandbox, user string, err error) {
+	cmdline, err := c.readFile(ctx, filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	if err != nil {
 		return "", "", err
 	}
@@ -287,7 +294,7 @@ func domainConfinement(pid int) (sandbox, user string, err error) {
 			sandbox = args[i+1]
 		}
 	}
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	status, err := c.readFile(ctx, filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return "", "", err
 	}
@@ -340,12 +347,12 @@ func (domainMonitor) Close() error { return nil }
 // VMs, and that it runs no network of its own (vfleet starts none, and
 // Debian's default one is a NAT bridge with a DHCP server).
 func libvirtCheck() doctor.Check {
-	return doctor.Check{Name: "libvirt", Run: func(context.Context) doctor.Result {
-		l, err := dialLibvirt(LibvirtSystem)
+	return doctor.Check{Name: "libvirt", Run: func(ctx context.Context) doctor.Result {
+		l, err := dialLibvirt(ctx, LibvirtSystem, "")
 		if err != nil {
 			return libvirtVerdict(0, nil, err)
 		}
-		defer l.Disconnect()
+		defer l.Close()
 		version, err := l.ConnectGetLibVersion()
 		if err != nil {
 			return libvirtVerdict(0, nil, err)
