@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path"
@@ -199,15 +200,15 @@ func stageRemote(ctx context.Context, c *libvirtConn, name, qemuImg, base, baseF
 	if err != nil {
 		return err
 	}
-	if cfg.Kernel, err = uploadVolume(c, pool, "kernel", cfg.Kernel); err != nil {
+	if cfg.Kernel, err = uploadVolume(ctx, c, pool, "kernel", cfg.Kernel); err != nil {
 		return err
 	}
 	if cfg.Initramfs != "" {
-		if cfg.Initramfs, err = uploadVolume(c, pool, "initramfs", cfg.Initramfs); err != nil {
+		if cfg.Initramfs, err = uploadVolume(ctx, c, pool, "initramfs", cfg.Initramfs); err != nil {
 			return err
 		}
 	}
-	remoteBase, err := uploadVolume(c, pool, "base."+baseFormat, base)
+	remoteBase, err := uploadVolume(ctx, c, pool, "base."+baseFormat, base)
 	if err != nil {
 		return err
 	}
@@ -228,7 +229,9 @@ func stageRemote(ctx context.Context, c *libvirtConn, name, qemuImg, base, baseF
 
 // uploadVolume copies a local file into a new volume of the pool, as it
 // is (libvirt holds it as raw bytes), and returns its path on the host.
-func uploadVolume(c *libvirtConn, pool libvirt.StoragePool, name, local string) (string, error) {
+// It stops when ctx ends: a Ctrl-C need not wait for a base disk's last
+// byte.
+func uploadVolume(ctx context.Context, c *libvirtConn, pool libvirt.StoragePool, name, local string) (string, error) {
 	f, err := os.Open(local)
 	if err != nil {
 		return "", err
@@ -252,7 +255,10 @@ func uploadVolume(c *libvirtConn, pool libvirt.StoragePool, name, local string) 
 	if err != nil {
 		return "", fmt.Errorf("%w: volume %s: %w", ErrLibvirt, name, err)
 	}
-	if err := c.StorageVolUpload(v, f, 0, size, 0); err != nil {
+	if err := c.StorageVolUpload(v, ctxReader{ctx, f}, 0, size, 0); err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
 		return "", fmt.Errorf("%w: upload %s to %s: %w", ErrLibvirt, local, c.uri.URI, err)
 	}
 	return p, nil
@@ -315,4 +321,17 @@ func undoLibvirtPool(ctx context.Context, e ledger.Entry) error {
 func noPool(err error) bool {
 	var le libvirt.Error
 	return errors.As(err, &le) && le.Code == uint32(libvirt.ErrNoStoragePool)
+}
+
+// ctxReader reads r until ctx ends; libvirt's stream then aborts.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -382,3 +382,50 @@ func TestRemoteLibvirtRefusesAnUnknownHostKey(t *testing.T) {
 		t.Errorf("ledger holds %v", p)
 	}
 }
+
+// TestRemoteLibvirtCancelledStart: a start cancelled while its files are
+// uploaded (a Ctrl-C) stops the upload and leaves nothing on the host.
+func TestRemoteLibvirtCancelledStart(t *testing.T) {
+	uri, _ := remoteLibvirt(t)
+	img := testutil.Image(t)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvx", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	g := newVM(t, guest.Spec{Name: "lv-x", Kind: KindName, Accel: AccelTCG, Libvirt: uri}, env)
+	name := domainName("lvx", "lv-x")
+	c, err := dialLibvirt(context.Background(), uri, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-started:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			// Cancelled once the pool exists: the uploads are under way.
+			if _, err := c.StoragePoolLookupByName(name); err == nil {
+				return
+			}
+		}
+	}()
+	err = g.Start(ctx)
+	close(started)
+	cancel()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("start: %v, want it cancelled", err)
+	}
+	if stopErr := g.Stop(context.Background()); stopErr != nil {
+		t.Errorf("stop after a cancelled start: %v", stopErr)
+	}
+	if left := remoteLeft(t, uri, name, procfs.Process{}); len(left) > 0 {
+		t.Errorf("left after a cancelled start: %v", left)
+	}
+	if p := led.Pending(); len(p) > 0 {
+		t.Errorf("ledger still holds %v", p)
+	}
+}

@@ -206,3 +206,18 @@ func TestAccelOfCaps(t *testing.T) {
 		t.Errorf("a host without x86_64 guests: %v", err)
 	}
 }
+
+// TestUploadStopsWithItsContext: an upload's reader ends with its
+// context, which aborts libvirt's stream instead of sending the rest.
+func TestUploadStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := ctxReader{ctx, strings.NewReader("base disk")}
+	buf := make([]byte, 4)
+	if n, err := r.Read(buf); n != 4 || err != nil {
+		t.Fatalf("read before the end: %d %v", n, err)
+	}
+	cancel()
+	if n, err := r.Read(buf); n != 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("read after the end: %d %v", n, err)
+	}
+}
