@@ -40,6 +40,9 @@ type FieldValue struct {
 	// Check, when set, refuses a text its own grammar does not allow (a
 	// URI), saying what it wants.
 	Check func(string) error
+	// Spread: a group may give a list of texts, over which its guests are
+	// spread round robin, guest i taking text i mod n.
+	Spread bool
 }
 
 // TextField is a field held in a string of the Spec; allowed, when given,
@@ -52,6 +55,12 @@ func TextField(key string, at func(*Spec) *string, allowed ...string) Field {
 // check allows.
 func CheckedTextField(key string, at func(*Spec) *string, check func(string) error) Field {
 	return Field{Key: key, Value: FieldValue{Check: check}, at: func(s *Spec) any { return at(s) }}
+}
+
+// Spreading is f, taking a list over which a group's guests spread.
+func Spreading(f Field) Field {
+	f.Value.Spread = true
+	return f
 }
 
 // IntField is a whole number from min to max held in an int of the Spec;

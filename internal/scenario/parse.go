@@ -553,7 +553,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"optional": p.boolean(&g.Optional),
 		}
 		for _, f := range guest.FieldsOf(g.Kind) {
-			handlers[f.Key] = p.kindField(f, s, &g.Spec)
+			handlers[f.Key] = p.kindField(f, s, &g)
 		}
 		seen := p.fields(p.withoutMisplaced(item, path, g.Kind), path, handlers)
 		if seen == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,5 +195,36 @@ func TestLibvirtURIIsCheckedAtItsLine(t *testing.T) {
 			!strings.Contains(err.Error(), "want qemu:///system or qemu+ssh://USER@HOST") {
 			t.Errorf("%s: %v, want %q at its line", uri, err, want)
 		}
+	}
+}
+
+// A list of libvirt URIs spreads the group's guests over them round
+// robin, each URI checked at its own line; a field that does not spread
+// still takes one value.
+func TestLibvirtListSpreadsGuestsRoundRobin(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}}
+	src := "name: t\nguests:\n  - kind: host\n  - name: lv\n    kind: vm\n    count: 5\n    libvirt: [\"qemu:///system\", \"qemu+ssh://root@lab2/system\"]\nworkloads:\n  - workload: scenario-test\n"
+	spec, err := Parse("t.yaml", []byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range spec.Expand().Guests[1:] {
+		got = append(got, g.Spec.Name+"@"+g.Spec.Libvirt)
+	}
+	want := []string{"lv-0@qemu:///system", "lv-1@qemu+ssh://root@lab2/system", "lv-2@qemu:///system", "lv-3@qemu+ssh://root@lab2/system", "lv-4@qemu:///system"}
+	if !slices.Equal(got, want) {
+		t.Errorf("guests %v, want %v", got, want)
+	}
+	if v := spec.Guests[1].Variants(); len(v) != 2 || v[0].Libvirt != "qemu:///system" || v[1].Libvirt != "qemu+ssh://root@lab2/system" {
+		t.Errorf("variants %+v", v)
+	}
+	_, err = Parse("t.yaml", []byte(strings.Replace(src, "qemu+ssh://root@lab2/system", "qemu+ssh://lab2/system", 1)), o)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:7:33: guests[1].libvirt[1]: ") || !strings.Contains(err.Error(), "no user") {
+		t.Errorf("a bad URI in the list: %v", err)
+	}
+	_, err = Parse("t.yaml", []byte(strings.Replace(src, "count: 5", "count: 5\n    accel: [kvm, tcg]", 1)), o)
+	if err == nil || !strings.Contains(err.Error(), "guests[1].accel: want a single value") {
+		t.Errorf("a list for a field that does not spread: %v", err)
 	}
 }

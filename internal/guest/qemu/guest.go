@@ -342,7 +342,11 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		// Another host's process: nothing here may read or signal it.
 		pids = nil
 		details["libvirt_qemu_pid"] = strconv.Itoa(m.pid)
-		details["libvirt_host_key"] = lv.machine.HostKey
+		host, err := remoteHostDetails(ctx, lv, client)
+		if err != nil {
+			return fail(err)
+		}
+		maps.Copy(details, host)
 	}
 	keep = true
 	return client, guest.Info{

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
@@ -163,6 +165,45 @@ func checkRemoteLibvirt(spec guest.Spec, env guest.Env) error {
 		return errors.New("a fleet's later commands reach a VM's agent at its socket on this host, and a remote guest's is on its own: run the scenario instead of fleet up, or use " + LibvirtSystem)
 	}
 	return nil
+}
+
+// remoteHostDetails says which host a remote guest ran on, for its
+// record: the name, key, CPUs and memory its libvirt reports, and how far
+// its clock is from this host's (measured through the guest's agent, as
+// the start gate measures it, so the record says what a step's start
+// moments were translated by).
+func remoteHostDetails(ctx context.Context, c *libvirtConn, client *agent.Client) (map[string]string, error) {
+	name, err := c.ConnectGetHostname()
+	if err != nil {
+		return nil, fmt.Errorf("%w: hostname of %s: %w", ErrLibvirt, c.uri.URI, err)
+	}
+	model, memKiB, cpus, _, _, _, _, _, err := c.NodeGetInfo()
+	if err != nil {
+		return nil, fmt.Errorf("%w: node info of %s: %w", ErrLibvirt, c.uri.URI, err)
+	}
+	offset, rtt, err := agent.ClockOffset(ctx, client.Do)
+	if err != nil {
+		return nil, fmt.Errorf("clock of %s: %w", c.uri.Target, err)
+	}
+	return map[string]string{
+		"libvirt_host": name, "libvirt_host_key": c.machine.HostKey,
+		"libvirt_host_cpus": strconv.Itoa(int(cpus)), "libvirt_host_cpu_model": cString(model[:]),
+		"libvirt_host_memory_mib": strconv.FormatUint(memKiB>>10, 10),
+		"clock_offset_us":         strconv.FormatInt(offset.Microseconds(), 10),
+		"clock_rtt_us":            strconv.FormatInt(rtt.Microseconds(), 10),
+	}, nil
+}
+
+// cString is libvirt's fixed-size, NUL-padded string.
+func cString(b []int8) string {
+	var out []byte
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
 }
 
 // validPoolName: a pool's name is a domain's, one path element, so that

@@ -297,7 +297,9 @@ func TestRemoteLibvirtLifecycle(t *testing.T) {
 	name := domainName("lvr", "lv-r")
 	pid, _ := strconv.Atoi(info.Details["libvirt_qemu_pid"])
 	qemu, err := procfs.Find(pid)
-	if err != nil || !qemu.Alive() || len(info.PIDs) != 0 || info.Details["libvirt_host_key"] == "" {
+	host, _ := os.Hostname()
+	if err != nil || !qemu.Alive() || len(info.PIDs) != 0 || info.Details["libvirt_host_key"] == "" || info.Details["libvirt_host"] != host ||
+		info.Details["clock_offset_us"] == "" || info.Details["libvirt_host_cpus"] == "" {
 		t.Fatalf("the domain's QEMU, pid %d (%v); info %+v", pid, err, info)
 	}
 	if d := info.Details["disk_path"]; d != filepath.Join(remoteLibvirtDir, name, "disk.qcow2") {
