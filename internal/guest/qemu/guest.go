@@ -72,9 +72,10 @@ func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start)
 type vm struct {
 	cmd *exec.Cmd // nil when libvirt started QEMU
 	pid int
-	// dialAgent reaches the agent's port on another host; nil, the
-	// socket here.
+	// dialAgent reaches the agent's port on another host, and readFile
+	// reads its console log there; nil, here.
 	dialAgent agent.Dialer
+	readFile  func(path string) ([]byte, error)
 	exited    chan struct{} // closed once QEMU is reaped
 	err       error         // QEMU's exit, valid after exited
 	mon       monitor
@@ -497,7 +498,7 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 		cause = qemuExited(m, filepath.Join(dir, "qemu.log"))
 	default:
 	}
-	console, _ := os.ReadFile(consoleLog)
+	console, _ := m.read(consoleLog)
 	if h := bootHint(console); h != "" {
 		cause = fmt.Errorf("%w (%s)", cause, h)
 	}
@@ -511,6 +512,14 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 		return fmt.Errorf("%w: %v; guest kernel: %s", ErrBootFailed, cause, p)
 	}
 	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))
+}
+
+// read reads a file of the host QEMU runs on.
+func (m *vm) read(path string) ([]byte, error) {
+	if m.readFile != nil {
+		return m.readFile(path)
+	}
+	return os.ReadFile(path)
 }
 
 // qemuExited says why QEMU, which has exited, did: its exit status and

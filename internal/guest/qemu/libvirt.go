@@ -231,6 +231,11 @@ func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfi
 	m := &vm{exited: make(chan struct{}), mon: domainMonitor{l: c.Libvirt, dom: dom}}
 	if c.machine != nil {
 		m.dialAgent = func(ctx context.Context) (net.Conn, error) { return c.machine.DialUnix(ctx, cfg.AgentSocket) }
+		m.readFile = func(path string) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), qmpTimeout)
+			defer cancel()
+			return c.readFile(ctx, path)
+		}
 	}
 	go m.watchDomain(c.Libvirt, dom)
 	undo.Push(func() error { m.stop(); return nil })

@@ -221,3 +221,17 @@ func TestUploadStopsWithItsContext(t *testing.T) {
 		t.Fatalf("read after the end: %d %v", n, err)
 	}
 }
+
+// TestBootErrorReadsTheConsoleWhereQEMURuns: a remote guest that does not
+// boot is explained by its console there, not by a file of this host.
+func TestBootErrorReadsTheConsoleWhereQEMURuns(t *testing.T) {
+	var asked string
+	m := &vm{exited: make(chan struct{}), readFile: func(path string) ([]byte, error) {
+		asked = path
+		return []byte("[    1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n"), nil
+	}}
+	err := bootError(m, "/nonexistent", "/var/lib/vfleet/libvirt/vfleet-r-g/console.log", errors.New("agent not ready"))
+	if asked != "/var/lib/vfleet/libvirt/vfleet-r-g/console.log" || !strings.Contains(err.Error(), "Unable to mount root fs") {
+		t.Errorf("read %q: %v", asked, err)
+	}
+}
