@@ -149,3 +149,74 @@ func libvirtLeft(t *testing.T, key string) []string {
 	}
 	return left
 }
+
+// libvirtNICScenario puts a guest of this host's libvirt on the bridge
+// path and measures TCP round trips to the peer.
+const libvirtNICScenario = `name: lvnic
+baseline: lv
+repetitions: 1
+warmup: 0
+duration: 2s
+network: {path: bridge}
+guests:
+  - {name: lv, kind: vm, runtime: q35, accel: tcg, memory: 256M, libvirt: "qemu:///system", network: bridge}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+`
+
+// TestLibvirtGuestOnThePath: libvirt's QEMU opens the guest's tap in this
+// host's namespace, the run then puts it on the bridge path, and the
+// guest's round trips to the peer are measured; no tap is left in this
+// host's namespace, after the run or after a SIGKILL and clean.
+func TestLibvirtGuestOnThePath(t *testing.T) {
+	testutil.RequiresLibvirt(t)
+	testutil.Image(t)
+	c := newCLI(t)
+	scenario := c.scenario(libvirtNICScenario)
+	stdout, stderr, code := c.run("run", scenario)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	n := 0
+	for _, s := range c.latestSamples() {
+		if s.Group == "lv" && s.Metric == "net.rtt_us" && s.Value > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Errorf("no round trip measured:\n%s", stdout)
+	}
+	if left := append(libvirtLeft(t, c.latestRunKey()), rootTaps(t)...); len(left) > 0 {
+		t.Errorf("left after the run: %v", left)
+	}
+
+	cmd, _ := startRun(t, c, scenario, "measure:")
+	key := c.latestRunKey()
+	cmd.Process.Kill()
+	cmd.Wait()
+	if len(libvirtLeft(t, key)) == 0 {
+		t.Fatal("a killed run should have left its domain (the test must be able to fail)")
+	}
+	if stdout, stderr, code := c.run("clean"); code != 0 || !strings.Contains(stdout, "removed libvirt-domain vfleet-"+key+"-lv") {
+		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if left := append(libvirtLeft(t, key), rootTaps(t)...); len(left) > 0 {
+		t.Errorf("left after SIGKILL and clean: %v", left)
+	}
+}
+
+// rootTaps are the taps vfleet made in this host's namespace still there.
+func rootTaps(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("ip", "-o", "link", "show", "type", "tun").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taps []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], "vfrt") {
+			taps = append(taps, strings.TrimSuffix(f[1], ":"))
+		}
+	}
+	return taps
+}

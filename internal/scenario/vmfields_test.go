@@ -228,3 +228,31 @@ func TestLibvirtListSpreadsGuestsRoundRobin(t *testing.T) {
 		t.Errorf("a list for a field that does not spread: %v", err)
 	}
 }
+
+// A libvirt guest on a network is checked at the group's network line:
+// this host's libvirt on a path whose VM device is a tap, another host's
+// on none.
+func TestLibvirtNetworkIsCheckedAtItsLine(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}}
+	src := "name: t\nnetwork: {path: bridge}\nguests:\n  - kind: host\n  - kind: vm\n    libvirt: URI\n    network: PATH\nworkloads:\n  - workload: scenario-test\n"
+	parse := func(uri, path string) error {
+		_, err := Parse("t.yaml", []byte(strings.NewReplacer("URI", uri, "PATH", path).Replace(src)), o)
+		return err
+	}
+	for _, path := range []string{"bridge", "routed", "ovs", "xdp", "tc"} {
+		if err := parse("qemu:///system", path); err != nil {
+			t.Errorf("this host's libvirt on %s: %v", path, err)
+		}
+	}
+	for _, path := range []string{"macvtap", "macvlan", "user"} {
+		if err := parse("qemu:///system", path); err == nil || !strings.Contains(err.Error(), "t.yaml:7:14: guests[1].network: ") || !strings.Contains(err.Error(), "opens by name") {
+			t.Errorf("this host's libvirt on %s: %v", path, err)
+		}
+	}
+	if err := parse("qemu+ssh://root@lab2/system", "bridge"); err == nil || !strings.Contains(err.Error(), "the path is on this one") {
+		t.Errorf("a remote libvirt on a path: %v", err)
+	}
+	if err := parse(`["qemu:///system", "qemu+ssh://root@lab2/system"]`, "bridge"); err == nil || !strings.Contains(err.Error(), "the path is on this one") {
+		t.Errorf("a group spread to a remote libvirt on a path: %v", err)
+	}
+}

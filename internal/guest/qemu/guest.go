@@ -206,7 +206,15 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
-	if t := spec.Tap; t != nil {
+	if t := spec.Tap; t != nil && t.Root {
+		cfg.NIC = &nicConfig{Tap: t.Name, MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != ""}
+		vhostState := "libvirt's: on when /dev/vhost-net opens"
+		if accel != AccelKVM {
+			vhostState = "off: used with KVM only, this VM runs under " + accel
+		}
+		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": netpath.VMTap.String(), "net.addr": t.Addr.String(),
+			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff, false)})
+	} else if t != nil {
 		dev, kind, err := netpath.OpenVMDevice(t.NSPath, t.Name)
 		if err != nil {
 			return fail(err)

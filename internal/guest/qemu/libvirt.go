@@ -31,6 +31,25 @@ const kindLibvirtDomain = "libvirt-domain"
 
 func init() { ledger.RegisterUndo(kindLibvirtDomain, undoLibvirtDomain) }
 
+var _ guest.RootTapper = kind{}
+
+// TapsInRoot: this host's libvirt runs QEMU in this host's own namespace,
+// where it opens a tap by name; vfleet cannot hand it a descriptor.
+// Another host's QEMU cannot be on the run's path at all.
+func (kind) TapsInRoot(spec guest.Spec) (bool, error) {
+	if spec.Libvirt == "" {
+		return false, nil
+	}
+	u, err := parseLibvirtURI(spec.Libvirt)
+	switch {
+	case err != nil:
+		return false, err
+	case u.Remote:
+		return false, fmt.Errorf("libvirt %s: %w", u.URI, errRemoteNIC)
+	}
+	return true, nil
+}
+
 // Bounds on talking to libvirt: dialling its socket, and watching a
 // domain for its end.
 const (
@@ -75,8 +94,8 @@ func checkLibvirt(spec guest.Spec, env guest.Env, machine, arch string, security
 		return errors.New("libvirt: launch clone restores vfleet's own templates through QEMU's monitor, which libvirt owns: use launch boot")
 	case spec.Firmware != "":
 		return errors.New("libvirt: firmware uefi is not supported yet (the domain needs its loader and variable store): boot the disk with kernel, or remove libvirt")
-	case spec.Tap != nil:
-		return errors.New("libvirt: a NIC on the run's path is not supported yet: the path's device lives in the run's host-side namespace, where libvirt's QEMU cannot reach it: remove network or libvirt")
+	case spec.Tap != nil && !spec.Tap.Root:
+		return errors.New("libvirt: libvirt's QEMU opens its tap by name in this host's own namespace, not in the run's host side: the run makes it there (guest.TapConfig.Root)")
 	case security == guest.SecuritySandbox:
 		return errors.New("libvirt: security sandbox is vfleet's own confinement of a QEMU it starts; libvirt's QEMU runs with a static DAC label (root) instead: remove security or libvirt")
 	}
@@ -188,6 +207,9 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 			MemBalloon:  &libvirtxml.DomainMemBalloon{Model: "none"},
 		},
 	}
+	if n := c.NIC; n != nil {
+		d.Devices.Interfaces = []libvirtxml.DomainInterface{domainNIC(*n, c.Accel)}
+	}
 	if !c.MemoryMerge {
 		// QEMU's default merges; vfleet's direct VMs say mem-merge=off.
 		d.MemoryBacking = &libvirtxml.DomainMemoryBacking{MemoryNosharepages: &libvirtxml.DomainMemoryNosharepages{}}
@@ -202,6 +224,29 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 		}
 	}
 	return d.Marshal()
+}
+
+// domainNIC is the guest's card on the tap libvirt's QEMU opens by name
+// and leaves as it is (managed='no'): as the direct VM's, a virtio card
+// without an option ROM, its transmit offloads off when the path says,
+// on vhost-net under KVM (libvirt's default, when /dev/vhost-net opens)
+// and QEMU's own backend under TCG.
+func domainNIC(n nicConfig, accel string) libvirtxml.DomainInterface {
+	nic := libvirtxml.DomainInterface{
+		Source: &libvirtxml.DomainInterfaceSource{Ethernet: &libvirtxml.DomainInterfaceSourceEthernet{}},
+		Target: &libvirtxml.DomainInterfaceTarget{Dev: n.Tap, Managed: "no"},
+		MAC:    &libvirtxml.DomainInterfaceMAC{Address: n.MAC},
+		Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		ROM:    &libvirtxml.DomainROM{Enabled: "no"},
+		Driver: &libvirtxml.DomainInterfaceDriver{},
+	}
+	if accel != AccelKVM {
+		nic.Driver.Name = "qemu"
+	}
+	if n.OffloadsOff {
+		nic.Driver.Host = &libvirtxml.DomainInterfaceDriverHost{CSum: "off", GSO: "off", TSO4: "off", TSO6: "off", ECN: "off", UFO: "off"}
+	}
+	return nic
 }
 
 // startDomain defines and starts the guest as a transient domain at uri.
@@ -228,6 +273,13 @@ func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfi
 	if err != nil {
 		return nil, fmt.Errorf("%w: start domain %s: %w", ErrLibvirt, name, err)
 	}
+	if g.Spec().Tap != nil {
+		// QEMU holds the tap now: onto the path with it.
+		if err := g.wireTap(cfg.Name); err != nil {
+			_ = c.DomainDestroy(dom)
+			return nil, err
+		}
+	}
 	m := &vm{exited: make(chan struct{}), mon: domainMonitor{l: c.Libvirt, dom: dom}}
 	if c.machine != nil {
 		m.dialAgent = func(ctx context.Context) (net.Conn, error) { return c.machine.DialUnix(ctx, cfg.AgentSocket) }
@@ -245,6 +297,14 @@ func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfi
 	}
 	m.pid = pid
 	return m, nil
+}
+
+// wireTap puts the guest's tap, which its QEMU holds, onto its path.
+func (g *Guest) wireTap(name string) error {
+	if g.env.WireTap == nil {
+		return errors.New("the guest's tap is in this host's namespace, and nothing puts it on its path (no Env.WireTap)")
+	}
+	return g.env.WireTap(name)
 }
 
 // watchDomain closes m.exited once the domain is gone (a transient

@@ -154,7 +154,7 @@ func accelOfCaps(caps libvirtxml.Caps, want, uri string) (accel, why string, err
 func checkRemoteLibvirt(spec guest.Spec, env guest.Env) error {
 	switch {
 	case spec.Tap != nil:
-		return errors.New("a NIC on the run's path is not possible on another host: the path is on this one; remove network, or use " + LibvirtSystem)
+		return errRemoteNIC
 	case spec.PinVCPUs != "" || spec.RTPriority > 0:
 		return errors.New("pin_vcpus and rt_priority name this host's CPUs, not the remote host's: remove them (or the run's pinning), or use " + LibvirtSystem)
 	case spec.Disk != "" && spec.Disk != DiskOverlay:
@@ -205,6 +205,9 @@ func cString(b []int8) string {
 	}
 	return string(out)
 }
+
+// errRemoteNIC refuses a remote guest a NIC on the run's path.
+var errRemoteNIC = errors.New("a NIC on the run's path is not possible on another host: the path is on this one; remove network, or use " + LibvirtSystem)
 
 // validPoolName: a pool's name is a domain's, one path element, so that
 // its directory is one of remoteLibvirtDir's own.

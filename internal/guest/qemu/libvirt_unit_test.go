@@ -55,6 +55,23 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 	if _, err := k.New(guest.Spec{Name: "v", Libvirt: lab2 + "?keyfile=/k"}, env); err != nil {
 		t.Errorf("a remote libvirt: %v", err)
 	}
+	// The run makes a local domain's tap in this host's namespace; a
+	// direct VM's comes from the host side only.
+	rootTap := &guest.TapConfig{Name: "vfrt0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC, Root: true}
+	if _, err := k.New(guest.Spec{Name: "v", Libvirt: LibvirtSystem, Tap: rootTap}, env); err != nil {
+		t.Errorf("a local domain on a tap in this host's namespace: %v", err)
+	}
+	if _, err := k.New(guest.Spec{Name: "v", Tap: rootTap}, env); err == nil {
+		t.Error("a direct VM took a tap in this host's namespace")
+	}
+	for spec, want := range map[string]bool{LibvirtSystem: true, "": false} {
+		if root, err := (kind{}).TapsInRoot(guest.Spec{Libvirt: spec}); root != want || err != nil {
+			t.Errorf("libvirt %q: taps in this host's namespace %v (%v), want %v", spec, root, err, want)
+		}
+	}
+	if _, err := (kind{}).TapsInRoot(guest.Spec{Libvirt: lab2}); !errors.Is(err, errRemoteNIC) {
+		t.Errorf("a remote domain on the run's path: %v", err)
+	}
 	_, err := k.New(guest.Spec{Name: "v", Runtime: MachineMicroVM, Libvirt: LibvirtSystem}, env)
 	if err == nil || !strings.Contains(err.Error(), "No PCI buses available") {
 		t.Errorf("microvm under libvirt: %v, want libvirt's own reason", err)
@@ -233,5 +250,33 @@ func TestBootErrorReadsTheConsoleWhereQEMURuns(t *testing.T) {
 	err := bootError(m, "/nonexistent", "/var/lib/vfleet/libvirt/vfleet-r-g/console.log", errors.New("agent not ready"))
 	if asked != "/var/lib/vfleet/libvirt/vfleet-r-g/console.log" || !strings.Contains(err.Error(), "Unable to mount root fs") {
 		t.Errorf("read %q: %v", asked, err)
+	}
+}
+
+// TestDomainNICIsTheDirectVMsCard: the domain's card is on the tap by
+// name, left as it is, virtio without a ROM, QEMU's backend under TCG,
+// its transmit offloads off when the path says so.
+func TestDomainNICIsTheDirectVMsCard(t *testing.T) {
+	c := launchConfig{Name: "g", Machine: MachineQ35, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 256, Kernel: "/k", DiskFormat: formatQCOW2,
+		NIC: &nicConfig{Tap: "vfrt0123", MAC: "02:76:04:00:00:01", OffloadsOff: true}}
+	doc, err := domainXML("vfleet-r-g", "r", "", c, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Devices.Interfaces) != 1 {
+		t.Fatalf("interfaces:\n%s", doc)
+	}
+	n := d.Devices.Interfaces[0]
+	if n.Source == nil || n.Source.Ethernet == nil || n.Target.Dev != "vfrt0123" || n.Target.Managed != "no" || n.MAC.Address != "02:76:04:00:00:01" ||
+		n.Model.Type != "virtio" || n.ROM.Enabled != "no" || n.Driver.Name != "qemu" || n.Driver.Host == nil || n.Driver.Host.TSO4 != "off" || n.Driver.Host.CSum != "off" {
+		t.Errorf("interface:\n%s", doc)
+	}
+	c.Accel, c.NIC.OffloadsOff = AccelKVM, false
+	if n := domainNIC(*c.NIC, c.Accel); n.Driver.Name != "" || n.Driver.Host != nil {
+		t.Errorf("under KVM with offloads: driver %+v", n.Driver)
 	}
 }
