@@ -274,9 +274,9 @@ func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfi
 		return nil, fmt.Errorf("%w: start domain %s: %w", ErrLibvirt, name, err)
 	}
 	if g.Spec().Tap != nil {
-		// QEMU holds the tap now: onto the path with it.
+		// QEMU holds the tap now: onto the path with it (on error the
+		// domain's undo, above, destroys it).
 		if err := g.wireTap(cfg.Name); err != nil {
-			_ = c.DomainDestroy(dom)
 			return nil, err
 		}
 	}
