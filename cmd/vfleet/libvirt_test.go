@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/procfs"
@@ -81,8 +82,9 @@ workloads:
 
 // TestLibvirtGroupSpreadOverHosts: a group spread over this host's
 // libvirt and a remote one's (reached over real SSH) runs, its report
-// names the hosts, and nothing is left on either; a run killed with
-// SIGKILL leaves its remote domain and pool, which clean removes.
+// names the hosts, and nothing is left on either, after it ends or is
+// interrupted; a run killed with SIGKILL leaves its remote domain and
+// pool, which clean removes.
 func TestLibvirtGroupSpreadOverHosts(t *testing.T) {
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
@@ -101,6 +103,15 @@ func TestLibvirtGroupSpreadOverHosts(t *testing.T) {
 	}
 
 	cmd, _ := startRun(t, c, scenario, "measure:")
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err == nil {
+		t.Error("an interrupted run exited 0")
+	}
+	if left := libvirtLeft(t, c.latestRunKey()); len(left) > 0 {
+		t.Errorf("left after Ctrl-C: %v", left)
+	}
+
+	cmd, _ = startRun(t, c, scenario, "measure:")
 	key := c.latestRunKey()
 	cmd.Process.Kill()
 	cmd.Wait()
