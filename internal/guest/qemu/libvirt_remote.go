@@ -47,7 +47,7 @@ type libvirtConn struct {
 
 // sshSocket is go-libvirt's dialer of a remote libvirt's socket: a
 // channel of the SSH connection, as libvirt's own ssh transport reaches
-// it (there through nc or virt-ssh-helper).
+// it (there through a relay program, such as nc).
 type sshSocket struct {
 	m    *remote.Machine
 	path string
