@@ -32,8 +32,23 @@ type Client struct {
 
 // Dial connects to an agent's unix socket and checks its hello.
 func Dial(ctx context.Context, socketPath string) (*Client, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socketPath)
+	return dialWith(ctx, UnixDialer(socketPath))
+}
+
+// Dialer opens a stream to an agent: its unix socket here, or one on
+// another machine reached through a connection to it.
+type Dialer func(context.Context) (net.Conn, error)
+
+// UnixDialer dials the agent's unix socket at socketPath.
+func UnixDialer(socketPath string) Dialer {
+	return func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socketPath)
+	}
+}
+
+func dialWith(ctx context.Context, dial Dialer) (*Client, error) {
+	conn, err := dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dial agent: %w", err)
 	}
@@ -140,9 +155,14 @@ const (
 // WaitReady dials until the agent answers or ctx ends. A guest's agent
 // socket appears some time after the guest starts, so refusals are retried.
 func WaitReady(ctx context.Context, socketPath string) (*Client, error) {
+	return WaitReadyWith(ctx, UnixDialer(socketPath))
+}
+
+// WaitReadyWith is WaitReady over the streams dial opens.
+func WaitReadyWith(ctx context.Context, dial Dialer) (*Client, error) {
 	delay := readyFastDelay
 	for attempt := 1; ; attempt++ {
-		c, err := Dial(ctx, socketPath)
+		c, err := dialWith(ctx, dial)
 		if err == nil {
 			return c, nil
 		}

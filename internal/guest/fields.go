@@ -37,12 +37,30 @@ type FieldValue struct {
 	File     bool
 	MaxBytes int64
 	Want     string
+	// Check, when set, refuses a text its own grammar does not allow (a
+	// URI), saying what it wants.
+	Check func(string) error
+	// Spread: a group may give a list of texts, over which its guests are
+	// spread round robin, guest i taking text i mod n.
+	Spread bool
 }
 
 // TextField is a field held in a string of the Spec; allowed, when given,
 // are all it may be.
 func TextField(key string, at func(*Spec) *string, allowed ...string) Field {
 	return Field{Key: key, Value: FieldValue{Allowed: allowed}, at: func(s *Spec) any { return at(s) }}
+}
+
+// CheckedTextField is a field held in a string of the Spec whose text
+// check allows.
+func CheckedTextField(key string, at func(*Spec) *string, check func(string) error) Field {
+	return Field{Key: key, Value: FieldValue{Check: check}, at: func(s *Spec) any { return at(s) }}
+}
+
+// Spreading is f, taking a list over which a group's guests spread.
+func Spreading(f Field) Field {
+	f.Value.Spread = true
+	return f
 }
 
 // IntField is a whole number from min to max held in an int of the Spec;
@@ -108,6 +126,9 @@ func (f Field) check(s Spec) error {
 	case *string:
 		if len(f.Value.Allowed) > 0 && *v != "" && !slices.Contains(f.Value.Allowed, *v) {
 			return fmt.Errorf("%q is not allowed: want one of %s", *v, strings.Join(f.Value.Allowed, ", "))
+		}
+		if f.Value.Check != nil && *v != "" {
+			return f.Value.Check(*v)
 		}
 	case *int:
 		if *v != 0 && (*v < f.Value.Min || *v > f.Value.Max) {

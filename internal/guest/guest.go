@@ -176,6 +176,10 @@ type TapConfig struct {
 	// unsegmented frames (an XDP program on the tap takes no others): its
 	// checksum and segmentation offloads are turned off.
 	OffloadsOff string
+	// Root says the device is a tap in this host's own namespace (NSPath
+	// empty), as a guest that TapsInRoot asks: its emulator opens it there
+	// by name, and Env.WireTap then puts it on its path.
+	Root bool
 }
 
 // Env is what the host provides to every guest of a run.
@@ -201,6 +205,10 @@ type Env struct {
 	// long-lived fleet): kinds whose guests are vfleet's children must not
 	// tie their lives to it. Their ledger still records every resource.
 	Detached bool
+	// WireTap puts a guest's tap that its TapConfig.Root says is in this
+	// host's own namespace onto its path, once the guest's emulator holds
+	// it; nil without a network.
+	WireTap func(guestName string) error
 	// Progress, when set, is told what a start is doing that takes long
 	// and is done once for many guests (a VM's base disk and template, the
 	// KVM probe), so that nobody waits in silence.
@@ -292,6 +300,28 @@ const (
 	// not every data path can take.
 	NetTap
 )
+
+// RootTapper is implemented by a kind some of whose guests' emulators
+// open their tap by name in this host's own namespace, not from a
+// descriptor vfleet hands them (a VM run by libvirt, whose daemon is
+// there): the run makes such a guest's tap there (TapConfig.Root). Its
+// error says why a guest cannot be on a run's path at all (one run on
+// another host).
+type RootTapper interface {
+	TapsInRoot(spec Spec) (bool, error)
+}
+
+// TapsInRoot says whether the guest of spec opens its tap in this host's
+// own namespace, or why it cannot be on a run's path.
+func TapsInRoot(spec Spec) (bool, error) {
+	regMu.RLock()
+	k := kinds[spec.Kind]
+	regMu.RUnlock()
+	if r, ok := k.(RootTapper); ok {
+		return r.TapsInRoot(spec)
+	}
+	return false, nil
+}
 
 // WithTraits is implemented by kinds whose Traits are not the zero ones.
 type WithTraits interface {

@@ -277,6 +277,21 @@ func CheckVMPath(p Path) error {
 	return checkPathTakes(p, func(s Spec) string { return s.NoVMs }, ErrPathNotForVMs, "VMs")
 }
 
+// CheckRootTapPath says whether a VM whose emulator opens its tap by name
+// in this host's own namespace (AttachRootTap) can be put on path p: a
+// path that takes VMs on a tap.
+func CheckRootTapPath(p Path) error {
+	return checkPathTakes(p, func(s Spec) string {
+		switch {
+		case s.NoVMs != "":
+			return s.NoVMs
+		case s.VMDevice != VMTap:
+			return fmt.Sprintf("a VM's device on it is a %s, not the tap an emulator outside the run's namespaces opens by name", s.VMDevice)
+		}
+		return ""
+	}, ErrPathNotForVMs, "VMs whose emulator opens their tap by name (libvirt's)")
+}
+
 // CheckNamespacePath says whether a namespace guest (a container, the
 // host kind) can be put on path p, so a scenario is refused before
 // anything is built.

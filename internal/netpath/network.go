@@ -66,15 +66,18 @@ type Network struct {
 	// nic is the ledger entry of the borrowed NIC, if any, which goes
 	// back before the host side is deleted: a veth playing the NIC would
 	// go with it.
-	nic    *ledger.Entry
-	closed bool
+	nic *ledger.Entry
+	// rootTaps are VMs' taps in this host's own namespace, by guest,
+	// until WireRootTap moves each into the host side.
+	rootTaps map[string]rootTap
+	closed   bool
 }
 
 // Create builds the host side, the peer and the uplink of every path. On
 // error it removes what it made.
 func Create(ctx context.Context, o Options) (n *Network, err error) {
 	n = &Network{key: o.RunKey, led: o.Ledger, guests: map[string]*namespace{}, links: map[string]Link{},
-		counts: map[Path]int{}, live: map[Path]Live{}}
+		counts: map[Path]int{}, live: map[Path]Live{}, rootTaps: map[string]rootTap{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Close())
@@ -451,6 +454,9 @@ func (n *Network) Close() error {
 	}
 	n.closed = true
 	var errs []error
+	if err := n.closeRootTaps(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, l := range n.live {
 		if err := l.Close(); err != nil {
 			errs = append(errs, err)

@@ -36,6 +36,12 @@ const tapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
 // already covers it, for Close and for `vfleet clean` alike. Close must come
 // after the emulator is gone: an open tap holds the namespace alive.
 func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
+	return n.attachVM(guestName, p, func(live Live, kind VMDevice, link *Link) error { return n.wireVMDevice(live, kind, *link) })
+}
+
+// attachVM gives a VM guest its link on path p and has wire make its
+// device, which may name it otherwise.
+func (n *Network) attachVM(guestName string, p Path, wire func(Live, VMDevice, *Link) error) (Link, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -72,7 +78,7 @@ func (n *Network) AttachTap(guestName string, p Path) (Link, error) {
 	}
 	link.OffloadsOff = spec.VMOffloadsOff
 	n.counts[p]++
-	if err := n.wireVMDevice(live, spec.VMDevice, link); err != nil {
+	if err := wire(live, spec.VMDevice, &link); err != nil {
 		return Link{}, fmt.Errorf("guest %s on path %s: %w", guestName, p, err)
 	}
 	n.links[guestName] = link

@@ -327,16 +327,26 @@ func (m *Machine) Agent(ctx context.Context) (*agent.Client, error) {
 	if dir == "" {
 		return nil, errors.New("the peer's agent is not started")
 	}
-	ch, err := m.client.DialContext(ctx, "unix", path.Join(dir, socketName))
+	ch, err := m.DialUnix(ctx, path.Join(dir, socketName))
 	if err != nil {
 		return nil, fmt.Errorf("reach the agent on %s: %w", m.Target, err)
 	}
-	c, err := agent.NewClient(ctx, withDeadlines(ch))
+	c, err := agent.NewClient(ctx, ch)
 	if err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("agent on %s: %w", m.Target, err)
 	}
 	return c, nil
+}
+
+// DialUnix opens a stream to a unix socket on the peer: a channel of the
+// SSH connection, with the deadlines a plain socket has.
+func (m *Machine) DialUnix(ctx context.Context, socket string) (net.Conn, error) {
+	ch, err := m.client.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	return withDeadlines(ch), nil
 }
 
 // withDeadlines gives an SSH channel, which has no deadlines, the ones

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/audit"
@@ -58,8 +59,12 @@ type Column struct {
 	Security string `json:"security,omitempty"`
 	// Libvirt is the URI of the libvirt that ran a VM group's QEMU, empty
 	// where vfleet ran it: the same guest either way, told apart.
-	Libvirt  string `json:"libvirt,omitempty"`
-	Baseline bool   `json:"baseline"`
+	Libvirt string `json:"libvirt,omitempty"`
+	// Hosts are the hosts whose libvirt ran the group's guests, by the
+	// guests' names, when any is another host ("this host" for this
+	// one's): a group spread over machines is read as one.
+	Hosts    []string `json:"hosts,omitempty"`
+	Baseline bool     `json:"baseline"`
 }
 
 // Label is how the column is titled: the group, with its kind and runtime
@@ -78,6 +83,9 @@ func (c Column) Label() string {
 	manager := ""
 	if c.Libvirt != "" {
 		manager = "libvirt"
+	}
+	if len(c.Hosts) > 0 {
+		manager = "libvirt on " + strings.Join(c.Hosts, ", ")
 	}
 	if about := strings.TrimSpace(strings.Join([]string{c.Runtime, c.Platform, c.Arch, c.Accel, security, manager}, " ")); about != "" {
 		label += " (" + strings.Join(strings.Fields(about), " ") + ")"
@@ -149,14 +157,14 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 		}
 		col := Column{Group: group, Baseline: group == run.Baseline}
 		for _, g := range sortedStrings(run.Guests) {
-			if rec := run.Guests[g]; rec.Group == group {
+			if rec := run.Guests[g]; rec.Group == group && col.Kind == "" {
 				col.Kind, col.Runtime = rec.Kind, rec.Runtime
 				col.Arch, col.Accel, col.Security = rec.Details["arch"], rec.Details["accel"], rec.Details["security"]
 				col.Platform = rec.Details["platform"]
 				col.Libvirt = rec.Details["libvirt"]
-				break
 			}
 		}
+		col.Hosts = libvirtHosts(run.Guests, group)
 		colIndex[group] = len(c.Columns)
 		c.Columns = append(c.Columns, col)
 		return colIndex[group]
@@ -273,4 +281,31 @@ func overheadIndex(c Comparison) []stats.Estimate {
 		out[j] = stats.OverheadIndex(terms, stats.DefaultConfidence)
 	}
 	return out
+}
+
+// libvirtHosts names the hosts whose libvirt ran a group's guests, each
+// once, if any is another host: a remote guest's record names its host
+// (libvirt_host), a guest of this host's libvirt does not.
+func libvirtHosts(guests map[string]store.GuestRecord, group string) []string {
+	var hosts []string
+	remote := false
+	for _, g := range sortedStrings(guests) {
+		rec := guests[g]
+		if rec.Group != group || rec.Details["libvirt"] == "" {
+			continue
+		}
+		host := rec.Details["libvirt_host"]
+		if host != "" {
+			remote = true
+		} else {
+			host = "this host"
+		}
+		if !slices.Contains(hosts, host) {
+			hosts = append(hosts, host)
+		}
+	}
+	if !remote {
+		return nil
+	}
+	return hosts
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -582,5 +583,37 @@ func TestImportedRunSaysWhereItWasMeasured(t *testing.T) {
 	}
 	if !strings.Contains(js.String(), `"origin": "ssh://root@198.18.0.2:22"`) {
 		t.Error("the JSON report does not say where the run was measured")
+	}
+}
+
+// A group spread over several hosts' libvirt says which, from its guests'
+// records; a group all on this host's libvirt says libvirt only.
+func TestColumnOfASpreadGroupNamesItsHosts(t *testing.T) {
+	run, samples, failures := fixture()
+	local := map[string]string{"arch": "amd64", "accel": "tcg", "libvirt": "qemu:///system"}
+	remote := map[string]string{"arch": "amd64", "accel": "tcg", "libvirt": "qemu+ssh://root@lab2/system", "libvirt_host": "lab2"}
+	delete(run.Guests, "container")
+	for name, d := range map[string]map[string]string{"container-0": local, "container-1": remote, "container-2": local, "container-3": remote} {
+		run.Guests[name] = store.GuestRecord{Group: "container", Kind: "vm", Runtime: "q35", Details: d}
+	}
+	c := Build(run, samples, failures)
+	var col Column
+	for _, col = range c.Columns {
+		if col.Group == "container" {
+			break
+		}
+	}
+	if want := "container [vm] (q35 amd64 tcg libvirt on this host, lab2)"; col.Label() != want || !slices.Equal(col.Hosts, []string{"this host", "lab2"}) {
+		t.Errorf("label %q hosts %v, want %q", col.Label(), col.Hosts, want)
+	}
+	for name := range run.Guests {
+		if run.Guests[name].Group == "container" {
+			run.Guests[name] = store.GuestRecord{Group: "container", Kind: "vm", Runtime: "q35", Details: local}
+		}
+	}
+	for _, col := range Build(run, samples, failures).Columns {
+		if col.Group == "container" && (col.Hosts != nil || col.Label() != "container [vm] (q35 amd64 tcg libvirt)") {
+			t.Errorf("all on this host: label %q hosts %v", col.Label(), col.Hosts)
+		}
 	}
 }

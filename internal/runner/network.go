@@ -113,6 +113,13 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 		switch {
 		case pg.Network == "":
 			pg.Spec.NetNS = n.net.HostSide()
+		case guest.TraitsOf(pg.Spec.Kind).Network == guest.NetTap && tapsInRoot(pg.Spec):
+			link, tap, err := n.net.AttachRootTap(pg.Spec.Name, netpath.Path(pg.Network))
+			if err != nil {
+				return n, err
+			}
+			pg.Spec.Tap = &guest.TapConfig{Name: tap, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff, Root: true}
+			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
 		case guest.TraitsOf(pg.Spec.Kind).Network == guest.NetTap:
 			link, err := n.net.AttachTap(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
@@ -484,4 +491,11 @@ func guestUserTicks(pids []int) uint64 {
 		}
 	}
 	return ticks
+}
+
+// tapsInRoot says whether a VM's emulator opens its tap in this host's own
+// namespace; the scenario refused those that cannot be on a path at all.
+func tapsInRoot(spec guest.Spec) bool {
+	root, err := guest.TapsInRoot(spec)
+	return root && err == nil
 }

@@ -499,6 +499,7 @@ func (r *run) setup(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("network: %w", err)
 		}
+		r.env.WireTap = nr.net.WireRootTap
 		if no, ok := r.opts.Observer.(NetworkObserver); ok {
 			no.NetworkReady(r.id, nr.net)
 		}

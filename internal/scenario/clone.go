@@ -41,7 +41,15 @@ func (s *Spec) clone() *Spec {
 	c.Guests = slices.Clone(s.Guests)
 	c.Dropped = slices.Clone(s.Dropped)
 	for i := range c.Guests {
-		c.Guests[i].Tap = clonePtr(c.Guests[i].Tap)
+		g := &c.Guests[i]
+		g.Tap = clonePtr(g.Tap)
+		if g.Spread != nil {
+			spread := make(map[string][]string, len(g.Spread))
+			for k, v := range g.Spread {
+				spread[k] = slices.Clone(v)
+			}
+			g.Spread = spread
+		}
 	}
 	c.Workloads = slices.Clone(s.Workloads)
 	for i := range c.Workloads {

@@ -16,6 +16,34 @@ func (g GuestGroup) GuestSpec(name string) guest.Spec {
 	return s
 }
 
+// GuestSpecAt is the spec of the group's guest i, named name: its spread
+// fields' value i mod n. Round robin, so that the first k guests, a
+// fleet's size k, are spread as evenly as the whole group.
+func (g GuestGroup) GuestSpecAt(name string, i int) guest.Spec {
+	s := g.GuestSpec(name)
+	for _, f := range guest.FieldsOf(g.Kind) {
+		if texts := g.Spread[f.Key]; len(texts) > 0 {
+			// Each was checked when the scenario was read.
+			_ = f.Set(&s, texts[i%len(texts)])
+		}
+	}
+	return s
+}
+
+// Variants are the distinct specs of the group's guests, unnamed: one
+// unless it spreads.
+func (g GuestGroup) Variants() []guest.Spec {
+	n := 1
+	for _, texts := range g.Spread {
+		n = max(n, len(texts))
+	}
+	out := make([]guest.Spec, n)
+	for i := range out {
+		out[i] = g.GuestSpecAt("", i)
+	}
+	return out
+}
+
 // Expand turns the spec into the guests to start and the steps to run.
 //
 // A group with count 1 keeps its name; a group with count N yields
@@ -30,7 +58,7 @@ func (s *Spec) Expand() *Plan {
 	var fixed []string
 	for _, g := range s.Guests {
 		for i := 0; i < g.Count; i++ {
-			pg := PlannedGuest{Group: g.Name, Network: g.Network, Spec: g.GuestSpec(guestName(g, i))}
+			pg := PlannedGuest{Group: g.Name, Network: g.Network, Spec: g.GuestSpecAt(guestName(g, i), i)}
 			plan.Guests = append(plan.Guests, pg)
 			switch {
 			case s.noiseGroup(g.Name):

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -11,26 +12,53 @@ import (
 
 // kindField reads one of a kind's own fields into the group's spec: the
 // kind's declaration says what the value may be, the scenario only where
-// a file or a CPU list is and whether this host has it.
-func (p *parser) kindField(f guest.Field, s *Spec, dst *guest.Spec) func(*yaml.Node, string) {
+// a file or a CPU list is and whether this host has it. A field that
+// spreads takes a list too, each value checked at its line.
+func (p *parser) kindField(f guest.Field, s *Spec, g *GuestGroup) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
-		text, ok := p.scalar(n, path)
-		if !ok {
+		if !f.Value.Spread || deref(n).Kind != yaml.SequenceNode {
+			p.kindValue(f, s, &g.Spec, n, path)
 			return
 		}
-		switch {
-		case f.Value.File:
-			text = ""
-			if p.file(n, path, s, &text, f.Value.Want, f.Value.MaxBytes); text == "" {
-				return
+		items := p.list(n, path, "values")
+		var texts []string
+		for i, item := range items {
+			if text, ok := p.kindValue(f, s, &g.Spec, item, fmt.Sprintf("%s[%d]", path, i)); ok {
+				texts = append(texts, text)
 			}
-		case f.Value.CPUList:
-			p.cpuList(n, path, text)
 		}
-		if err := f.Set(dst, text); err != nil {
-			p.errorf(n, path, "%v", err)
+		if len(texts) == 0 || len(texts) < len(items) {
+			return
 		}
+		// The group's spec is its first guest's.
+		_ = f.Set(&g.Spec, texts[0])
+		if g.Spread == nil {
+			g.Spread = map[string][]string{}
+		}
+		g.Spread[f.Key] = texts
 	}
+}
+
+// kindValue reads one value of a kind's field into dst.
+func (p *parser) kindValue(f guest.Field, s *Spec, dst *guest.Spec, n *yaml.Node, path string) (string, bool) {
+	text, ok := p.scalar(n, path)
+	if !ok {
+		return "", false
+	}
+	switch {
+	case f.Value.File:
+		text = ""
+		if p.file(n, path, s, &text, f.Value.Want, f.Value.MaxBytes); text == "" {
+			return "", false
+		}
+	case f.Value.CPUList:
+		p.cpuList(n, path, text)
+	}
+	if err := f.Set(dst, text); err != nil {
+		p.errorf(n, path, "%v", err)
+		return "", false
+	}
+	return text, true
 }
 
 // withoutMisplaced reports the keys of a group's mapping that are fields

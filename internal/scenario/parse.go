@@ -708,7 +708,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			"optional": p.boolean(&g.Optional),
 		}
 		for _, f := range guest.FieldsOf(g.Kind) {
-			handlers[f.Key] = p.kindField(f, s, &g.Spec)
+			handlers[f.Key] = p.kindField(f, s, &g)
 		}
 		seen := p.fields(p.withoutMisplaced(item, path, g.Kind), path, handlers)
 		if seen == nil {
@@ -775,15 +775,11 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			p.errorf(seen["network"], path+".network", "the %s baseline always reaches the peer over the host side's own direct link; remove network here", g.Kind)
 		}
 		if g.Network != "" {
-			takes := netpath.CheckNamespacePath
-			if guest.TraitsOf(g.Kind).Network == guest.NetTap {
-				takes = netpath.CheckVMPath
+			at := seen["network"]
+			if at == nil {
+				at = item
 			}
-			if err := takes(netpath.Path(g.Network)); err != nil {
-				at := seen["network"]
-				if at == nil {
-					at = item
-				}
+			if err := pathTakes(g); err != nil {
 				p.errorf(at, path+".network", "%v", err)
 			}
 		}
@@ -1149,4 +1145,30 @@ func ParseSize(s string) (int64, error) {
 func (s *Spec) Hash() string {
 	sum := sha256.Sum256(s.Text)
 	return hex.EncodeToString(sum[:])
+}
+
+// pathTakes says whether the group's network takes its guests: a
+// namespace guest, a VM on a device in the host side, or a VM whose
+// emulator opens its tap in this host's own namespace, each of its specs
+// (a group spread over hosts has several).
+func pathTakes(g GuestGroup) error {
+	path := netpath.Path(g.Network)
+	if guest.TraitsOf(g.Kind).Network != guest.NetTap {
+		return netpath.CheckNamespacePath(path)
+	}
+	for _, s := range g.Variants() {
+		root, err := guest.TapsInRoot(s)
+		switch {
+		case err != nil:
+			return err
+		case root:
+			err = netpath.CheckRootTapPath(path)
+		default:
+			err = netpath.CheckVMPath(path)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

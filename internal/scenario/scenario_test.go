@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +148,7 @@ workloads:
 	}
 	g := spec.Guests[0]
 	want := GuestGroup{Name: "ctr", Count: 3, Spec: guest.Spec{Kind: "container", Runtime: "crun", CPUs: "0,2-3", MemoryBytes: 512 << 20, CPULimit: 0.5}}
-	if g != want {
+	if !reflect.DeepEqual(g, want) {
 		t.Errorf("group = %+v, want %+v", g, want)
 	}
 	if spec.Repetitions != 5 || spec.Warmup != 0 || spec.Duration != time.Minute || spec.Baseline != "ctr" || spec.Description != "all fields" {

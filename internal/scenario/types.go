@@ -119,6 +119,10 @@ type GuestGroup struct {
 	// Optional groups are dropped from the run, not an error, when the
 	// host refuses their kind, runtime or accelerator (see DropRefused).
 	Optional bool
+	// Spread are the kind's fields the group gives as lists
+	// (guest.FieldValue.Spread), by key: its guest i takes value i mod n
+	// of each, and Spec holds the first.
+	Spread map[string][]string
 }
 
 // WorkloadEntry is one `workloads:` entry.

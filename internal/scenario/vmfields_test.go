@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,6 +165,95 @@ func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), at+tc.want) {
 			t.Errorf("%s: %s: err = %v, want %q", tc.field, tc.value, err, tc.want)
 		}
+	}
+}
+
+// A libvirt URI is checked at its line: the forms vfleet takes, and never
+// one that skips the check of the remote host's key.
+func TestLibvirtURIIsCheckedAtItsLine(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}}
+	src := "name: t\nguests:\n  - kind: host\n  - kind: vm\n    libvirt: URI\nworkloads:\n  - workload: scenario-test\n"
+	for _, uri := range []string{"qemu:///system", "qemu+ssh://root@lab2/system", "qemu+ssh://root@lab2:2222/system?keyfile=/k&known_hosts=/kh"} {
+		spec, err := Parse("t.yaml", []byte(strings.Replace(src, "URI", `"`+uri+`"`, 1)), o)
+		if err != nil {
+			t.Fatalf("%s: %v", uri, err)
+		}
+		if g := spec.Expand().Guests[1].Spec; g.Libvirt != uri {
+			t.Errorf("expanded libvirt = %q, want %q", g.Libvirt, uri)
+		}
+	}
+	for uri, want := range map[string]string{
+		"qemu+ssh://root@lab2/system?no_verify=1": "no_verify skips the check of the host's key",
+		"qemu+tcp://lab2/system":                  "the transport, for another host, ssh",
+		"qemu+ssh://lab2/system":                  "no user",
+		"qemu+ssh://root@lab2/session":            "system instance",
+		"qemu:///session":                         "this host's libvirt is qemu:///system",
+		"qemu+ssh://root@lab2/system?command=/x":  "parameter command is not taken",
+	} {
+		_, err := Parse("t.yaml", []byte(strings.Replace(src, "URI", `"`+uri+`"`, 1)), o)
+		if err == nil || !strings.Contains(err.Error(), "t.yaml:5:14: guests[1].libvirt: ") || !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), "want qemu:///system or qemu+ssh://USER@HOST") {
+			t.Errorf("%s: %v, want %q at its line", uri, err, want)
+		}
+	}
+}
+
+// A list of libvirt URIs spreads the group's guests over them round
+// robin, each URI checked at its own line; a field that does not spread
+// still takes one value.
+func TestLibvirtListSpreadsGuestsRoundRobin(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}}
+	src := "name: t\nguests:\n  - kind: host\n  - name: lv\n    kind: vm\n    count: 5\n    libvirt: [\"qemu:///system\", \"qemu+ssh://root@lab2/system\"]\nworkloads:\n  - workload: scenario-test\n"
+	spec, err := Parse("t.yaml", []byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range spec.Expand().Guests[1:] {
+		got = append(got, g.Spec.Name+"@"+g.Spec.Libvirt)
+	}
+	want := []string{"lv-0@qemu:///system", "lv-1@qemu+ssh://root@lab2/system", "lv-2@qemu:///system", "lv-3@qemu+ssh://root@lab2/system", "lv-4@qemu:///system"}
+	if !slices.Equal(got, want) {
+		t.Errorf("guests %v, want %v", got, want)
+	}
+	if v := spec.Guests[1].Variants(); len(v) != 2 || v[0].Libvirt != "qemu:///system" || v[1].Libvirt != "qemu+ssh://root@lab2/system" {
+		t.Errorf("variants %+v", v)
+	}
+	_, err = Parse("t.yaml", []byte(strings.Replace(src, "qemu+ssh://root@lab2/system", "qemu+ssh://lab2/system", 1)), o)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:7:33: guests[1].libvirt[1]: ") || !strings.Contains(err.Error(), "no user") {
+		t.Errorf("a bad URI in the list: %v", err)
+	}
+	_, err = Parse("t.yaml", []byte(strings.Replace(src, "count: 5", "count: 5\n    accel: [kvm, tcg]", 1)), o)
+	if err == nil || !strings.Contains(err.Error(), "guests[1].accel: want a single value") {
+		t.Errorf("a list for a field that does not spread: %v", err)
+	}
+}
+
+// A libvirt guest on a network is checked at the group's network line:
+// this host's libvirt on a path whose VM device is a tap, another host's
+// on none.
+func TestLibvirtNetworkIsCheckedAtItsLine(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "vm"}}
+	src := "name: t\nnetwork: {path: bridge}\nguests:\n  - kind: host\n  - kind: vm\n    libvirt: URI\n    network: PATH\nworkloads:\n  - workload: scenario-test\n"
+	parse := func(uri, path string) error {
+		_, err := Parse("t.yaml", []byte(strings.NewReplacer("URI", uri, "PATH", path).Replace(src)), o)
+		return err
+	}
+	for _, path := range []string{"bridge", "routed", "ovs", "xdp", "tc"} {
+		if err := parse("qemu:///system", path); err != nil {
+			t.Errorf("this host's libvirt on %s: %v", path, err)
+		}
+	}
+	for _, path := range []string{"macvtap", "macvlan", "user"} {
+		if err := parse("qemu:///system", path); err == nil || !strings.Contains(err.Error(), "t.yaml:7:14: guests[1].network: ") || !strings.Contains(err.Error(), "opens by name") {
+			t.Errorf("this host's libvirt on %s: %v", path, err)
+		}
+	}
+	if err := parse("qemu+ssh://root@lab2/system", "bridge"); err == nil || !strings.Contains(err.Error(), "the path is on this one") {
+		t.Errorf("a remote libvirt on a path: %v", err)
+	}
+	if err := parse(`["qemu:///system", "qemu+ssh://root@lab2/system"]`, "bridge"); err == nil || !strings.Contains(err.Error(), "the path is on this one") {
+		t.Errorf("a group spread to a remote libvirt on a path: %v", err)
 	}
 }
 

@@ -52,9 +52,13 @@ func (p *prober) spec(ctx context.Context, g scenario.GuestGroup, env guest.Env)
 	if !ok {
 		return nil
 	}
-	// Every guest of the group has the same spec but its name.
-	s := g.GuestSpec("")
-	return p.ask(fmt.Sprintf("spec %s %s %#v", g.Kind, env.RootFS, s), func() error { return sp.ProbeSpec(ctx, s, env) })
+	// Every guest of the group has one of these specs but its name.
+	for _, s := range g.Variants() {
+		if err := p.ask(fmt.Sprintf("spec %s %s %#v", g.Kind, env.RootFS, s), func() error { return sp.ProbeSpec(ctx, s, env) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropRefused drops from each spec the optional groups refuse turns down

@@ -47,6 +47,11 @@ func checkGuest(g scenario.GuestGroup) error {
 	if err != nil {
 		return err
 	}
-	_, err = k.New(g.GuestSpec(g.Name), guest.Env{})
-	return err
+	for _, s := range g.Variants() {
+		s.Name = g.Name
+		if _, err := k.New(s, guest.Env{}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

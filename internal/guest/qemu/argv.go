@@ -92,6 +92,9 @@ type nicConfig struct {
 	VhostFD int
 	// OffloadsOff turns the card's transmit offloads off (offloadsOff).
 	OffloadsOff bool
+	// Tap, for a domain, is the tap libvirt's QEMU opens by name in this
+	// host's own namespace (guest.TapConfig.Root); FD is then unused.
+	Tap string
 	// Unplugged puts the card on a hub port that leads nowhere instead of
 	// a device: a template has the card its clones will have, but no
 	// network of its own.

@@ -24,6 +24,6 @@ func (kind) Fields() []guest.Field {
 			"the kernel's initrd, or remove initrd to boot without one"),
 		guest.TextField("cmdline", func(s *guest.Spec) *string { return &s.Boot.Cmdline }),
 		guest.TextField("firmware", func(s *guest.Spec) *string { return &s.Firmware }, guest.FirmwareUEFI),
-		guest.TextField("libvirt", func(s *guest.Spec) *string { return &s.Libvirt }, LibvirtSystem),
+		guest.Spreading(guest.CheckedTextField("libvirt", func(s *guest.Spec) *string { return &s.Libvirt }, checkLibvirtURI)),
 	}
 }

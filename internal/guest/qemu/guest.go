@@ -70,12 +70,16 @@ func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start)
 
 // vm is one QEMU process and what watches it.
 type vm struct {
-	cmd    *exec.Cmd // nil when libvirt started QEMU
-	pid    int
-	exited chan struct{} // closed once QEMU is reaped
-	err    error         // QEMU's exit, valid after exited
-	mon    monitor
-	booted bool // the guest's init runs and can power the machine off
+	cmd *exec.Cmd // nil when libvirt started QEMU
+	pid int
+	// dialAgent reaches the agent's port on another host, and readFile
+	// reads its console log there; nil, here.
+	dialAgent agent.Dialer
+	readFile  func(path string) ([]byte, error)
+	exited    chan struct{} // closed once QEMU is reaped
+	err       error         // QEMU's exit, valid after exited
+	mon       monitor
+	booted    bool // the guest's init runs and can power the machine off
 	// paused: the guest's vCPUs are stopped (a template once its state is
 	// saved), so it cannot answer the power button.
 	paused bool
@@ -100,9 +104,24 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	if err != nil {
 		return fail(err)
 	}
-	accel, accelWhy, err := chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile), g.env.Say)
-	if emulated(g.arch) {
-		accel, accelWhy, err = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch), nil
+	var lv *libvirtConn
+	if g.libvirt != "" {
+		if lv, err = dialLibvirt(ctx, g.libvirt, ""); err != nil {
+			return fail(err)
+		}
+		// A connection that fails to close leaves nothing behind: what
+		// was made through it has undos of their own that reconnect.
+		undo.Push(func() error { _ = lv.Close(); return nil })
+	}
+	remoteHost := lv != nil && lv.uri.Remote
+	var accel, accelWhy string
+	switch {
+	case emulated(g.arch):
+		accel, accelWhy = AccelTCG, fmt.Sprintf("emulation: the guest is %s, the host %s", g.arch, image.HostArch)
+	case remoteHost:
+		accel, accelWhy, err = remoteAccel(lv, spec.Accel)
+	default:
+		accel, accelWhy, err = chooseAccel(ctx, spec.Accel, qemuTool, probeKernel, filepath.Join(img.Dir, kvmAnswerFile), g.env.Say)
 	}
 	if err != nil {
 		return fail(err)
@@ -110,9 +129,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	details := map[string]string{"arch": g.arch, "security": guest.SecurityUnconfined}
 
 	var tscKHz int64
-	if accel == AccelTCG && !emulated(g.arch) {
+	if accel == AccelTCG && !emulated(g.arch) && !remoteHost {
 		// Under TCG the guest's TSC is the host's (under KVM the guest
-		// has kvmclock and needs no help).
+		// has kvmclock and needs no help); another host's TSC is not
+		// this one's, and its guest calibrates its own.
 		tscKHz = hostTSCkHz()
 		details["tsc_khz"] = strconv.FormatInt(tscKHz, 10)
 	}
@@ -185,10 +205,23 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	}
 	cfg.Disk, cfg.DiskFormat = filepath.Join(g.dir, "disk."+diskFormat(diskMode)), diskFormat(diskMode)
 	cfg.MemoryMerge = g.memoryMerge
-	if err := makeDisk(ctx, qemuImg.Path, diskMode, base, baseFormat, cfg.Disk); err != nil {
+	if remoteHost {
+		err = stageRemote(ctx, lv, domainName(g.env.RunID, spec.Name), qemuImg.Path, base, baseFormat, &cfg, led, undo)
+	} else {
+		err = makeDisk(ctx, qemuImg.Path, diskMode, base, baseFormat, cfg.Disk)
+	}
+	if err != nil {
 		return fail(err)
 	}
-	if t := spec.Tap; t != nil {
+	if t := spec.Tap; t != nil && t.Root {
+		cfg.NIC = &nicConfig{Tap: t.Name, MAC: g.nic.MAC.String(), OffloadsOff: t.OffloadsOff != ""}
+		vhostState := "libvirt's: on when /dev/vhost-net opens"
+		if accel != AccelKVM {
+			vhostState = "off: used with KVM only, this VM runs under " + accel
+		}
+		maps.Copy(details, map[string]string{"net.tap": t.Name, "net.device": netpath.VMTap.String(), "net.addr": t.Addr.String(),
+			"net.mac": g.nic.MAC.String(), "net.vhost": vhostState, "net.offload": nicOffloads(t.OffloadsOff, false)})
+	} else if t != nil {
 		dev, kind, err := netpath.OpenVMDevice(t.NSPath, t.Name)
 		if err != nil {
 			return fail(err)
@@ -221,13 +254,13 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		maps.Copy(details, map[string]string{"security": guest.SecuritySandbox, "qemu_sandbox": sandboxFilter, "qemu_user": strconv.Itoa(int(cred.Uid))})
 	}
 	var m *vm
-	if g.libvirt != "" {
-		if m, err = g.startDomain(cfg, undo); err == nil {
+	if lv != nil {
+		if m, err = g.startDomain(ctx, lv, cfg, undo); err == nil {
 			details["libvirt"] = g.libvirt
 			details["libvirt_domain"] = domainName(g.env.RunID, spec.Name)
 			// Not security sandbox, which is vfleet's own user as well as
 			// the filter; what libvirt set is recorded as it is.
-			details["qemu_sandbox"], details["qemu_user"], err = domainConfinement(m.pid)
+			details["qemu_sandbox"], details["qemu_user"], err = domainConfinement(ctx, lv, m.pid)
 		}
 	} else {
 		m, err = startQEMU(qemuTool.Path, cfg, cred, extra, filepath.Join(g.dir, "qemu.log"), g.env, undo)
@@ -327,9 +360,20 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		}
 		details["vcpu_policy"] = "SCHED_FIFO " + strconv.Itoa(spec.RTPriority)
 	}
+	pids := []int{m.pid}
+	if remoteHost {
+		// Another host's process: nothing here may read or signal it.
+		pids = nil
+		details["libvirt_qemu_pid"] = strconv.Itoa(m.pid)
+		host, err := remoteHostDetails(ctx, lv, client)
+		if err != nil {
+			return fail(err)
+		}
+		maps.Copy(details, host)
+	}
 	keep = true
 	return client, guest.Info{
-		Kind: KindName, Runtime: g.machine, PIDs: []int{m.pid},
+		Kind: KindName, Runtime: g.machine, PIDs: pids,
 		ScratchDir: guest.ScratchDir, Details: details,
 	}, nil
 }
@@ -476,7 +520,7 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 		cause = qemuExited(m, filepath.Join(dir, "qemu.log"))
 	default:
 	}
-	console, _ := os.ReadFile(consoleLog)
+	console, _ := m.read(consoleLog)
 	if h := bootHint(console); h != "" {
 		cause = fmt.Errorf("%w (%s)", cause, h)
 	}
@@ -490,6 +534,14 @@ func bootError(m *vm, dir, consoleLog string, cause error) error {
 		return fmt.Errorf("%w: %v; guest kernel: %s", ErrBootFailed, cause, p)
 	}
 	return fmt.Errorf("%w: %v; serial console ends:\n%s", ErrBootFailed, cause, tailLines(console, 15))
+}
+
+// read reads a file of the host QEMU runs on.
+func (m *vm) read(path string) ([]byte, error) {
+	if m.readFile != nil {
+		return m.readFile(path)
+	}
+	return os.ReadFile(path)
 }
 
 // qemuExited says why QEMU, which has exited, did: its exit status and

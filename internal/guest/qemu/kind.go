@@ -133,13 +133,16 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 		}
 	}
 	if spec.Libvirt != "" {
-		if err := checkLibvirt(spec, machine, arch, security); err != nil {
+		if err := checkLibvirt(spec, env, machine, arch, security); err != nil {
 			return bad("%v", err)
 		}
 	}
 	var nic *vminit.NetConfig
 	if t := spec.Tap; t != nil {
-		if t.NSPath == "" || t.Name == "" {
+		switch {
+		case t.Root && spec.Libvirt == "":
+			return bad("a tap in this host's own namespace is for a VM libvirt runs; vfleet's QEMU takes its tap from the run's host side")
+		case t.Name == "" || t.NSPath == "" && !t.Root:
 			return bad("tap needs the namespace holding it and its name (got %q in %q)", t.Name, t.NSPath)
 		}
 		mac, err := net.ParseMAC(t.MAC)

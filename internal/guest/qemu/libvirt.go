@@ -6,8 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,9 +21,8 @@ import (
 	"github.com/vfleet/vfleet/internal/ledger"
 )
 
-// LibvirtSystem is the URI of the host's own system libvirt, the one a
-// scenario's libvirt field takes for now: remote URIs need their disks on
-// the remote host (a storage pool), which is not written yet.
+// LibvirtSystem is the URI of the host's own system libvirt; another
+// host's is qemu+ssh://USER@HOST/system (parseLibvirtURI).
 const LibvirtSystem = "qemu:///system"
 
 // kindLibvirtDomain is the ledger's entry for a domain vfleet defined: its
@@ -32,6 +30,25 @@ const LibvirtSystem = "qemu:///system"
 const kindLibvirtDomain = "libvirt-domain"
 
 func init() { ledger.RegisterUndo(kindLibvirtDomain, undoLibvirtDomain) }
+
+var _ guest.RootTapper = kind{}
+
+// TapsInRoot: this host's libvirt runs QEMU in this host's own namespace,
+// where it opens a tap by name; vfleet cannot hand it a descriptor.
+// Another host's QEMU cannot be on the run's path at all.
+func (kind) TapsInRoot(spec guest.Spec) (bool, error) {
+	if spec.Libvirt == "" {
+		return false, nil
+	}
+	u, err := parseLibvirtURI(spec.Libvirt)
+	switch {
+	case err != nil:
+		return false, err
+	case u.Remote:
+		return false, fmt.Errorf("libvirt %s: %w", u.URI, errRemoteNIC)
+	}
+	return true, nil
+}
 
 // Bounds on talking to libvirt: dialling its socket, and watching a
 // domain for its end.
@@ -58,7 +75,16 @@ func domainName(runID, guestName string) string {
 
 // checkLibvirt refuses what a libvirt-managed VM cannot do (yet), before
 // anything starts.
-func checkLibvirt(spec guest.Spec, machine, arch string, security string) error {
+func checkLibvirt(spec guest.Spec, env guest.Env, machine, arch string, security string) error {
+	u, err := parseLibvirtURI(spec.Libvirt)
+	if err != nil {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	if u.Remote {
+		if err := checkRemoteLibvirt(spec, env); err != nil {
+			return fmt.Errorf("libvirt %s: %w", u.URI, err)
+		}
+	}
 	switch {
 	case machine == MachineMicroVM:
 		return errors.New("runtime microvm: libvirt 9.0 cannot describe a microvm's virtio-mmio devices (\"No PCI buses available\"): use runtime q35 for a libvirt-managed VM, or remove libvirt")
@@ -66,58 +92,57 @@ func checkLibvirt(spec guest.Spec, machine, arch string, security string) error 
 		return fmt.Errorf("libvirt: an emulated %s guest is not supported yet: remove arch or libvirt", arch)
 	case spec.Launch == LaunchClone:
 		return errors.New("libvirt: launch clone restores vfleet's own templates through QEMU's monitor, which libvirt owns: use launch boot")
-	case spec.Tap != nil:
-		return errors.New("libvirt: a NIC on the run's path is not supported yet: the path's device lives in the run's host-side namespace, where libvirt's QEMU cannot reach it: remove network or libvirt")
+	case spec.Tap != nil && !spec.Tap.Root:
+		return errors.New("libvirt: libvirt's QEMU opens its tap by name in this host's own namespace, not in the run's host side: the run makes it there (guest.TapConfig.Root)")
 	case security == guest.SecuritySandbox:
 		return errors.New("libvirt: security sandbox is vfleet's own confinement of a QEMU it starts; libvirt's QEMU runs with a static DAC label (root) instead: remove security or libvirt")
 	}
 	return nil
 }
 
-// dialLibvirt connects to the local libvirt daemon that uri names.
-func dialLibvirt(uri string) (*libvirt.Libvirt, error) {
-	u, err := url.Parse(uri)
+// dialLibvirt connects to the libvirt that uri names: this host's, or
+// another's over SSH, whose host key, when hostKey is set, must be that
+// one (what the ledger recorded).
+func dialLibvirt(ctx context.Context, uri, hostKey string) (*libvirtConn, error) {
+	u, err := parseLibvirtURI(uri)
 	if err != nil {
-		return nil, fmt.Errorf("%w: uri %q: %v", ErrLibvirt, uri, err)
+		return nil, fmt.Errorf("%w: %w", ErrLibvirt, err)
 	}
-	if u.Scheme != "qemu" || u.Host != "" {
-		return nil, fmt.Errorf("%w: uri %q: only %s is supported", ErrLibvirt, uri, LibvirtSystem)
+	if u.Remote {
+		return dialRemoteLibvirt(ctx, u, hostKey)
 	}
 	l := libvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(libvirtSocket), dialers.WithLocalTimeout(libvirtDial)))
-	if err := l.ConnectToURI(libvirt.RemoteURI(u)); err != nil {
+	if err := l.ConnectToURI(libvirt.QEMUSystem); err != nil {
 		return nil, fmt.Errorf("%w: connect to %s (is libvirtd or virtqemud running?): %w", ErrLibvirt, uri, err)
 	}
-	return l, nil
+	return &libvirtConn{Libvirt: l, uri: u}, nil
 }
 
-// libvirtLogDir is where the local QEMU driver keeps each domain's QEMU
-// log, which outlives a transient domain.
+// libvirtLogDir is where the QEMU driver keeps each domain's QEMU log,
+// which outlives a transient domain.
 const libvirtLogDir = "/var/log/libvirt/qemu"
 
 // undoLibvirtDomain destroys a transient domain, which libvirt then
 // forgets (one already gone is fine), and removes the QEMU log libvirt
-// kept for it: every run's domains have names of their own, so their
-// logs would pile up.
-func undoLibvirtDomain(_ context.Context, e ledger.Entry) error {
-	l, err := dialLibvirt(e.Data["uri"])
+// kept for it on its host: every run's domains have names of their own,
+// so their logs would pile up.
+func undoLibvirtDomain(ctx context.Context, e ledger.Entry) error {
+	c, err := dialLibvirt(ctx, e.Data["uri"], e.Data["host_key"])
 	if err != nil {
 		return err
 	}
-	defer l.Disconnect()
-	dom, err := l.DomainLookupByName(e.ID)
+	defer c.Close()
+	dom, err := c.DomainLookupByName(e.ID)
 	switch {
 	case libvirt.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, e.ID, err)
 	default:
-		if err := l.DomainDestroy(dom); err != nil && !libvirt.IsNotFound(err) {
+		if err := c.DomainDestroy(dom); err != nil && !libvirt.IsNotFound(err) {
 			return fmt.Errorf("%w: destroy domain %s: %w", ErrLibvirt, e.ID, err)
 		}
 	}
-	if err := os.Remove(filepath.Join(libvirtLogDir, e.ID+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return c.removeFile(ctx, filepath.Join(libvirtLogDir, e.ID+".log"))
 }
 
 // domainXML describes the guest as launchConfig does QEMU's command line:
@@ -181,6 +206,9 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 		},
 	}
 	libvirtFirmware(&d, c)
+	if n := c.NIC; n != nil {
+		d.Devices.Interfaces = []libvirtxml.DomainInterface{domainNIC(*n, c.Accel)}
+	}
 	if !c.MemoryMerge {
 		// QEMU's default merges; vfleet's direct VMs say mem-merge=off.
 		d.MemoryBacking = &libvirtxml.DomainMemoryBacking{MemoryNosharepages: &libvirtxml.DomainMemoryNosharepages{}}
@@ -197,41 +225,85 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 	return d.Marshal()
 }
 
+// domainNIC is the guest's card on the tap libvirt's QEMU opens by name
+// and leaves as it is (managed='no'): as the direct VM's, a virtio card
+// without an option ROM, its transmit offloads off when the path says,
+// on vhost-net under KVM (libvirt's default, when /dev/vhost-net opens)
+// and QEMU's own backend under TCG.
+func domainNIC(n nicConfig, accel string) libvirtxml.DomainInterface {
+	nic := libvirtxml.DomainInterface{
+		Source: &libvirtxml.DomainInterfaceSource{Ethernet: &libvirtxml.DomainInterfaceSourceEthernet{}},
+		Target: &libvirtxml.DomainInterfaceTarget{Dev: n.Tap, Managed: "no"},
+		MAC:    &libvirtxml.DomainInterfaceMAC{Address: n.MAC},
+		Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		ROM:    &libvirtxml.DomainROM{Enabled: "no"},
+		Driver: &libvirtxml.DomainInterfaceDriver{},
+	}
+	if accel != AccelKVM {
+		nic.Driver.Name = "qemu"
+	}
+	if n.OffloadsOff {
+		nic.Driver.Host = &libvirtxml.DomainInterfaceDriverHost{CSum: "off", GSO: "off", TSO4: "off", TSO6: "off", ECN: "off", UFO: "off"}
+	}
+	return nic
+}
+
 // startDomain defines and starts the guest as a transient domain at uri.
 // The domain is in the ledger before it exists; the undo pushed here
 // destroys it, and the ledger's entry does again if vfleet dies first.
-func (g *Guest) startDomain(cfg launchConfig, undo *guest.Teardown) (*vm, error) {
+func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfig, undo *guest.Teardown) (*vm, error) {
 	name := domainName(g.env.RunID, cfg.Name)
-	doc, err := domainXML(name, g.env.RunID, g.qemu.Path, cfg, g.pins, g.Spec().RTPriority)
+	emulator, data := g.qemu.Path, map[string]string{"uri": g.libvirt}
+	if c.machine != nil {
+		// That host's libvirt knows its own QEMU.
+		emulator, data["host_key"] = "", c.machine.HostKey
+	}
+	doc, err := domainXML(name, g.env.RunID, emulator, cfg, g.pins, g.Spec().RTPriority)
 	if err != nil {
 		return nil, err
 	}
 	led := g.env.Ledger
-	entry, err := led.Record(kindLibvirtDomain, name, map[string]string{"uri": g.libvirt})
+	entry, err := led.Record(kindLibvirtDomain, name, data)
 	if err != nil {
 		return nil, err
 	}
 	undo.PushRelease(led, entry)
-	l, err := dialLibvirt(g.libvirt)
-	if err != nil {
-		return nil, err
-	}
-	// A connection that fails to close leaves nothing behind: the
-	// domain's own undo, below it, reconnects.
-	undo.Push(func() error { _ = l.Disconnect(); return nil })
-	dom, err := l.DomainCreateXML(doc, libvirt.DomainNone)
+	dom, err := c.DomainCreateXML(doc, libvirt.DomainNone)
 	if err != nil {
 		return nil, fmt.Errorf("%w: start domain %s: %w", ErrLibvirt, name, err)
 	}
-	m := &vm{exited: make(chan struct{}), mon: domainMonitor{l: l, dom: dom}}
-	go m.watchDomain(l, dom)
+	if g.Spec().Tap != nil {
+		// QEMU holds the tap now: onto the path with it (on error the
+		// domain's undo, above, destroys it).
+		if err := g.wireTap(cfg.Name); err != nil {
+			return nil, err
+		}
+	}
+	m := &vm{exited: make(chan struct{}), mon: domainMonitor{l: c.Libvirt, dom: dom}}
+	if c.machine != nil {
+		m.dialAgent = func(ctx context.Context) (net.Conn, error) { return c.machine.DialUnix(ctx, cfg.AgentSocket) }
+		m.readFile = func(path string) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), qmpTimeout)
+			defer cancel()
+			return c.readFile(ctx, path)
+		}
+	}
+	go m.watchDomain(c.Libvirt, dom)
 	undo.Push(func() error { m.stop(); return nil })
-	pid, err := domainPID(name)
+	pid, err := domainPID(ctx, c, name)
 	if err != nil {
 		return nil, err
 	}
 	m.pid = pid
 	return m, nil
+}
+
+// wireTap puts the guest's tap, which its QEMU holds, onto its path.
+func (g *Guest) wireTap(name string) error {
+	if g.env.WireTap == nil {
+		return errors.New("the guest's tap is in this host's namespace, and nothing puts it on its path (no Env.WireTap)")
+	}
+	return g.env.WireTap(name)
 }
 
 // watchDomain closes m.exited once the domain is gone (a transient
@@ -258,9 +330,9 @@ func (m *vm) watchDomain(l *libvirt.Libvirt, dom libvirt.Domain) {
 // domain's pid file.
 const libvirtRunDir = "/run/libvirt/qemu"
 
-// domainPID is the QEMU process of a running local domain.
-func domainPID(name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(libvirtRunDir, name+".pid"))
+// domainPID is the QEMU process of a running domain, on libvirt's host.
+func domainPID(ctx context.Context, c *libvirtConn, name string) (int, error) {
+	b, err := c.readFile(ctx, filepath.Join(libvirtRunDir, name+".pid"))
 	if err != nil {
 		return 0, fmt.Errorf("%w: qemu of domain %s: %w", ErrLibvirt, name, err)
 	}
@@ -274,8 +346,8 @@ func domainPID(name string) (int, error) {
 // domainConfinement is what libvirt confined a domain's QEMU with, read
 // from the process itself: its -sandbox option ("off" without one), set
 // by libvirt's seccomp_sandbox, and the user it runs as.
-func domainConfinement(pid int) (sandbox, user string, err error) {
-	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+func domainConfinement(ctx context.Context, c *libvirtConn, pid int) (sandbox, user string, err error) {
+	cmdline, err := c.readFile(ctx, filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	if err != nil {
 		return "", "", err
 	}
@@ -286,7 +358,7 @@ func domainConfinement(pid int) (sandbox, user string, err error) {
 			sandbox = args[i+1]
 		}
 	}
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	status, err := c.readFile(ctx, filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return "", "", err
 	}
@@ -339,12 +411,12 @@ func (domainMonitor) Close() error { return nil }
 // VMs, and that it runs no network of its own (vfleet starts none, and
 // Debian's default one is a NAT bridge with a DHCP server).
 func libvirtCheck() doctor.Check {
-	return doctor.Check{Name: "libvirt", Run: func(context.Context) doctor.Result {
-		l, err := dialLibvirt(LibvirtSystem)
+	return doctor.Check{Name: "libvirt", Run: func(ctx context.Context) doctor.Result {
+		l, err := dialLibvirt(ctx, LibvirtSystem, "")
 		if err != nil {
 			return libvirtVerdict(0, nil, err)
 		}
-		defer l.Disconnect()
+		defer l.Close()
 		version, err := l.ConnectGetLibVersion()
 		if err != nil {
 			return libvirtVerdict(0, nil, err)

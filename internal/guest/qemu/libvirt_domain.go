@@ -57,7 +57,12 @@ func (u userDomain) details() map[string]string {
 // guests' overlays, and it stays so.
 func domainSpec(ctx context.Context, spec guest.Spec) (guest.Spec, userDomain, error) {
 	name, _ := spec.LibvirtDomain()
-	doc, err := inactiveDomainXML(spec.Libvirt, name)
+	if u, err := parseLibvirtURI(spec.Libvirt); err == nil && u.Remote {
+		// Its guests would overlay the domain's disk on this host, where
+		// the disk is not.
+		return spec, userDomain{}, fmt.Errorf("%w %s at %s: a domain of another host is not run yet (its disk is there, and a user's disk is not uploaded to a remote host): use it at %s on its own host", ErrUnusableDomain, name, spec.Libvirt, LibvirtSystem)
+	}
+	doc, err := inactiveDomainXML(ctx, spec.Libvirt, name)
 	if err != nil {
 		return spec, userDomain{}, err
 	}
@@ -94,15 +99,15 @@ func domainSpec(ctx context.Context, spec guest.Spec) (guest.Spec, userDomain, e
 // inactiveDomainXML is the persistent definition of the domain name at
 // uri, as `virsh dumpxml --inactive` shows it, once it is known to be
 // shut off.
-func inactiveDomainXML(uri, name string) (string, error) {
-	l, err := dialLibvirt(uri)
+func inactiveDomainXML(ctx context.Context, uri, name string) (string, error) {
+	l, err := dialLibvirt(ctx, uri, "")
 	if err != nil {
 		return "", err
 	}
 	defer l.Disconnect()
 	dom, err := l.DomainLookupByName(name)
 	if libvirt.IsNotFound(err) {
-		return "", fmt.Errorf("%w %s: no such domain at %s (%s)", ErrUnusableDomain, name, uri, definedDomains(l))
+		return "", fmt.Errorf("%w %s: no such domain at %s (%s)", ErrUnusableDomain, name, uri, definedDomains(l.Libvirt))
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, name, err)

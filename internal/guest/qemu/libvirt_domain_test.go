@@ -45,7 +45,7 @@ func defineUserDomain(t *testing.T, disk string, os libvirtxml.DomainOS) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := dialLibvirt(LibvirtSystem)
+	l, err := dialLibvirt(context.Background(), LibvirtSystem, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func defineUserDomain(t *testing.T, disk string, os libvirtxml.DomainOS) string 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		l, err := dialLibvirt(LibvirtSystem)
+		l, err := dialLibvirt(context.Background(), LibvirtSystem, "")
 		if err != nil {
 			t.Error(err)
 			return
@@ -75,7 +75,7 @@ func defineUserDomain(t *testing.T, disk string, os libvirtxml.DomainOS) string 
 // run from it: its definition, whether it runs, and its disk's bytes.
 func userDomainState(t *testing.T, name, disk string) string {
 	t.Helper()
-	l, err := dialLibvirt(LibvirtSystem)
+	l, err := dialLibvirt(context.Background(), LibvirtSystem, "")
 	if err != nil {
 		t.Fatal(err)
 	}

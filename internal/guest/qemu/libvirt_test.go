@@ -3,8 +3,11 @@ package qemu
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/procfs"
+	"github.com/vfleet/vfleet/internal/remote"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -99,9 +103,9 @@ func TestLibvirtCancelledStart(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			if l, err := dialLibvirt(LibvirtSystem); err == nil {
+			if l, err := dialLibvirt(context.Background(), LibvirtSystem, ""); err == nil {
 				_, err = l.DomainLookupByName(name)
-				l.Disconnect()
+				l.Close()
 				if err == nil {
 					return
 				}
@@ -159,11 +163,11 @@ func TestLibvirtLedgerUndo(t *testing.T) {
 
 func domainExists(t *testing.T, name string) bool {
 	t.Helper()
-	l, err := dialLibvirt(LibvirtSystem)
+	l, err := dialLibvirt(context.Background(), LibvirtSystem, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Disconnect()
+	defer l.Close()
 	_, err = l.DomainLookupByName(name)
 	if err != nil && !libvirt.IsNotFound(err) {
 		t.Fatal(err)
@@ -235,5 +239,195 @@ func TestLibvirtBootsAUsersDisk(t *testing.T) {
 	}
 	if domainExists(t, domainName("t", "lv-user")) {
 		t.Error("the domain outlived its stop")
+	}
+}
+
+// remoteLibvirt is the URI of the libvirt of a remote machine, reached
+// over its own sshd: the fixture shares this host's file system, so its
+// libvirt is this host's daemon, but vfleet reaches it over real SSH.
+func remoteLibvirt(t *testing.T) (uri string, r *testutil.Remote) {
+	t.Helper()
+	testutil.RequiresLibvirt(t)
+	r = testutil.RemoteMachine(t)
+	q := url.Values{"keyfile": {r.Identity}, "known_hosts": {r.KnownHosts}}
+	return "qemu+ssh://" + r.User + "@" + r.Addr.String() + "/system?" + q.Encode(), r
+}
+
+// remoteLeft says what of a guest's domain is left at uri: the domain,
+// its pool, its directory on the host, its QEMU.
+func remoteLeft(t *testing.T, uri, name string, qemu procfs.Process) []string {
+	t.Helper()
+	c, err := dialLibvirt(context.Background(), uri, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var left []string
+	if _, err := c.DomainLookupByName(name); !libvirt.IsNotFound(err) {
+		left = append(left, fmt.Sprintf("domain (%v)", err))
+	}
+	if _, err := c.StoragePoolLookupByName(name); !noPool(err) {
+		left = append(left, fmt.Sprintf("pool (%v)", err))
+	}
+	if _, err := os.Stat(filepath.Join(remoteLibvirtDir, name)); !errors.Is(err, os.ErrNotExist) {
+		left = append(left, fmt.Sprintf("directory (%v)", err))
+	}
+	if _, err := os.Stat(filepath.Join(libvirtLogDir, name+".log")); !errors.Is(err, os.ErrNotExist) {
+		left = append(left, fmt.Sprintf("libvirt's log (%v)", err))
+	}
+	if qemu.Alive() {
+		left = append(left, fmt.Sprintf("QEMU pid %d", qemu.PID))
+	}
+	return left
+}
+
+// TestRemoteLibvirtLifecycle: a guest at a qemu+ssh URI gets its kernel,
+// initramfs and base disk uploaded into a pool of its own there, boots,
+// runs the cpu workload through its agent's channel reached over the same
+// SSH connection, and leaves nothing on that host once stopped.
+func TestRemoteLibvirtLifecycle(t *testing.T) {
+	uri, _ := remoteLibvirt(t)
+	img := testutil.Image(t)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvr", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	g := newVM(t, guest.Spec{Name: "lv-r", Kind: KindName, Accel: AccelTCG, Libvirt: uri}, env)
+	ctx := context.Background()
+	info := startVM(t, g)
+	defer g.Stop(ctx)
+	name := domainName("lvr", "lv-r")
+	pid, _ := strconv.Atoi(info.Details["libvirt_qemu_pid"])
+	qemu, err := procfs.Find(pid)
+	host, _ := os.Hostname()
+	if err != nil || !qemu.Alive() || len(info.PIDs) != 0 || info.Details["libvirt_host_key"] == "" || info.Details["libvirt_host"] != host ||
+		info.Details["clock_offset_us"] == "" || info.Details["libvirt_host_cpus"] == "" {
+		t.Fatalf("the domain's QEMU, pid %d (%v); info %+v", pid, err, info)
+	}
+	if d := info.Details["disk_path"]; d != filepath.Join(remoteLibvirtDir, name, "disk.qcow2") {
+		t.Errorf("disk %s, want the pool's overlay", d)
+	}
+	if s := runCPUWorkload(t, g, 1); len(s) == 0 {
+		t.Error("the cpu workload measured nothing")
+	}
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := remoteLeft(t, uri, name, qemu); len(left) > 0 {
+		t.Errorf("left after stop: %v", left)
+	}
+	if p := led.Pending(); len(p) > 0 {
+		t.Errorf("ledger still holds %v", p)
+	}
+}
+
+// TestRemoteLibvirtLedgerUndo: a run that dies leaves its remote domain
+// and pool; the ledger's undo, as `vfleet clean` runs it, reconnects over
+// SSH with the recorded host key and removes them.
+func TestRemoteLibvirtLedgerUndo(t *testing.T) {
+	uri, _ := remoteLibvirt(t)
+	img := testutil.Image(t)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvk", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	g := newVM(t, guest.Spec{Name: "lv-k", Kind: KindName, Accel: AccelTCG, Libvirt: uri}, env)
+	info := startVM(t, g)
+	pid, _ := strconv.Atoi(info.Details["libvirt_qemu_pid"])
+	qemu, err := procfs.Find(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := ledger.CleanRun(context.Background(), root, "t", ledger.CleanOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range removed {
+		kinds = append(kinds, r.Entry.Kind)
+		if r.Err != nil {
+			t.Errorf("undo %s: %v", r.Entry.Describe(), r.Err)
+		}
+	}
+	if !slices.Contains(kinds, kindLibvirtPool) || !slices.Contains(kinds, kindLibvirtDomain) {
+		t.Errorf("undone %v, want the domain and its pool", kinds)
+	}
+	if left := remoteLeft(t, uri, domainName("lvk", "lv-k"), qemu); len(left) > 0 {
+		t.Errorf("left after the ledger's undo: %v", left)
+	}
+	if err := g.Stop(context.Background()); err != nil {
+		t.Errorf("stop after the ledger's undo: %v", err)
+	}
+}
+
+// TestRemoteLibvirtRefusesAnUnknownHostKey: a host whose key known_hosts
+// does not hold is refused before anything starts, saying how to accept
+// the key.
+func TestRemoteLibvirtRefusesAnUnknownHostKey(t *testing.T) {
+	_, r := remoteLibvirt(t)
+	empty := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q := url.Values{"keyfile": {r.Identity}, "known_hosts": {empty}}
+	uri := "qemu+ssh://" + r.User + "@" + r.Addr.String() + "/system?" + q.Encode()
+	img := testutil.Image(t)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvh", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	spec := guest.Spec{Name: "lv-h", Kind: KindName, Accel: AccelTCG, Libvirt: uri}
+	err := kind{}.ProbeSpec(context.Background(), spec, env)
+	if !errors.Is(err, remote.ErrHostKeyUnknown) || !errors.Is(err, guest.ErrNotSupported) || !strings.Contains(err.Error(), "ssh -o StrictHostKeyChecking=accept-new") {
+		t.Errorf("probe: %v", err)
+	}
+	g := newVM(t, spec, env)
+	if err := g.Start(context.Background()); !errors.Is(err, remote.ErrHostKeyUnknown) {
+		g.Stop(context.Background())
+		t.Errorf("start: %v", err)
+	}
+	if p := led.Pending(); len(p) > 0 {
+		t.Errorf("ledger holds %v", p)
+	}
+}
+
+// TestRemoteLibvirtCancelledStart: a start cancelled while its files are
+// uploaded (a Ctrl-C) stops the upload and leaves nothing on the host.
+func TestRemoteLibvirtCancelledStart(t *testing.T) {
+	uri, _ := remoteLibvirt(t)
+	img := testutil.Image(t)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lvx", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	g := newVM(t, guest.Spec{Name: "lv-x", Kind: KindName, Accel: AccelTCG, Libvirt: uri}, env)
+	name := domainName("lvx", "lv-x")
+	c, err := dialLibvirt(context.Background(), uri, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-started:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			// Cancelled once the pool exists: the uploads are under way.
+			if _, err := c.StoragePoolLookupByName(name); err == nil {
+				return
+			}
+		}
+	}()
+	err = g.Start(ctx)
+	close(started)
+	cancel()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("start: %v, want it cancelled", err)
+	}
+	if stopErr := g.Stop(context.Background()); stopErr != nil {
+		t.Errorf("stop after a cancelled start: %v", stopErr)
+	}
+	if left := remoteLeft(t, uri, name, procfs.Process{}); len(left) > 0 {
+		t.Errorf("left after a cancelled start: %v", left)
+	}
+	if p := led.Pending(); len(p) > 0 {
+		t.Errorf("ledger still holds %v", p)
 	}
 }

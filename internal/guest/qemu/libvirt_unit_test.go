@@ -12,24 +12,64 @@ import (
 
 	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/remote"
 )
 
 func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 	k, _ := guest.Lookup(KindName)
 	env := guest.Env{StateDir: "/var/lib/vfleet/runs/r/state"}
 	for why, spec := range map[string]guest.Spec{
-		"microvm": {Runtime: MachineMicroVM},
-		"remote":  {Libvirt: "qemu+ssh://root@lab2/system"},
-		"session": {Libvirt: "qemu:///session"},
-		"clone":   {Launch: LaunchClone},
-		"sandbox": {Security: guest.SecuritySandbox},
-		"arm64":   {Arch: "arm64"},
-		"nic":     {Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}},
+		"microvm":            {Runtime: MachineMicroVM},
+		"session":            {Libvirt: "qemu:///session"},
+		"unchecked host key": {Libvirt: "qemu+ssh://root@lab2/system?no_verify=1"},
+		"clone":              {Launch: LaunchClone},
+		"sandbox":            {Security: guest.SecuritySandbox},
+		"arm64":              {Arch: "arm64"},
+		"nic":                {Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}},
 	} {
 		spec.Name, spec.Libvirt = "v", cmp.Or(spec.Libvirt, LibvirtSystem)
 		if _, err := k.New(spec, env); err == nil {
 			t.Errorf("%s: a libvirt-managed vm accepted %+v", why, spec)
 		}
+	}
+	const lab2 = "qemu+ssh://root@lab2/system"
+	for why, c := range map[string]struct {
+		spec guest.Spec
+		env  guest.Env
+		want string
+	}{
+		"nic":      {guest.Spec{Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}}, env, "the path is on this one"},
+		"pins":     {guest.Spec{VCPUs: 2, PinVCPUs: "0-1"}, env, "this host's CPUs"},
+		"realtime": {guest.Spec{RTPriority: 10}, env, "this host's CPUs"},
+		"copy":     {guest.Spec{Disk: DiskCopy}, env, "use disk overlay"},
+		"image":    {guest.Spec{Image: "/srv/disk.qcow2", Boot: guest.KernelBoot{Kernel: "/srv/vmlinuz"}}, env, "not uploaded"},
+		"fleet":    {guest.Spec{}, guest.Env{StateDir: env.StateDir, Detached: true}, "fleet up"},
+	} {
+		c.spec.Name, c.spec.Libvirt = "v", lab2
+		_, err := k.New(c.spec, c.env)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), lab2) {
+			t.Errorf("%s on a remote libvirt: %v, want %q", why, err, c.want)
+		}
+	}
+	if _, err := k.New(guest.Spec{Name: "v", Libvirt: lab2 + "?keyfile=/k"}, env); err != nil {
+		t.Errorf("a remote libvirt: %v", err)
+	}
+	// The run makes a local domain's tap in this host's namespace; a
+	// direct VM's comes from the host side only.
+	rootTap := &guest.TapConfig{Name: "vfrt0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC, Root: true}
+	if _, err := k.New(guest.Spec{Name: "v", Libvirt: LibvirtSystem, Tap: rootTap}, env); err != nil {
+		t.Errorf("a local domain on a tap in this host's namespace: %v", err)
+	}
+	if _, err := k.New(guest.Spec{Name: "v", Tap: rootTap}, env); err == nil {
+		t.Error("a direct VM took a tap in this host's namespace")
+	}
+	for spec, want := range map[string]bool{LibvirtSystem: true, "": false} {
+		if root, err := (kind{}).TapsInRoot(guest.Spec{Libvirt: spec}); root != want || err != nil {
+			t.Errorf("libvirt %q: taps in this host's namespace %v (%v), want %v", spec, root, err, want)
+		}
+	}
+	if _, err := (kind{}).TapsInRoot(guest.Spec{Libvirt: lab2}); !errors.Is(err, errRemoteNIC) {
+		t.Errorf("a remote domain on the run's path: %v", err)
 	}
 	_, err := k.New(guest.Spec{Name: "v", Runtime: MachineMicroVM, Libvirt: LibvirtSystem}, env)
 	if err == nil || !strings.Contains(err.Error(), "No PCI buses available") {
@@ -116,5 +156,126 @@ func TestProbeSpecRefusesALibvirtThatDoesNotAnswer(t *testing.T) {
 	err := kind{}.ProbeSpec(context.Background(), guest.Spec{Name: "v", Libvirt: LibvirtSystem}, guest.Env{})
 	if !errors.Is(err, guest.ErrNotSupported) || !errors.Is(err, ErrLibvirt) {
 		t.Fatalf("ProbeSpec = %v, want guest.ErrNotSupported and ErrLibvirt", err)
+	}
+}
+
+// TestParseLibvirtURI: a qemu+ssh URI is the SSH target and settings
+// internal/remote dials with, and libvirt's socket there.
+func TestParseLibvirtURI(t *testing.T) {
+	u, err := parseLibvirtURI("qemu+ssh://ops@[2001:db8::2]:2222/system?keyfile=/k/id&known_hosts=/k/kh&socket=/run/lv.sock&no_verify=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := libvirtURI{URI: u.URI, Remote: true, Target: remote.Target{User: "ops", Host: "2001:db8::2", Port: 2222},
+		SSH: remote.Config{Identity: "/k/id", KnownHosts: "/k/kh"}, Socket: "/run/lv.sock"}
+	if u != want {
+		t.Errorf("parsed %+v, want %+v", u, want)
+	}
+	if u, err := parseLibvirtURI("qemu+ssh://root@lab2/system"); err != nil || u.Target.Port != remote.DefaultPort || u.Socket != remoteLibvirtSocket {
+		t.Errorf("defaults: %+v %v", u, err)
+	}
+	if u, err := parseLibvirtURI(LibvirtSystem); err != nil || u.Remote {
+		t.Errorf("%s: %+v %v", LibvirtSystem, u, err)
+	}
+	for _, bad := range []string{
+		"qemu+ssh://root:pw@lab2/system", "qemu+ssh://root@lab2:0/system", "qemu+ssh://root@/system",
+		"qemu+ssh://root@lab2/system?socket=run/x", "qemu+ssh://root@lab2/system?keyfile=", "qemu+ssh://root@lab2/system?keyfile=/a&keyfile=/b",
+		"qemu+ssh://root@lab2/system#x", "qemu+ssh://root@lab2/system?no_verify=1", "qemu+ssh://root@lab2/system?known_hosts_verify=ignore",
+	} {
+		if _, err := parseLibvirtURI(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+// TestAccelOfCaps: a remote guest's accelerator is what that host's
+// libvirt offers, never this host's probe.
+func TestAccelOfCaps(t *testing.T) {
+	caps := func(types ...string) libvirtxml.Caps {
+		var ds []libvirtxml.CapsGuestDomain
+		for _, ty := range types {
+			ds = append(ds, libvirtxml.CapsGuestDomain{Type: ty})
+		}
+		return libvirtxml.Caps{Guests: []libvirtxml.CapsGuest{
+			{OSType: "hvm", Arch: libvirtxml.CapsGuestArch{Name: "aarch64", Domains: []libvirtxml.CapsGuestDomain{{Type: "kvm"}}}},
+			{OSType: "hvm", Arch: libvirtxml.CapsGuestArch{Name: "x86_64", Domains: ds}},
+		}}
+	}
+	for _, c := range []struct {
+		caps      libvirtxml.Caps
+		want, got string
+	}{
+		{caps("qemu", "kvm"), AccelAuto, AccelKVM},
+		{caps("qemu", "kvm"), AccelTCG, AccelTCG},
+		{caps("qemu", "kvm"), AccelKVM, AccelKVM},
+		{caps("qemu"), AccelAuto, AccelTCG},
+		{caps("qemu"), "", AccelTCG},
+	} {
+		if accel, _, err := accelOfCaps(c.caps, c.want, "u"); err != nil || accel != c.got {
+			t.Errorf("%+v asked %q: %s %v, want %s", c.caps.Guests[1].Arch.Domains, c.want, accel, err, c.got)
+		}
+	}
+	if _, _, err := accelOfCaps(caps("qemu"), AccelKVM, "u"); !errors.Is(err, ErrLibvirtHost) {
+		t.Errorf("kvm asked of a host without: %v", err)
+	}
+	if _, _, err := accelOfCaps(caps(), AccelAuto, "u"); !errors.Is(err, ErrLibvirtHost) {
+		t.Errorf("a host without x86_64 guests: %v", err)
+	}
+}
+
+// TestUploadStopsWithItsContext: an upload's reader ends with its
+// context, which aborts libvirt's stream instead of sending the rest.
+func TestUploadStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := ctxReader{ctx, strings.NewReader("base disk")}
+	buf := make([]byte, 4)
+	if n, err := r.Read(buf); n != 4 || err != nil {
+		t.Fatalf("read before the end: %d %v", n, err)
+	}
+	cancel()
+	if n, err := r.Read(buf); n != 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("read after the end: %d %v", n, err)
+	}
+}
+
+// TestBootErrorReadsTheConsoleWhereQEMURuns: a remote guest that does not
+// boot is explained by its console there, not by a file of this host.
+func TestBootErrorReadsTheConsoleWhereQEMURuns(t *testing.T) {
+	var asked string
+	m := &vm{exited: make(chan struct{}), readFile: func(path string) ([]byte, error) {
+		asked = path
+		return []byte("[    1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n"), nil
+	}}
+	err := bootError(m, "/nonexistent", "/var/lib/vfleet/libvirt/vfleet-r-g/console.log", errors.New("agent not ready"))
+	if asked != "/var/lib/vfleet/libvirt/vfleet-r-g/console.log" || !strings.Contains(err.Error(), "Unable to mount root fs") {
+		t.Errorf("read %q: %v", asked, err)
+	}
+}
+
+// TestDomainNICIsTheDirectVMsCard: the domain's card is on the tap by
+// name, left as it is, virtio without a ROM, QEMU's backend under TCG,
+// its transmit offloads off when the path says so.
+func TestDomainNICIsTheDirectVMsCard(t *testing.T) {
+	c := launchConfig{Name: "g", Machine: MachineQ35, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 256, Kernel: "/k", DiskFormat: formatQCOW2,
+		NIC: &nicConfig{Tap: "vfrt0123", MAC: "02:76:04:00:00:01", OffloadsOff: true}}
+	doc, err := domainXML("vfleet-r-g", "r", "", c, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Devices.Interfaces) != 1 {
+		t.Fatalf("interfaces:\n%s", doc)
+	}
+	n := d.Devices.Interfaces[0]
+	if n.Source == nil || n.Source.Ethernet == nil || n.Target.Dev != "vfrt0123" || n.Target.Managed != "no" || n.MAC.Address != "02:76:04:00:00:01" ||
+		n.Model.Type != "virtio" || n.ROM.Enabled != "no" || n.Driver.Name != "qemu" || n.Driver.Host == nil || n.Driver.Host.TSO4 != "off" || n.Driver.Host.CSum != "off" {
+		t.Errorf("interface:\n%s", doc)
+	}
+	c.Accel, c.NIC.OffloadsOff = AccelKVM, false
+	if n := domainNIC(*c.NIC, c.Accel); n.Driver.Name != "" || n.Driver.Host != nil {
+		t.Errorf("under KVM with offloads: driver %+v", n.Driver)
 	}
 }

@@ -20,11 +20,18 @@ var _ guest.SpecProber = kind{}
 // work (auto falls back to TCG).
 func (kind) ProbeSpec(ctx context.Context, spec guest.Spec, env guest.Env) error {
 	if spec.Libvirt != "" {
-		l, err := dialLibvirt(spec.Libvirt)
+		l, err := dialLibvirt(ctx, spec.Libvirt, "")
 		if err != nil {
 			return fmt.Errorf("%w: %w", guest.ErrNotSupported, err)
 		}
-		l.Disconnect()
+		defer l.Close()
+		if l.uri.Remote {
+			// That host's accelerators are its libvirt's to say.
+			if _, _, err := remoteAccel(l, spec.Accel); err != nil {
+				return fmt.Errorf("%w: %w", guest.ErrNotSupported, err)
+			}
+			return nil
+		}
 	}
 	if _, ok := spec.LibvirtDomain(); ok {
 		if _, _, err := domainSpec(ctx, spec); err != nil {

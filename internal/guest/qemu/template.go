@@ -307,7 +307,11 @@ func waitAgent(ctx context.Context, m *vm, cfg launchConfig, timeout time.Durati
 		case <-rctx.Done():
 		}
 	}()
-	client, err := agent.WaitReady(rctx, cfg.AgentSocket)
+	dial := m.dialAgent
+	if dial == nil {
+		dial = agent.UnixDialer(cfg.AgentSocket)
+	}
+	client, err := agent.WaitReadyWith(rctx, dial)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
