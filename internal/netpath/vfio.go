@@ -245,7 +245,9 @@ func passthroughDevice(root, addr string) (pciDevice, error) {
 		return d, refuse("it is in no IOMMU group: the IOMMU does not cover it")
 	}
 	if d.Driver == vfioDriver {
-		return d, refuse("it is bound to %s already: another VM may have it; bind it back to its own driver", vfioDriver)
+		return d, refuse("it is bound to %s already: another VM may have it, or a run that crashed left it so; "+
+			"run `vfleet clean`, which gives back what a run's ledger still holds, and only if it is still bound after that, "+
+			"bind it back to its own driver by hand", vfioDriver)
 	}
 	if len(d.Ifaces) == 0 {
 		driver := "no driver"

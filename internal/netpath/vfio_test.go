@@ -87,7 +87,7 @@ func TestCheckPassthroughRefusals(t *testing.T) {
 			want: []string{"0000:05:00.0", "IOMMU group 31 is not its own", "0000:05:00.1 is bound to xhci_hcd"}},
 		{name: "one group for two VMs", addrs: []string{"0000:07:00.0", "0000:07:00.1"}, vms: 2,
 			want: []string{"0000:07:00.0: its IOMMU group 50 holds 0000:07:00.1, listed too", "0000:07:00.1: its IOMMU group 50 holds 0000:07:00.0"}},
-		{name: "taken already", addrs: []string{"0000:06:00.0"}, vms: 1, want: []string{"0000:06:00.0", "bound to vfio-pci already"}},
+		{name: "taken already", addrs: []string{"0000:06:00.0"}, vms: 1, want: []string{"0000:06:00.0", "bound to vfio-pci already", "run `vfleet clean`"}},
 		{name: "no driver", addrs: []string{"0000:08:00.0"}, vms: 1, want: []string{"0000:08:00.0", "no network interface (no driver)"}},
 		{name: "listed twice", addrs: []string{"0000:03:00.1", "0000:03:00.1"}, vms: 2, want: []string{"0000:03:00.1 is listed twice"}},
 		{name: "outside the IOMMU", change: removeAll("sys/bus/pci/devices/0000:03:00.1/iommu_group"), addrs: []string{"0000:03:00.1"}, vms: 1,
