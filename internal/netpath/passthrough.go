@@ -42,9 +42,10 @@ func (p passthrough) Build(sides Sides) (Live, error) {
 }
 
 // passthroughLink gives the VM that is the n-th on the path its device
-// (Sides.Passthrough, in order) and the device's own MAC, which its NIC
-// keeps: QEMU sets no MAC on a physical device.
-func (sd Sides) passthroughLink(n int) (string, net.HardwareAddr, error) {
+// (Sides.Passthrough, in order) and its NIC's MAC: QEMU sets none on a
+// physical device, so a whole NIC keeps its permanent one, and a virtual
+// function gets the VM's planned MAC, which lendDevice sets on it.
+func (sd Sides) passthroughLink(n int, planned net.HardwareAddr) (string, net.HardwareAddr, error) {
 	if n >= len(sd.Passthrough) {
 		return "", nil, fmt.Errorf("%w: VM %d on the %s path has no device: the run lists %d", ErrPassthroughRefused, n+1, Passthrough, len(sd.Passthrough))
 	}
@@ -52,6 +53,9 @@ func (sd Sides) passthroughLink(n int) (string, net.HardwareAddr, error) {
 	d, err := passthroughDevice(hostRoot, addr)
 	if err != nil {
 		return "", nil, err
+	}
+	if d.PhysFn != "" {
+		return addr, planned, nil
 	}
 	return addr, d.Ifaces[0].MAC, nil
 }
@@ -70,17 +74,41 @@ func (*passthroughLive) AttachNamespace(*namespace, Link) error {
 	return CheckNamespacePath(Passthrough)
 }
 
-// AttachTap binds the VM's device (link.HostIf, a PCI address) to
-// vfio-pci, after recording it and its driver in the ledger; Close, or
-// `vfleet clean` after a crash, gives it back.
+// AttachTap lends the VM its device (link.HostIf, a PCI address), its MAC
+// link.MAC; Close, or `vfleet clean` after a crash, gives it back.
 func (l *passthroughLive) AttachTap(_ netlink.Link, link Link) error {
-	e, err := bindVFIO(l.sides.Ledger, hostRoot, fileWrites{}, link.HostIf)
+	entries, err := lendDevice(l.sides.Ledger, hostRoot, fileWrites{}, netlinkVFs{}, link.HostIf, link.MAC)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e.Kind != "" {
-		l.entries = append(l.entries, e)
-	}
+	l.entries = append(l.entries, entries...)
 	return err
+}
+
+// lendDevice sets a virtual function's MAC to mac through its physical
+// function, then binds the device at addr to vfio-pci, each after
+// recording it in the ledger. It returns the entries recorded, in order,
+// even with an error.
+func lendDevice(led *ledger.Ledger, root string, w sysfsWrites, v vfMACs, addr string, mac net.HardwareAddr) ([]ledger.Entry, error) {
+	d, err := passthroughDevice(root, addr)
+	if err != nil {
+		return nil, err
+	}
+	var entries []ledger.Entry
+	keep := func(e ledger.Entry) {
+		if e.Kind != "" {
+			entries = append(entries, e)
+		}
+	}
+	if d.PhysFn != "" {
+		e, err := setVFMAC(led, v, addr, d.VF, mac)
+		keep(e)
+		if err != nil {
+			return entries, err
+		}
+	}
+	e, err := bindVFIO(led, root, w, addr)
+	keep(e)
+	return entries, err
 }
 
 // Describe keys:
@@ -92,7 +120,9 @@ func (l *passthroughLive) Describe() map[string]string {
 	defer l.mu.Unlock()
 	var devices []string
 	for _, e := range l.entries {
-		devices = append(devices, e.ID+" (from "+cmp.Or(e.Data["driver"], "no driver")+")")
+		if e.Kind == kindVFIODevice {
+			devices = append(devices, e.ID+" (from "+cmp.Or(e.Data["driver"], "no driver")+")")
+		}
 	}
 	return map[string]string{
 		"vm_device": "a PCI device of the host bound to vfio-pci, the VM's own; on the wire of " + l.uplink + "'s segment",
@@ -100,7 +130,8 @@ func (l *passthroughLive) Describe() map[string]string {
 	}
 }
 
-// Close gives every device back to its driver, newest first. The VMs
+// Close gives every device back to its driver, and every VF its MAC,
+// newest first. The VMs
 // must be gone: vfio-pci keeps a device a process holds open.
 func (l *passthroughLive) Close() error {
 	l.mu.Lock()

@@ -3,6 +3,7 @@ package netpath
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestPassthroughPathTakesVMsOnly(t *testing.T) {
 	if f != nil || kind != VMVFIO || err != nil {
 		t.Errorf("OpenVMDevice of a PCI address: %v, %s, %v; want nothing to open, vfio", f, kind, err)
 	}
-	if _, _, err := (Sides{Passthrough: []string{"0000:03:10.0"}}).passthroughLink(1); !errors.Is(err, ErrPassthroughRefused) {
+	if _, _, err := (Sides{Passthrough: []string{"0000:03:10.0"}}).passthroughLink(1, nil); !errors.Is(err, ErrPassthroughRefused) {
 		t.Errorf("a second VM on one device: %v, want ErrPassthroughRefused", err)
 	}
 }
@@ -46,8 +47,9 @@ func TestPassthroughRefusedOnThisHost(t *testing.T) {
 const passthroughEnv = "VFLEET_TEST_PASSTHROUGH"
 
 // TestPassthroughDevice lends a real device to a VM's path as a run does:
-// checked, bound to vfio-pci for the attach, its own MAC the VM's, and
-// back with its own driver when the network closes.
+// checked, bound to vfio-pci for the attach, with its permanent MAC the
+// VM's (a virtual function: the VM's MAC set through its physical
+// function), and back with its own driver and MAC when the network closes.
 func TestPassthroughDevice(t *testing.T) {
 	testutil.RequiresRoot(t)
 	addr := os.Getenv(passthroughEnv)
@@ -57,9 +59,22 @@ func TestPassthroughDevice(t *testing.T) {
 	if err := CheckPassthrough(hostRoot, []string{addr}, 1); err != nil {
 		t.Fatal(err)
 	}
-	before, err := readPCIDevice(hostRoot, addr)
+	before, err := passthroughDevice(hostRoot, addr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What the VM's NIC must have: a whole NIC's own MAC, or the one a VF
+	// reports through its physical function after the attach.
+	vfMAC := func() net.HardwareAddr {
+		mac, err := netlinkVFs{}.VFMAC(before.VF.PF, before.VF.Index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mac
+	}
+	var vfBefore net.HardwareAddr
+	if before.PhysFn != "" {
+		vfBefore = vfMAC()
 	}
 	led := newLedger(t)
 	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: []Path{Passthrough}, Passthrough: []string{addr}})
@@ -76,8 +91,14 @@ func TestPassthroughDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if link.HostIf != addr || link.MAC.String() != before.Ifaces[0].MAC.String() {
-		t.Errorf("link on %s with MAC %s, want %s with its own %s", link.HostIf, link.MAC, addr, before.Ifaces[0].MAC)
+	var want net.HardwareAddr
+	if before.PhysFn == "" {
+		want = before.Ifaces[0].MAC
+	} else {
+		want = vfMAC()
+	}
+	if link.HostIf != addr || link.MAC.String() != want.String() {
+		t.Errorf("link on %s with MAC %s, want %s with %s", link.HostIf, link.MAC, addr, want)
 	}
 	if err := expectDriver(hostRoot, addr, vfioDriver); err != nil {
 		t.Error(err)
@@ -88,6 +109,9 @@ func TestPassthroughDevice(t *testing.T) {
 	}
 	if err := expectDriver(hostRoot, addr, before.Driver); err != nil {
 		t.Error(err)
+	}
+	if before.PhysFn != "" && vfMAC().String() != vfBefore.String() {
+		t.Errorf("VF's MAC is %s after the run, want %s back", vfMAC(), vfBefore)
 	}
 	if p := led.Pending(); len(p) > 0 {
 		t.Errorf("ledger still lists %v", p)

@@ -27,7 +27,8 @@ const tapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
 // macvtap on the path's uplink. The VM's emulator opens it with
 // OpenVMDevice. On a path that lends PCI devices (VMVFIO) there is none:
 // link.HostIf is the address of the next device of Options.Passthrough,
-// bound to vfio-pci by the path, and link.MAC the device's own.
+// bound to vfio-pci by the path, and link.MAC a whole NIC's permanent one
+// or the one the path sets on a virtual function.
 //
 // Which paths take VMs is each path's to say (Spec.NoVMs).
 //
@@ -72,7 +73,7 @@ func (n *Network) attachVM(guestName string, p Path, wire func(Live, VMDevice, *
 		// No device: the VM's emulator reaches its passt by the socket.
 		link.HostIf = passtSocket(n.sides, link.HostIf)
 	case VMVFIO:
-		if link.HostIf, link.MAC, err = n.sides.passthroughLink(n.counts[p]); err != nil {
+		if link.HostIf, link.MAC, err = n.sides.passthroughLink(n.counts[p], link.MAC); err != nil {
 			return Link{}, fmt.Errorf("guest %s: %w", guestName, err)
 		}
 	}

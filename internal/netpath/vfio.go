@@ -74,6 +74,9 @@ type pciDevice struct {
 	// Ifaces are its network interfaces with their state, while a network
 	// driver has it.
 	Ifaces []pciIface
+	// VF is where a virtual function's MAC is set; passthroughDevice
+	// fills it.
+	VF vfSlot
 }
 
 // pciIface is a network interface of a PCI device.
@@ -81,6 +84,25 @@ type pciIface struct {
 	Name string
 	MAC  net.HardwareAddr
 	Up   bool
+	// AssignType is where its MAC came from (addr_assign_type:
+	// addrPermanent, addrRandom, addrStolen, addrSet), -1 unread.
+	AssignType int
+}
+
+// The kernel's addr_assign_type values (NET_ADDR_*).
+const (
+	addrPermanent = 0
+	addrRandom    = 1
+	addrStolen    = 2
+	addrSet       = 3
+)
+
+// assignTypeWhy says why a MAC that is not the device's permanent one
+// would not be the VM's: its driver there reads the permanent one.
+var assignTypeWhy = map[int]string{
+	addrRandom: "its driver made it up at random",
+	addrStolen: "it is another device's",
+	addrSet:    "it was set by hand, and is lost when the device leaves its driver (ethtool -P IFACE shows the permanent one to set back)",
 }
 
 func sysPath(root string, elem ...string) string {
@@ -142,9 +164,14 @@ func readPCIDevice(root, addr string) (pciDevice, error) {
 		dirs = append(dirs, m...)
 	}
 	for _, dir := range dirs {
-		ifc := pciIface{Name: filepath.Base(dir)}
+		ifc := pciIface{Name: filepath.Base(dir), AssignType: -1}
 		if mac, err := readTrimmed(filepath.Join(dir, "address")); err == nil {
 			ifc.MAC, _ = net.ParseMAC(mac)
+		}
+		if t, err := readTrimmed(filepath.Join(dir, "addr_assign_type")); err == nil {
+			if v, err := strconv.Atoi(t); err == nil {
+				ifc.AssignType = v
+			}
 		}
 		if flags, err := readTrimmed(filepath.Join(dir, "flags")); err == nil {
 			if v, err := strconv.ParseUint(flags, 0, 32); err == nil {
@@ -222,8 +249,9 @@ func CheckPassthrough(root string, addrs []string, vms int) error {
 }
 
 // passthroughDevice reads the device at addr and refuses one the path
-// cannot take on its own; its first interface's MAC is the one its VM's
-// NIC will have.
+// cannot take on its own. A physical function's VM keeps its permanent
+// MAC, its first interface's; a virtual function's is set through its
+// physical function (d.VF) when it is lent.
 func passthroughDevice(root, addr string) (pciDevice, error) {
 	refuse := func(format string, a ...any) error {
 		return fmt.Errorf("%w: device %s: %s", ErrPassthroughRefused, addr, fmt.Sprintf(format, a...))
@@ -249,6 +277,17 @@ func passthroughDevice(root, addr string) (pciDevice, error) {
 			"run `vfleet clean`, which gives back what a run's ledger still holds, and only if it is still bound after that, "+
 			"bind it back to its own driver by hand", vfioDriver)
 	}
+	for _, ifc := range d.Ifaces {
+		if ifc.Up {
+			return d, refuse("its interface %s is up: the host uses it; set it down (ip link set %s down) to lend it", ifc.Name, ifc.Name)
+		}
+	}
+	if d.PhysFn != "" {
+		if d.VF, err = readVFSlot(root, d); err != nil {
+			return d, refuse("%v", err)
+		}
+		return d, nil
+	}
 	if len(d.Ifaces) == 0 {
 		driver := "no driver"
 		if d.Driver != "" {
@@ -257,15 +296,15 @@ func passthroughDevice(root, addr string) (pciDevice, error) {
 		return d, refuse("it has no network interface (%s): bind it to its network driver, whose interface gives the VM's NIC its MAC", driver)
 	}
 	ifc := d.Ifaces[0]
-	if ifc.Up {
-		return d, refuse("its interface %s is up: the host uses it; set it down (ip link set %s down) to lend it", ifc.Name, ifc.Name)
-	}
 	if len(ifc.MAC) != 6 || slices.Equal(ifc.MAC, make(net.HardwareAddr, 6)) {
-		how := "give it one (ip link set " + ifc.Name + " address MAC)"
-		if d.PhysFn != "" {
-			how = "give the virtual function one through its physical function " + d.PhysFn + " (ip link set PF vf N mac MAC)"
+		return d, refuse("its interface %s has no MAC address, which the VM finds its NIC by", ifc.Name)
+	}
+	if ifc.AssignType != addrPermanent {
+		why, ok := assignTypeWhy[ifc.AssignType]
+		if !ok {
+			why = fmt.Sprintf("its origin is unknown (addr_assign_type %d)", ifc.AssignType)
 		}
-		return d, refuse("its interface %s has no MAC address, which the VM finds its NIC by: %s", ifc.Name, how)
+		return d, refuse("the MAC %s of its interface %s is not the device's permanent one, which its driver in the VM reads and the VM finds its NIC by: %s", ifc.MAC, ifc.Name, why)
 	}
 	return d, nil
 }

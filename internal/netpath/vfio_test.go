@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,8 +82,18 @@ func TestCheckPassthroughRefusals(t *testing.T) {
 		{name: "not an address", addrs: []string{"03:00.1"}, vms: 1, want: []string{"03:00.1", "not a PCI address"}},
 		{name: "a disk", addrs: []string{"0000:04:00.0"}, vms: 1, want: []string{"0000:04:00.0", "0x010802 is not a network controller"}},
 		{name: "in use by the host", addrs: []string{"0000:03:00.0"}, vms: 1, want: []string{"0000:03:00.0", "enp3s0f0 is up"}},
-		{name: "a virtual function without a MAC", addrs: []string{"0000:03:10.2"}, vms: 1,
-			want: []string{"0000:03:10.2", "no MAC address", "through its physical function 0000:03:00.0"}},
+		{name: "a virtual function without a MAC: it gets one when lent", addrs: []string{"0000:03:10.2"}, vms: 1},
+		{name: "a virtual function with no driver", change: removeAll("sys/bus/pci/devices/0000:03:10.0/driver"), addrs: []string{"0000:03:10.0"}, vms: 1},
+		{name: "a virtual function whose physical function has no interface", change: removeAll("sys/bus/pci/devices/0000:03:00.0/net"),
+			addrs: []string{"0000:03:10.0"}, vms: 1, want: []string{"0000:03:10.0", "physical function 0000:03:00.0 has no network interface"}},
+		{name: "a virtual function its physical function does not list", change: removeAll("sys/bus/pci/devices/0000:03:00.0/virtfn0"),
+			addrs: []string{"0000:03:10.0"}, vms: 1, want: []string{"0000:03:10.0", "0000:03:00.0 does not list it"}},
+		{name: "a whole NIC with a random MAC", change: assignType("0000:03:00.1/net/enp3s0f1", addrRandom), addrs: []string{"0000:03:00.1"}, vms: 1,
+			want: []string{"0000:03:00.1", "00:1b:21:aa:bb:01 of its interface enp3s0f1 is not the device's permanent one", "at random"}},
+		{name: "a whole NIC with a MAC set by hand", change: assignType("0000:03:00.1/net/enp3s0f1", addrSet), addrs: []string{"0000:03:00.1"}, vms: 1,
+			want: []string{"0000:03:00.1", "not the device's permanent one", "set by hand", "ethtool -P"}},
+		{name: "a whole NIC without a MAC", change: writeFile("sys/bus/pci/devices/0000:03:00.1/net/enp3s0f1/address", "00:00:00:00:00:00\n"),
+			addrs: []string{"0000:03:00.1"}, vms: 1, want: []string{"0000:03:00.1", "enp3s0f1 has no MAC address"}},
 		{name: "a group shared with a USB controller", addrs: []string{"0000:05:00.0"}, vms: 1,
 			want: []string{"0000:05:00.0", "IOMMU group 31 is not its own", "0000:05:00.1 is bound to xhci_hcd"}},
 		{name: "one group for two VMs", addrs: []string{"0000:07:00.0", "0000:07:00.1"}, vms: 2,
@@ -123,17 +134,37 @@ func removeAll(rel string) func(string) error {
 	return func(root string) error { return os.RemoveAll(filepath.Join(root, rel)) }
 }
 
-// TestPassthroughDeviceMAC: the VM's NIC keeps its device's own MAC,
-// read before the device leaves its driver.
+func writeFile(rel, content string) func(string) error {
+	return func(root string) error { return os.WriteFile(filepath.Join(root, rel), []byte(content), 0o644) }
+}
+
+// assignType says where the MAC of the interface at rel, below the
+// device, came from.
+func assignType(rel string, t int) func(string) error {
+	return writeFile(filepath.Join("sys/bus/pci/devices", rel, "addr_assign_type"), strconv.Itoa(t)+"\n")
+}
+
+// TestPassthroughDeviceMAC: a whole NIC's VM keeps the device's permanent
+// MAC, read before the device leaves its driver; a virtual function's MAC
+// is set through its physical function, found by its virtfnN link.
 func TestPassthroughDeviceMAC(t *testing.T) {
 	root := pciTree(t)
-	for addr, want := range map[string]string{"0000:03:10.0": "02:00:00:00:10:00", "0000:09:00.0": "52:54:00:12:34:56"} {
+	for addr, want := range map[string]string{"0000:03:00.1": "00:1b:21:aa:bb:01", "0000:09:00.0": "52:54:00:12:34:56"} {
 		d, err := passthroughDevice(root, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := d.Ifaces[0].MAC.String(); got != want {
 			t.Errorf("%s: MAC %s, want %s", addr, got, want)
+		}
+	}
+	for addr, want := range map[string]vfSlot{"0000:03:10.0": {PF: "enp3s0f0", Index: 0}, "0000:03:10.2": {PF: "enp3s0f0", Index: 1}} {
+		d, err := passthroughDevice(root, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.VF != want {
+			t.Errorf("%s: set through %+v, want %+v", addr, d.VF, want)
 		}
 	}
 }
