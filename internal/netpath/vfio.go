@@ -40,6 +40,10 @@ func init() {
 // the device, or what the host lacks, and why.
 var ErrPassthroughRefused = errors.New("passthrough refused")
 
+// errDeviceHeld is wrapped by the error for a device not given back
+// because a process still holds its IOMMU group open.
+var errDeviceHeld = errors.New("device still held open")
+
 // pciAddrRE is a PCI function's address as sysfs names it:
 // domain:bus:device.function.
 var pciAddrRE = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
@@ -397,7 +401,9 @@ func bindVFIO(led *ledger.Ledger, root string, w sysfsWrites, addr string) (ledg
 // unbindVFIO gives the device at addr back to driver, its own before
 // bindVFIO ("" for none): away from vfio-pci, the override cleared, probed
 // again; it checks that driver has it. A device that is gone, or was never
-// taken, is left alone.
+// taken, is left alone; one whose IOMMU group a process (a VM that
+// survived its stop) holds open is left bound, with an error wrapping
+// errDeviceHeld, as unbinding it would block until that process let go.
 func unbindVFIO(root string, w sysfsWrites, addr, driver string) error {
 	d, err := readPCIDevice(root, addr)
 	if errors.Is(err, os.ErrNotExist) {
@@ -415,6 +421,14 @@ func unbindVFIO(root string, w sysfsWrites, addr, driver string) error {
 	}
 	var steps [][2]string
 	if d.Driver == vfioDriver {
+		holders, err := groupHolders(root, d.Group)
+		if err != nil {
+			return fmt.Errorf("device %s: %w", addr, err)
+		}
+		if len(holders) > 0 {
+			return fmt.Errorf("%w: device %s: held through /dev/vfio/%s by %s: left with %s and in the ledger; run `vfleet clean` once that is gone",
+				errDeviceHeld, addr, d.Group, strings.Join(holders, ", "), vfioDriver)
+		}
 		steps = append(steps, [2]string{sysPath(root, "bus/pci/drivers", vfioDriver, "unbind"), addr})
 	}
 	// A newline clears the override (the kernel drops it, leaving "").
@@ -429,6 +443,33 @@ func unbindVFIO(root string, w sysfsWrites, addr, driver string) error {
 		return nil
 	}
 	return expectDriver(root, addr, driver)
+}
+
+// groupHolders are the processes below root that hold IOMMU group g's
+// /dev/vfio/g open, each as "pid PID (COMMAND)".
+func groupHolders(root, g string) ([]string, error) {
+	if g == "" {
+		return nil, nil
+	}
+	fds, err := filepath.Glob(filepath.Join(root, "proc/[0-9]*/fd/*"))
+	if err != nil {
+		return nil, err
+	}
+	want := "/dev/vfio/" + g
+	var holders []string
+	for _, fd := range fds {
+		// A process or descriptor gone since the glob holds nothing.
+		if to, err := os.Readlink(fd); err != nil || to != want {
+			continue
+		}
+		procDir := filepath.Dir(filepath.Dir(fd))
+		comm, _ := readTrimmed(filepath.Join(procDir, "comm"))
+		h := fmt.Sprintf("pid %s (%s)", filepath.Base(procDir), cmp.Or(comm, "gone"))
+		if !slices.Contains(holders, h) {
+			holders = append(holders, h)
+		}
+	}
+	return holders, nil
 }
 
 // expectDriver checks that driver has the device at addr.

@@ -333,3 +333,47 @@ func TestVFIOUndoIsRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnbindVFIOLeavesAHeldDevice: a device whose IOMMU group a process
+// (a VM that survived its stop) holds open is not unbound, which would
+// block until the process let go: the undo fails naming the process and
+// `vfleet clean`, writing nothing, so the ledger keeps the entry. Once the
+// process is gone, the same undo gives the device back.
+func TestUnbindVFIOLeavesAHeldDevice(t *testing.T) {
+	const addr = "0000:03:10.0" // IOMMU group 20
+	root := pciTree(t)
+	fs := &fakeSysfs{t: t, root: root, native: map[string]string{addr: "ixgbevf"}, probe: true}
+	e, err := bindVFIO(newLedger(t), root, fs, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := filepath.Join(root, "proc/4242")
+	for _, err := range []error{
+		os.MkdirAll(filepath.Join(proc, "fd"), 0o755),
+		os.WriteFile(filepath.Join(proc, "comm"), []byte("qemu-system-x86\n"), 0o644),
+		os.Symlink("/dev/null", filepath.Join(proc, "fd/0")),
+		os.Symlink("/dev/vfio/20", filepath.Join(proc, "fd/17")),
+		os.Symlink("/dev/vfio/200", filepath.Join(proc, "fd/18")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.writes = nil
+	err = unbindVFIO(root, fs, e.ID, e.Data["driver"])
+	if !errors.Is(err, errDeviceHeld) || !strings.Contains(err.Error(), "pid 4242 (qemu-system-x86)") || !strings.Contains(err.Error(), "vfleet clean") {
+		t.Errorf("got %v, want errDeviceHeld naming the process and vfleet clean", err)
+	}
+	if len(fs.writes) > 0 {
+		t.Errorf("wrote %q to a device still held", fs.writes)
+	}
+	if err := os.Remove(filepath.Join(proc, "fd/17")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unbindVFIO(root, fs, e.ID, e.Data["driver"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := expectDriver(root, addr, "ixgbevf"); err != nil {
+		t.Error(err)
+	}
+}
