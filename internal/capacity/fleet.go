@@ -6,10 +6,16 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 )
+
+// lendsDevice says whether each guest of g takes a PCI device of the host.
+func lendsDevice(g scenario.GuestGroup) bool {
+	return netpath.VMDeviceOf(netpath.Path(g.Network)) == netpath.VMVFIO
+}
 
 // CatalogOf lists what a scenario can produce: its workload entries, whose
 // metrics are known once the first size ran.
@@ -76,9 +82,11 @@ func groupSamples(stored []store.Sample, group string, c Catalog) []Sample {
 
 // HostLimit is the largest size of the scaled group the host can hold,
 // and what runs out beyond it: its memory, when the group's guests have a
-// memory size (beside the fixed groups'), or its CPUs, when they have a
-// CPU limit. The reason is empty when neither bounds it; a limit below 1
-// with a reason means not even one guest fits.
+// memory size (beside the fixed groups'), its CPUs, when they have a CPU
+// limit, or the PCI devices network.passthrough lists, when its VMs each
+// take one (beside the fixed groups' on that path). The reason is empty
+// when none bounds it; a limit below 1 with a reason means not even one
+// guest fits.
 func HostLimit(spec *scenario.Spec, group scenario.GuestGroup, host scenario.Host) (int, string) {
 	limit, reason := 0, ""
 	if mem := group.MemoryBytes; mem > 0 {
@@ -96,6 +104,20 @@ func HostLimit(spec *scenario.Spec, group scenario.GuestGroup, host scenario.Hos
 		if limit == 0 || n < limit {
 			limit = n
 			reason = fmt.Sprintf("CPU: %d guests limited to %.2g CPUs each fill the host's %d", n, cpu, len(host.CPUs))
+		}
+	}
+	if lendsDevice(group) && spec.Network != nil {
+		n := len(spec.Network.Passthrough)
+		for _, g := range spec.Guests {
+			if g.Name != group.Name && lendsDevice(g) {
+				n -= g.Count
+			}
+		}
+		n = max(n, 0)
+		if reason == "" || n < limit {
+			limit = n
+			reason = fmt.Sprintf("devices: %d VMs take the %d PCI devices network.passthrough lists beside the other groups' on the %s path, one each",
+				n, len(spec.Network.Passthrough), netpath.Passthrough)
 		}
 	}
 	return limit, reason

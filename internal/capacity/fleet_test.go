@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 )
@@ -50,6 +51,33 @@ func TestHostLimit(t *testing.T) {
 		limit, reason := HostLimit(spec, tc.group, host)
 		if limit != tc.limit || !strings.HasPrefix(reason, tc.reason) || (tc.reason == "") != (reason == "") {
 			t.Errorf("%s: %d %q, want %d %q", tc.name, limit, reason, tc.limit, tc.reason)
+		}
+	}
+}
+
+// TestHostLimitPassthroughDevices: on the passthrough path each VM takes
+// a listed PCI device, so the search stops at the devices the fixed
+// groups on that path leave, however much memory there is; no device left
+// means not even one fits.
+func TestHostLimitPassthroughDevices(t *testing.T) {
+	host := scenario.Host{CPUs: []int{0, 1}, MemoryBytes: 64 << 30}
+	pt := string(netpath.Passthrough)
+	scaled := scenario.GuestGroup{Name: "vfio", Network: pt, Spec: guest.Spec{MemoryBytes: 512 << 20}}
+	fixed := scenario.GuestGroup{Name: "fixed", Count: 1, Network: pt}
+	other := scenario.GuestGroup{Name: "bridged", Count: 2, Network: string(netpath.Bridge)}
+	for _, tc := range []struct {
+		name    string
+		devices int
+		limit   int
+	}{
+		{"three devices, one fixed VM", 3, 2},
+		{"one device, the fixed VM's", 1, 0},
+	} {
+		spec := &scenario.Spec{Guests: []scenario.GuestGroup{fixed, other, scaled},
+			Network: &scenario.Network{Passthrough: []string{"0000:03:10.0", "0000:03:10.2", "0000:03:10.4"}[:tc.devices]}}
+		limit, reason := HostLimit(spec, scaled, host)
+		if limit != tc.limit || !strings.HasPrefix(reason, "devices: ") || !strings.Contains(reason, "network.passthrough") {
+			t.Errorf("%s: %d %q, want %d for the devices", tc.name, limit, reason, tc.limit)
 		}
 	}
 }
