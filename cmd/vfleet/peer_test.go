@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,6 +224,18 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 	})
 	t.Run("interrupted", func(t *testing.T) {
 		cmd, _ := startRun(t, c, scenario, "rr on routed")
+		// The servers, running for the run, listen on the wire's address
+		// alone, not on the peer's management address or any other.
+		listening := peerListening(t, r)
+		wireAddr := netpath.UplinkOf(netpath.Routed).Peer.Addr().String()
+		if len(listening) == 0 {
+			t.Error("no server listens on the peer during the run")
+		}
+		for _, l := range listening {
+			if _, addrPort, _ := strings.Cut(l, " "); !strings.HasPrefix(addrPort, wireAddr+":") {
+				t.Errorf("a server on the peer listens on %s, not on the wire's %s alone", l, wireAddr)
+			}
+		}
 		cmd.Process.Signal(syscall.SIGINT)
 		if err := cmd.Wait(); err == nil {
 			t.Error("an interrupted run exited 0")
@@ -447,8 +461,20 @@ func (w *wireState) check(t *testing.T) {
 	if entries, _ := os.ReadDir(w.r.WorkDir); len(entries) > 0 {
 		t.Errorf("left in the peer's work directory: %v", entries)
 	}
+	if listening := peerListening(t, w.r); len(listening) > 0 {
+		t.Errorf("sockets still bound on the peer: %v", listening)
+	}
+	if left := processesIn(t, w.r.NetNS, "sshd"); len(left) > 0 {
+		t.Errorf("processes left running on the peer: %v", left)
+	}
+}
+
+// peerListening are the listening TCP and bound UDP sockets on the
+// remote machine r but sshd's own port 22, each as "TABLE ADDR:PORT".
+func peerListening(t *testing.T, r *testutil.Remote) []string {
+	t.Helper()
 	var listening []string
-	err := nsthread.DoPath(w.r.NetNS, func() error {
+	err := nsthread.DoPath(r.NetNS, func() error {
 		for _, table := range []string{"tcp", "tcp6", "udp", "udp6"} {
 			b, err := os.ReadFile("/proc/thread-self/net/" + table)
 			if err != nil {
@@ -456,10 +482,14 @@ func (w *wireState) check(t *testing.T) {
 			}
 			for _, line := range strings.Split(string(b), "\n")[1:] {
 				f := strings.Fields(line)
-				// TCP's LISTEN; any bound UDP socket. sshd's own port 22 stays.
-				if len(f) > 3 && (f[3] == "0A" || strings.HasPrefix(table, "udp")) && !strings.HasSuffix(f[1], ":0016") {
-					listening = append(listening, table+" "+f[1])
+				if len(f) <= 3 || !(f[3] == "0A" || strings.HasPrefix(table, "udp")) || strings.HasSuffix(f[1], ":0016") {
+					continue
 				}
+				addr, err := procNetAddr(f[1])
+				if err != nil {
+					return fmt.Errorf("%s: %w", table, err)
+				}
+				listening = append(listening, table+" "+addr.String())
 			}
 		}
 		return nil
@@ -467,12 +497,27 @@ func (w *wireState) check(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(listening) > 0 {
-		t.Errorf("sockets still bound on the peer: %v", listening)
+	return listening
+}
+
+// procNetAddr decodes a local address of /proc/net/{tcp,udp}[6]: the
+// address in hex as 32-bit words in host (little-endian) order, then the
+// port in hex.
+func procNetAddr(s string) (netip.AddrPort, error) {
+	hexAddr, hexPort, _ := strings.Cut(s, ":")
+	raw, err := hex.DecodeString(hexAddr)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, fmt.Errorf("malformed address %q", s)
 	}
-	if left := processesIn(t, w.r.NetNS, "sshd"); len(left) > 0 {
-		t.Errorf("processes left running on the peer: %v", left)
+	for i := 0; i < len(raw); i += 4 {
+		slices.Reverse(raw[i : i+4])
 	}
+	port, err := strconv.ParseUint(hexPort, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("malformed port %q", s)
+	}
+	addr, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
 // linkState is a link's flags and addresses in the namespace at nsPath

@@ -207,6 +207,15 @@ func (n *netRun) endsOf(g guest.Guest, p workload.Params) ends {
 	return ends{client: g, server: n.peer, role: "peer", target: v.peer}
 }
 
+// listen is where a step's servers listen. A remote peer is a machine
+// with networks of its own, so its servers listen on the address the
+// client reaches alone; the local peer is a namespace of the run's whose
+// every address is on the run's networks, and a serving guest listens on
+// all of its own as before.
+func (n *netRun) listen(e ends) workload.Listen {
+	return workload.Listen{Addr: e.target.Addr, Port: e.target.Port, Only: n.remote != nil && e.server == n.peer}
+}
+
 func cpuLabel(cpu int) string {
 	if cpu == scenario.NoPin {
 		return "any"
@@ -225,7 +234,7 @@ func pinned(cpu int, argv []string) []string {
 // ensureServers starts the servers a step needs on its server side, once
 // per guest, side and server, and waits until each listens.
 func (n *netRun) ensureServers(ctx context.Context, guestName string, e ends, w workload.Networked, p workload.Params) error {
-	for _, s := range w.Servers(p, e.target.Port) {
+	for _, s := range w.Servers(p, n.listen(e)) {
 		key := guestName + "/" + e.role + "/" + s.Name
 		n.mu.Lock()
 		srv, running := n.servers[key]

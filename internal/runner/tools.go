@@ -65,7 +65,7 @@ func (r *run) requireNet(ctx context.Context, g guest.Guest, group string, w wor
 	for _, b := range ne.Background {
 		client = append(client, b.Argv[0])
 	}
-	for _, s := range w.Servers(st.Params, e.target.Port) {
+	for _, s := range w.Servers(st.Params, r.net.listen(e)) {
 		server = append(server, s.Argv[0])
 	}
 	for _, x := range append(ne.ServerPre, ne.ServerPost...) {

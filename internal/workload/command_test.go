@@ -157,11 +157,11 @@ func TestNetCommand(t *testing.T) {
 	if err := w.Validate(p); err != nil {
 		t.Fatal(err)
 	}
-	servers := nw.Servers(p, 5200)
+	servers := nw.Servers(p, Listen{Port: 5200})
 	if len(servers) != 1 || servers[0].Port != 5204 || servers[0].Proto != "tcp" || strings.Join(servers[0].Argv, " ") != "iperf3 -s -p 5204" {
 		t.Errorf("servers = %+v", servers)
 	}
-	if again := nw.Servers(p, 5208); again[0].Name != servers[0].Name {
+	if again := nw.Servers(p, Listen{Port: 5208}); again[0].Name != servers[0].Name {
 		t.Errorf("one server command, two names: %q %q", servers[0].Name, again[0].Name)
 	}
 	ne, err := nw.NetCommand(p, 3*time.Second, Peer{Addr: netip.MustParseAddr("198.18.0.1"), Port: 5200})
@@ -178,7 +178,7 @@ func TestNetCommand(t *testing.T) {
 		t.Errorf("Command without a network: %v", err)
 	}
 	delete(p, "server")
-	if s := nw.Servers(merge(p, Params{"server": ""}), 5200); len(s) != 0 {
+	if s := nw.Servers(merge(p, Params{"server": ""}), Listen{Port: 5200}); len(s) != 0 {
 		t.Errorf("servers without a server command: %+v", s)
 	}
 	for key, bad := range map[string]string{"server": `[""]`, "pre": `"sh"`, "proto": "sctp", ParamClient: "both"} {

@@ -81,13 +81,17 @@ func (w netThroughput) Command(Params, time.Duration) (Exec, error) {
 // the same port (the control connection is always TCP), one test at a
 // time, which is what a guest's steps need: they run one after another.
 // The server does not depend on the parameters.
-func (netThroughput) Servers(_ Params, base int) []Server {
-	port := base + portIperf3
-	return []Server{{Name: "iperf3", Argv: iperf3ServerArgv(port), Proto: "tcp", Port: port}}
+func (netThroughput) Servers(_ Params, at Listen) []Server {
+	port := at.Port + portIperf3
+	return []Server{{Name: "iperf3", Argv: iperf3ServerArgv(at, port), Proto: "tcp", Port: port}}
 }
 
-func iperf3ServerArgv(port int) []string {
-	return []string{"iperf3", "-s", "-p", strconv.Itoa(port)}
+func iperf3ServerArgv(at Listen, port int) []string {
+	argv := []string{"iperf3", "-s", "-p", strconv.Itoa(port)}
+	if at.Only {
+		argv = append(argv, "-B", at.Addr.String())
+	}
+	return argv
 }
 
 // iperfConnectTimeout bounds the control connection's setup, so a missing

@@ -21,6 +21,16 @@ type Peer struct {
 	Port int
 }
 
+// Listen is where a guest's servers listen: Addr is their side's address
+// as the client sees it, Port the first of the guest's PortsPerGuest
+// ports. With Only they listen on Addr alone, not on every address of
+// their side: on a remote peer, a machine with networks of its own.
+type Listen struct {
+	Addr netip.Addr
+	Port int
+	Only bool
+}
+
 // PortsPerGuest is the size of each guest's port range on the peer. An
 // adapter's Servers must fit in it; ports are fixed offsets from the base
 // so that Servers and NetCommand agree without sharing state.
@@ -50,14 +60,14 @@ type NetExec struct {
 }
 
 // Networked is implemented by workloads whose client needs a server on the
-// peer. The runner calls Servers once per guest before the first step (with
+// peer. The runner calls Servers once per guest before the first step (at
 // the guest's base port) and NetCommand for every step, with the Peer
-// carrying the same base port.
+// carrying the same address and base port.
 type Networked interface {
 	Workload
 	// Servers lists the servers the parameters need; every Port lies in
-	// [base, base+PortsPerGuest).
-	Servers(p Params, base int) []Server
+	// [at.Port, at.Port+PortsPerGuest).
+	Servers(p Params, at Listen) []Server
 	// NetCommand builds the client executions for one measurement of the
 	// given nominal duration against peer.
 	NetCommand(p Params, duration time.Duration, peer Peer) (NetExec, error)

@@ -211,7 +211,8 @@ func (p *netPair) run(ctx context.Context, ex Exec) (stdout, stderr []byte, err 
 }
 
 // TestNetworkWorkloadsEndToEnd runs the servers and clients the adapters
-// describe between two real network namespaces, the way the runner does,
+// describe between two real network namespaces, the way the runner does
+// (the servers bound to the peer's address, as on a remote peer),
 // and parses what the tools print.
 func TestNetworkWorkloadsEndToEnd(t *testing.T) {
 	testutil.RequiresRoot(t)
@@ -235,7 +236,7 @@ func TestNetworkWorkloadsEndToEnd(t *testing.T) {
 	started := map[string]bool{}
 	for _, tc := range cases {
 		w := networked(t, tc.workload)
-		for _, s := range w.Servers(merge(w.Defaults(), tc.params), peer.Port) {
+		for _, s := range w.Servers(merge(w.Defaults(), tc.params), Listen{Addr: peer.Addr, Port: peer.Port, Only: true}) {
 			if !started[s.Name] {
 				pair.startServer(t, s)
 				started[s.Name] = true

@@ -147,7 +147,7 @@ func TestServersMatchClients(t *testing.T) {
 	} {
 		w := networked(t, tc.workload)
 		p := merge(w.Defaults(), tc.params)
-		servers := w.Servers(p, base)
+		servers := w.Servers(p, Listen{Port: base})
 		got := map[string]string{}
 		for _, s := range servers {
 			got[s.Name] = s.Proto + "/" + strconv.Itoa(s.Port)
@@ -189,7 +189,7 @@ func TestServersMatchClients(t *testing.T) {
 					delete(p, k)
 				}
 			}
-			for _, s := range w.Servers(merge(w.Defaults(), p), base) {
+			for _, s := range w.Servers(merge(w.Defaults(), p), Listen{Port: base}) {
 				if prev, ok := argvByName[s.Name]; ok && !reflect.DeepEqual(prev, s.Argv) {
 					t.Errorf("server %s: argv %q and %q", s.Name, prev, s.Argv)
 				}
@@ -491,5 +491,40 @@ func TestSockperfSaysAGuestRefusesItsReceives(t *testing.T) {
 	ok, okErr := recorded(t, "sockperf-tcp-bg")
 	if err := w.(Explainer).Explain(ok, okErr); err != nil {
 		t.Errorf("a good run explained as %v", err)
+	}
+}
+
+// TestServersListenWhereTold: on a remote peer (Listen.Only) every server
+// of the built-in workloads binds to the address its client reaches, and
+// nowhere else; elsewhere they listen on every address as before. A
+// user's server gets that address as {peer}, to bind to as it sees fit.
+func TestServersListenWhereTold(t *testing.T) {
+	addr := testPeer.Addr.String()
+	for _, tc := range []struct {
+		workload string
+		params   Params
+	}{
+		{"net-throughput", nil},
+		{"net-latency", Params{"proto": "udp"}},
+		{"net-latency", Params{"proto": "tcp", "background_streams": "1"}},
+	} {
+		w := networked(t, tc.workload)
+		p := merge(w.Defaults(), tc.params)
+		for _, only := range []bool{true, false} {
+			for _, s := range w.Servers(p, Listen{Addr: testPeer.Addr, Port: testPeer.Port, Only: only}) {
+				flag := map[string]string{"iperf3": "-B", "sockperf": "-i"}[s.Argv[0]]
+				i := slicesIndex(s.Argv, flag)
+				bound := i >= 0 && i+1 < len(s.Argv) && s.Argv[i+1] == addr
+				if bound != only || (!only && i >= 0) {
+					t.Errorf("%s %v, only %v: server %s argv %q", tc.workload, tc.params, only, s.Name, s.Argv)
+				}
+			}
+		}
+	}
+	nw := networked(t, "net-command")
+	p := merge(merge(nw.Defaults(), iperf3JSONParams), Params{"server": `["iperf3","-s","-B","{peer}","-p","{port}"]`})
+	servers := nw.Servers(p, Listen{Addr: testPeer.Addr, Port: testPeer.Port})
+	if len(servers) != 1 || strings.Join(servers[0].Argv, " ") != "iperf3 -s -B "+addr+" -p 20004" {
+		t.Errorf("net-command's servers %+v, want {peer} and {port} replaced", servers)
 	}
 }

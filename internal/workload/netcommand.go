@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -75,17 +76,27 @@ func (w netCommand) Command(Params, time.Duration) (Exec, error) {
 	return Exec{}, fmt.Errorf("%s: %w", w.Name(), ErrNeedsNetwork)
 }
 
-// Servers is the user's server, when there is one. Its name is made from
-// its command, so two entries with one server share the process.
-func (w netCommand) Servers(p Params, base int) []Server {
+// Servers is the user's server, when there is one, with {peer} its
+// side's address: its own argv binds to it or not (at.Only is vfleet's
+// servers' to honour). Its name is made from its command, so two entries
+// with one server share the process.
+func (w netCommand) Servers(p Params, at Listen) []Server {
 	n, err := w.decode(p)
 	if err != nil || n.server == nil {
 		return nil
 	}
-	port := base + portCommand
+	port := at.Port + portCommand
 	sum := sha256.Sum256([]byte(n.proto + "\x00" + strings.Join(n.server, "\x00")))
-	return []Server{{Name: "net-command-" + hex.EncodeToString(sum[:6]), Argv: replaceEach(n.server, portReplacer(port, "")),
+	return []Server{{Name: "net-command-" + hex.EncodeToString(sum[:6]), Argv: replaceEach(n.server, portReplacer(port, addrText(at.Addr))),
 		Proto: n.proto, Port: port}}
+}
+
+// addrText is a's text, "" for none.
+func addrText(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }
 
 func (w netCommand) NetCommand(p Params, d time.Duration, peer Peer) (NetExec, error) {

@@ -37,7 +37,7 @@ func ranPrograms(t *testing.T, w Workload, p Params) []string {
 	for _, ex := range slices.Concat([]Exec{ne.Exec}, ne.Background, ne.ServerPre, ne.ServerPost) {
 		out = append(out, ex.Argv[0])
 	}
-	for _, s := range n.Servers(p, testPeer.Port) {
+	for _, s := range n.Servers(p, Listen{Addr: testPeer.Addr, Port: testPeer.Port}) {
 		out = append(out, s.Argv[0])
 	}
 	return out

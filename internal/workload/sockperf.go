@@ -67,18 +67,25 @@ func (w netLatency) Command(Params, time.Duration) (Exec, error) {
 // background streams, an iperf3 server of their own: iperf3 serves one test
 // at a time, so the load must not depend on net-throughput's server being
 // idle. p must have passed Validate.
-func (netLatency) Servers(p Params, base int) []Server {
+func (netLatency) Servers(p Params, at Listen) []Server {
 	var servers []Server
+	sockperf := func(port int, more ...string) []string {
+		argv := append([]string{"sockperf", "server", "-p", strconv.Itoa(port)}, more...)
+		if at.Only {
+			argv = append(argv, "-i", at.Addr.String())
+		}
+		return argv
+	}
 	if p["proto"] == "tcp" {
-		port := base + portSockperfTCP
-		servers = append(servers, Server{Name: "sockperf-tcp", Argv: []string{"sockperf", "server", "-p", strconv.Itoa(port), "--tcp"}, Proto: "tcp", Port: port})
+		port := at.Port + portSockperfTCP
+		servers = append(servers, Server{Name: "sockperf-tcp", Argv: sockperf(port, "--tcp"), Proto: "tcp", Port: port})
 	} else {
-		port := base + portSockperfUDP
-		servers = append(servers, Server{Name: "sockperf-udp", Argv: []string{"sockperf", "server", "-p", strconv.Itoa(port)}, Proto: "udp", Port: port})
+		port := at.Port + portSockperfUDP
+		servers = append(servers, Server{Name: "sockperf-udp", Argv: sockperf(port), Proto: "udp", Port: port})
 	}
 	if n, _ := strconv.Atoi(p["background_streams"]); n > 0 {
-		port := base + portIperf3Background
-		servers = append(servers, Server{Name: "iperf3-background", Argv: iperf3ServerArgv(port), Proto: "tcp", Port: port})
+		port := at.Port + portIperf3Background
+		servers = append(servers, Server{Name: "iperf3-background", Argv: iperf3ServerArgv(at, port), Proto: "tcp", Port: port})
 	}
 	return servers
 }
