@@ -100,8 +100,9 @@ type nicConfig struct {
 	// network of its own.
 	Unplugged bool
 	// VFIO, when set, is the PCI address of a host device bound to
-	// vfio-pci (netpath.VMVFIO): the VM's NIC is that device, with its
-	// own MAC, and no other field applies.
+	// vfio-pci (netpath.VMVFIO): the VM's NIC is that device, with the MAC
+	// it brings (a whole NIC's permanent one, or the one netpath set on a
+	// virtual function), and no other field applies.
 	VFIO string
 }
 
