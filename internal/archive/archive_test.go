@@ -464,3 +464,21 @@ func TestTextAndNumbersRoundTrip(t *testing.T) {
 		t.Fatal(`"Infinity" taken for a value`)
 	}
 }
+
+// A run stored without a key goes out under a key derived from it, which
+// its own row never gets (export only reads): imported back into the
+// store it came from, it is found there, not added a second time.
+func TestKeylessRunImportedBackIsFound(t *testing.T) {
+	st := openStore(t)
+	runs := fill(t, st)
+	counts := rowCounts(t, st)
+	got := importFile(t, st, export(t, st, runs...), ImportOptions{})
+	for i, im := range got {
+		if !im.Existed || im.ID != runs[i] {
+			t.Errorf("run %d came back as %+v; want it found as itself", runs[i], im)
+		}
+	}
+	if after := rowCounts(t, st); after != counts {
+		t.Fatalf("importing its own runs changed the store: %v rows, were %v", after, counts)
+	}
+}

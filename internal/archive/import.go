@@ -46,16 +46,52 @@ func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOption
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	res, err := st.AddCarried(ctx, runs, opts.Origin)
+	keyless, err := keylessByDerivedKey(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	out := make([]Imported, len(runs))
+	var fresh []store.CarriedRun
+	var at []int // where each of fresh is in runs
+	for i, cr := range runs {
+		if id, ok := keyless[cr.Key]; ok {
+			out[i] = Imported{ID: id, Key: cr.Key, Existed: true}
+			continue
+		}
+		fresh, at = append(fresh, cr), append(at, i)
+	}
+	res, err := st.AddCarried(ctx, fresh, opts.Origin)
 	if errors.Is(err, store.ErrInvalidRun) {
 		return nil, fmt.Errorf("import: %w: %w", ErrCorrupt, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	out := make([]Imported, len(res))
-	for i, x := range res {
-		out[i] = Imported{ID: x.ID, Key: runs[i].Key, Existed: x.Existed}
+	for j, x := range res {
+		out[at[j]] = Imported{ID: x.ID, Key: fresh[j].Key, Existed: x.Existed}
+	}
+	return out, nil
+}
+
+// keylessByDerivedKey maps the key each of st's runs without one is
+// exported under to the run's id: export only reads, so the run's row
+// keeps no key, and a file bringing the run back names it by that one.
+func keylessByDerivedKey(ctx context.Context, st *store.Store) (map[string]int64, error) {
+	ids, err := st.KeylessRuns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, id := range ids {
+		cr, err := st.CarryRun(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rr, err := recordOf(cr)
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %w", id, err)
+		}
+		out[string(rr.Key)] = id
 	}
 	return out, nil
 }

@@ -180,6 +180,29 @@ func carriedAudits(ctx context.Context, db *sql.DB, id int64) ([]CarriedAudit, e
 	return out, nil
 }
 
+// KeylessRuns lists the ended runs stored without a key (by a vfleet older
+// than keys, or cut off between a run's creation and its key), which
+// another store knows by a key derived from each (package archive).
+func (s *Store) KeylessRuns(ctx context.Context) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM runs WHERE run_key = '' AND status != ? ORDER BY id`, StatusRunning)
+	if err != nil {
+		return nil, fmt.Errorf("list runs without a key: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list runs without a key: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runs without a key: %w", err)
+	}
+	return ids, nil
+}
+
 // AddCarried writes carried runs in one transaction: all of them or, on
 // any error, none. A run whose key the store already holds is left as it
 // is (Existed), so carrying the same run twice changes nothing. A non-empty
