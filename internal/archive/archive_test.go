@@ -416,22 +416,26 @@ func TestDamagedFileIsRefusedAndStoreUnchanged(t *testing.T) {
 	}
 }
 
-// A forged file whose sum was made to match is still refused when a run
-// in it is one a store could not have written, and nothing of it is kept.
+// A whole file (its sum matches) holding a run the store refuses is
+// refused naming that run, not as damaged, and nothing of it is kept.
 func TestInvalidRunIsRefusedWholeFile(t *testing.T) {
 	a := openStore(t)
 	plain := unzip(t, export(t, a, fill(t, a)...))
 	b := openStore(t)
-	for _, tc := range []struct{ from, to string }{
-		{`"status":"aborted"`, `"status":"running"`},
-		{`"scenario_hash":"`, `"scenario_hash":"0`},
-		{`"params":{`, `"params":[{`},
+	for _, tc := range []struct{ from, to, key, says string }{
+		{`"status":"aborted"`, `"status":"running"`, "r3-000000", `status "running"`},
+		{`"scenario_hash":"`, `"scenario_hash":"0`, "r1-abcdef", "scenario hash"},
+		{`"params":{"html"`, `"params":{"html":1,"h"`, "r1-abcdef", "sample 1: params"},
+		{`"scale":64`, `"scale":63`, "r1-abcdef", "the histogram of fio-randread read_clat_mean"},
 	} {
 		forged := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
 		if bytes.Equal(forged, plain) {
 			t.Fatalf("no %s in the file", tc.from)
 		}
-		refused(t, b, rezip(t, withSum(forged)), ErrCorrupt)
+		err := refused(t, b, rezip(t, withSum(forged)), ErrCannotImport)
+		if errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "run "+tc.key+" cannot be imported: ") || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want run %s cannot be imported, saying %q, and not damaged", tc.to, err, tc.key, tc.says)
+		}
 	}
 }
 

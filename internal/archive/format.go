@@ -43,6 +43,11 @@ var (
 	// ErrCorrupt is returned for a file that is truncated, damaged or
 	// altered: nothing of it is imported.
 	ErrCorrupt = errors.New("runs file is damaged")
+	// ErrCannotImport is returned for a whole file holding a run the store
+	// refuses (store.ErrInvalidRun): one still running, or whose scenario
+	// hash or JSON a store could not have written. Its sum may well match:
+	// what wrote it, not the file, is at fault.
+	ErrCannotImport = errors.New("cannot be imported")
 	// ErrRunning is returned when asked to export a run that has not
 	// ended: it may still gain samples, and its status would stay running
 	// in the store it is carried to, where nothing would ever end it.

@@ -39,12 +39,19 @@ type Imported struct {
 
 // Import reads a runs file into st, all its runs in one transaction. The
 // whole file is read and checked (format, versions, structure, counts,
-// sha256) before anything is written, and a file refused leaves the store
-// as it was: ErrNotArchive, ErrTooNew naming both versions, ErrCorrupt.
+// sha256, each run as the store would take it) before anything is
+// written, and a file refused leaves the store as it was: ErrNotArchive,
+// ErrTooNew naming both versions, ErrCorrupt, ErrCannotImport naming the
+// run.
 func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOptions) ([]Imported, error) {
 	runs, err := read(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
+	}
+	for i := range runs {
+		if err := runs[i].Check(); err != nil {
+			return nil, fmt.Errorf("run %s %w: %w", runs[i].Key, ErrCannotImport, err)
+		}
 	}
 	keyless, err := keylessByDerivedKey(ctx, st)
 	if err != nil {
@@ -61,9 +68,6 @@ func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOption
 		fresh, at = append(fresh, cr), append(at, i)
 	}
 	res, err := st.AddCarried(ctx, fresh, opts.Origin)
-	if errors.Is(err, store.ErrInvalidRun) {
-		return nil, fmt.Errorf("import: %w: %w", ErrCorrupt, err)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}

@@ -209,8 +209,8 @@ func (s *Store) KeylessRuns(ctx context.Context) ([]int64, error) {
 // origin replaces each new run's own.
 func (s *Store) AddCarried(ctx context.Context, runs []CarriedRun, origin string) ([]CarriedResult, error) {
 	for i := range runs {
-		if err := runs[i].check(); err != nil {
-			return nil, err
+		if err := runs[i].Check(); err != nil {
+			return nil, fmt.Errorf("add carried run %s: %w", runs[i].Key, err)
 		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -302,12 +302,13 @@ func addCarried(ctx context.Context, tx *sql.Tx, r *CarriedRun, origin string) (
 	return CarriedResult{ID: id}, nil
 }
 
-// check refuses what the store's readers could not read back, or what
+// Check refuses what the store's readers could not read back, or what
 // would make the run's record a lie: a run is only carried once it ended,
-// since its owner, the process that would end it, stays behind.
-func (r *CarriedRun) check() error {
+// since its owner, the process that would end it, stays behind. The
+// error (ErrInvalidRun) leaves it to the caller to name the run.
+func (r *CarriedRun) Check() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %q: %s", ErrInvalidRun, r.Key, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", ErrInvalidRun, fmt.Sprintf(format, args...))
 	}
 	if r.Key == "" {
 		return bad("no run key")
@@ -334,6 +335,12 @@ func (r *CarriedRun) check() error {
 		var params workload.Params
 		if err := json.Unmarshal(sm.Params, &params); err != nil {
 			return bad("sample %d: params: %v", i+1, err)
+		}
+		if sm.Hist != nil {
+			var h stats.Histogram
+			if err := json.Unmarshal(sm.Hist, &h); err != nil {
+				return bad("sample %d: the histogram of %s %s: %v", i+1, sm.WorkloadID, sm.Metric, err)
+			}
 		}
 	}
 	for i, a := range r.Audits {
