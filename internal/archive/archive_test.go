@@ -358,7 +358,7 @@ func TestNewerFileIsRefusedWithTheVersions(t *testing.T) {
 		says     []string
 	}{
 		{`"version":1,`, `"version":2,`, []string{"format is version 2", "up to version 1"}},
-		{fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()), fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()+1),
+		{fmt.Sprintf(`"schema":%d,`, store.CarriedSchemaVersion()), fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()+1),
 			[]string{fmt.Sprintf("schema version %d", store.SchemaVersion()+1), fmt.Sprintf("up to version %d", store.SchemaVersion())}},
 	} {
 		newer := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
@@ -371,6 +371,27 @@ func TestNewerFileIsRefusedWithTheVersions(t *testing.T) {
 				t.Fatalf("%v: does not say %q", err, s)
 			}
 		}
+	}
+}
+
+// A file records the schema of the runs it carries, not the whole
+// store's, which a migration of a table no run carries (baselines) moves:
+// the vfleets that know the runs' schema read it, and a file that names
+// the whole store's, as vfleets wrote before, is read as well.
+func TestFileSchemaIsTheRunsOwn(t *testing.T) {
+	a := openStore(t)
+	file := export(t, a, fill(t, a)...)
+	plain := unzip(t, file)
+	var h header
+	if err := json.Unmarshal(plain[:bytes.IndexByte(plain, '\n')], &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Schema != store.CarriedSchemaVersion() {
+		t.Fatalf("the header says schema %d; want the runs' %d (the store is at %d)", h.Schema, store.CarriedSchemaVersion(), store.SchemaVersion())
+	}
+	whole := bytes.Replace(plain, []byte(fmt.Sprintf(`"schema":%d,`, h.Schema)), []byte(fmt.Sprintf(`"schema":%d,`, store.SchemaVersion())), 1)
+	if got := importFile(t, openStore(t), rezip(t, withSum(whole)), ImportOptions{}); len(got) != 3 {
+		t.Fatalf("a file naming the store's schema: imported %+v", got)
 	}
 }
 

@@ -43,7 +43,7 @@ func Export(ctx context.Context, st *store.Store, runIDs []int64, w io.Writer) e
 	lw := &lineWriter{sum: sha256.New()}
 	lw.enc = json.NewEncoder(io.MultiWriter(gz, lw.sum))
 	lw.enc.SetEscapeHTML(false)
-	if err := lw.write(header{Format: Format, Version: FormatVersion, Schema: store.SchemaVersion(), Vfleet: version.String(), Runs: len(ids)}); err != nil {
+	if err := lw.write(header{Format: Format, Version: FormatVersion, Schema: store.CarriedSchemaVersion(), Vfleet: version.String(), Runs: len(ids)}); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	var end trailer

@@ -167,6 +167,9 @@ func readHeader(lr *lineReader) (header, error) {
 		return header{}, fmt.Errorf("%w: its format is version %d, this vfleet reads up to version %d (use a newer vfleet)",
 			ErrTooNew, h.Version, FormatVersion)
 	}
+	// Runs of any schema this vfleet knows are read: a file names its
+	// runs' schema (older vfleets wrote the whole store's, as high or
+	// higher), which only a change of a carried table moves.
 	if h.Schema > store.SchemaVersion() {
 		return header{}, fmt.Errorf("%w: its runs are of store schema version %d, this vfleet knows up to version %d (use a newer vfleet)",
 			ErrTooNew, h.Schema, store.SchemaVersion())
