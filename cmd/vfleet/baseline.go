@@ -177,7 +177,8 @@ type baselineCheck struct {
 	opts           report.CompareOptions
 	maxRepetitions int
 	// err is the first error reading the run's samples while it runs: the
-	// run goes on, and the comparison at its end says what went wrong.
+	// run goes on without more rounds, and its end says what went wrong
+	// before comparing what it measured.
 	err error
 }
 
@@ -239,10 +240,11 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 }
 
 // finish prints the run's comparison with the baseline and returns its
-// outcome, as `compare --baseline` would.
+// outcome, as `compare --baseline` would: a failed read while the run
+// went on cost it its added rounds, not its comparison.
 func (c *baselineCheck) finish(ctx context.Context, id int64) error {
 	if c.err != nil {
-		return c.err
+		fmt.Fprintf(os.Stderr, "vfleet: warning: %v; no rounds were added after it\n", c.err)
 	}
 	fmt.Fprintln(os.Stderr, againstBaseline(id, c.base))
 	cmp, err := printComparison(ctx, c.st, c.base.RunID, id, c.opts)
