@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -229,7 +230,7 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		// A round adds as many values as the group has guests. A baseline
 		// with too few values of its own stays undecided however many the
 		// run adds: rounds that cannot decide are not measured.
-		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, r.B.N/done*c.maxRepetitions) < o.Alpha {
+		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, atMost(r.B.N, done, c.maxRepetitions)) < o.Alpha {
 			undecided++
 		}
 	}
@@ -237,6 +238,14 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		return ""
 	}
 	return fmt.Sprintf("%d of its changes against baseline run %d undecided", undecided, c.base.RunID)
+}
+
+// atMost is how many values a workload's n after done rounds come to at
+// maxRounds, n/done a round: a failed step adds none, so a share rounded
+// down first would lose every value of a round short of one (5 in 6
+// rounds came to 0 at any maximum).
+func atMost(n, done, maxRounds int) int {
+	return int(math.Ceil(float64(n) * float64(maxRounds) / float64(done)))
 }
 
 // finish prints the run's comparison with the baseline and returns its

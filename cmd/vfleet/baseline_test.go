@@ -156,6 +156,7 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 		{[]float64{70, 71, 69, 70, 70, 71}, 6, true},      // 3 and 6: the smallest p is 1/84
 		{[]float64{70, 71, 69, 70, 70, 71, 69}, 7, false}, // 3 and 7: 1/120 < 0.01, decidable
 		{[]float64{102, 101, 103}, 3, false},              // within the noise floor
+		{[]float64{70, 71, 69, 70, 71}, 6, true},          // a step failed: 5 in 6 rounds come to 7 in 8
 	} {
 		id := add(store.StatusRunning, tc.values...)
 		why := check.moreRounds(ctx, id, "cpu", tc.done)
