@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 
@@ -51,11 +53,12 @@ refused: export it once it has ended.`,
 	return cmd
 }
 
-// writeAtomically writes path through a temporary file beside it, renamed
-// over it only once whole: a failed export leaves no file that looks like
-// one (or the file that was there before).
+// writeAtomically writes path through a temporary file beside it, synced
+// and renamed over it only once whole: a failed export, or a crash soon
+// after it, leaves no file that looks like one (or the file that was
+// there before).
 func writeAtomically(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	f, err := createBeside(path)
 	if err != nil {
 		return err
 	}
@@ -64,10 +67,29 @@ func writeAtomically(path string, write func(io.Writer) error) error {
 		f.Close()
 		return err
 	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// createBeside creates a new file of a name of its own in path's
+// directory, with the mode os.Create gives (0666 less the umask, which
+// the kernel applies): os.CreateTemp's 0600 would leave an export
+// readable by its writer only.
+func createBeside(path string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%016x", filepath.Base(path), rand.Uint64()))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("create a file beside %s: every name tried exists", path)
 }
 
 func newImportCommand(g *globalOptions) *cobra.Command {

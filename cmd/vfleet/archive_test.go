@@ -51,6 +51,17 @@ func TestExportImportThroughTheCLI(t *testing.T) {
 	if _, stderr, code := a.run("export", "1", "2", "-o", file); code != 0 {
 		t.Fatalf("export: exit %d, stderr %q", code, stderr)
 	}
+	// The file has the mode any file this umask makes has, not a
+	// temporary file's 0600.
+	created := filepath.Join(t.TempDir(), "created")
+	if f, err := os.Create(created); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	if got, want := fileMode(t, file), fileMode(t, created); got != want {
+		t.Errorf("exported file of mode %v; want %v, as os.Create makes it", got, want)
+	}
 	imported := regexp.MustCompile(`(?m)^run k-[0-9a-f]+: imported as #1\nrun k-[0-9a-f]+: imported as #2\n$`)
 	if stdout, stderr, code := b.run("import", file); code != 0 || !imported.MatchString(stdout) {
 		t.Fatalf("import: exit %d, stdout %q, stderr %q", code, stdout, stderr)
@@ -87,4 +98,13 @@ func TestExportImportThroughTheCLI(t *testing.T) {
 	if stdout, stderr, _ := c.run("runs"); stdout != "" || !strings.Contains(stderr, "no runs stored") {
 		t.Fatalf("a refused import left runs:\n%s%s", stdout, stderr)
 	}
+}
+
+func fileMode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -177,7 +178,8 @@ type baselineCheck struct {
 	opts           report.CompareOptions
 	maxRepetitions int
 	// err is the first error reading the run's samples while it runs: the
-	// run goes on, and the comparison at its end says what went wrong.
+	// run goes on without more rounds, and its end says what went wrong
+	// before comparing what it measured.
 	err error
 }
 
@@ -228,7 +230,7 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		// A round adds as many values as the group has guests. A baseline
 		// with too few values of its own stays undecided however many the
 		// run adds: rounds that cannot decide are not measured.
-		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, r.B.N/done*c.maxRepetitions) < o.Alpha {
+		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, atMost(r.B.N, done, c.maxRepetitions)) < o.Alpha {
 			undecided++
 		}
 	}
@@ -238,11 +240,20 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 	return fmt.Sprintf("%d of its changes against baseline run %d undecided", undecided, c.base.RunID)
 }
 
+// atMost is how many values a workload's n after done rounds come to at
+// maxRounds, n/done a round: a failed step adds none, so a share rounded
+// down first would lose every value of a round short of one (5 in 6
+// rounds came to 0 at any maximum).
+func atMost(n, done, maxRounds int) int {
+	return int(math.Ceil(float64(n) * float64(maxRounds) / float64(done)))
+}
+
 // finish prints the run's comparison with the baseline and returns its
-// outcome, as `compare --baseline` would.
+// outcome, as `compare --baseline` would: a failed read while the run
+// went on cost it its added rounds, not its comparison.
 func (c *baselineCheck) finish(ctx context.Context, id int64) error {
 	if c.err != nil {
-		return c.err
+		fmt.Fprintf(os.Stderr, "vfleet: warning: %v; no rounds were added after it\n", c.err)
 	}
 	fmt.Fprintln(os.Stderr, againstBaseline(id, c.base))
 	cmp, err := printComparison(ctx, c.st, c.base.RunID, id, c.opts)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,21 +94,24 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 // run --baseline measures on while a change beyond the noise floor is
 // too little repeated to be tested against the baseline, and no further
 // than --max-repetitions.
-func TestRunBaselineMoreRounds(t *testing.T) {
+// baselineStore is a store whose runs of scenario quick on lab1 add
+// makes: cpu's values as given, and another workload's, doubled in every
+// run still running and undecided with 3 repetitions, that no question
+// asks about.
+func baselineStore(t *testing.T) (st *store.Store, add func(status string, values ...float64) int64) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	add := func(status string, values ...float64) int64 {
+	t.Cleanup(func() { st.Close() })
+	return st, func(status string, values ...float64) int64 {
 		t.Helper()
 		id, err := st.CreateRun(ctx, &store.Run{ScenarioName: "quick", ScenarioText: []byte(quickText), Host: hostinfo.Fingerprint{Hostname: "lab1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Another workload, doubled in every new run and undecided with
-		// 3 repetitions, is not the one asked about.
 		other := 1.0
 		if status == store.StatusRunning {
 			other = 2
@@ -127,6 +131,11 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 		}
 		return id
 	}
+}
+
+func TestRunBaselineMoreRounds(t *testing.T) {
+	ctx := context.Background()
+	st, add := baselineStore(t)
 	base := add(store.StatusComplete, 100, 101, 99)
 	if _, err := st.SetBaseline(ctx, base, time.Now()); err != nil {
 		t.Fatal(err)
@@ -147,6 +156,7 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 		{[]float64{70, 71, 69, 70, 70, 71}, 6, true},      // 3 and 6: the smallest p is 1/84
 		{[]float64{70, 71, 69, 70, 70, 71, 69}, 7, false}, // 3 and 7: 1/120 < 0.01, decidable
 		{[]float64{102, 101, 103}, 3, false},              // within the noise floor
+		{[]float64{70, 71, 69, 70, 71}, 6, true},          // a step failed: 5 in 6 rounds come to 7 in 8
 	} {
 		id := add(store.StatusRunning, tc.values...)
 		why := check.moreRounds(ctx, id, "cpu", tc.done)
@@ -169,6 +179,37 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 	// At the limit, however undecided.
 	if why := (&baselineCheck{st: st, base: check.base, run: check.run, samples: check.samples, opts: check.opts, maxRepetitions: 3}).moreRounds(ctx, add(store.StatusRunning, 70, 71, 69), "cpu", 3); why != "" {
 		t.Errorf("at --max-repetitions: %q, want no more", why)
+	}
+}
+
+// A read of the samples that fails while the run goes on stops adding
+// rounds, and the run is compared with its baseline all the same.
+func TestRunBaselineComparesAfterAFailedRead(t *testing.T) {
+	st, add := baselineStore(t)
+	base := add(store.StatusComplete, 100, 101, 99, 100, 100)
+	if _, err := st.SetBaseline(context.Background(), base, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(context.Background(), st, "quick", "lab1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := add(store.StatusRunning, 70, 71, 69)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if why := check.moreRounds(gone, run, "cpu", 3); why != "" || check.err == nil {
+		t.Fatalf("a read that fails: %q, %v; want no more rounds and the error kept", why, check.err)
+	}
+	if why := check.moreRounds(context.Background(), run, "cpu", 3); why != "" {
+		t.Errorf("after a failed read: %q; want no more rounds", why)
+	}
+	if err := st.FinishRun(context.Background(), run, store.StatusComplete, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// 30% slower in 3 repetitions against 5: compared, and undecided.
+	var outcome exitError
+	if err := check.finish(context.Background(), run); !errors.As(err, &outcome) || outcome.code != exitUndecided {
+		t.Errorf("finish: %v; want the comparison's outcome, undecided (exit %d)", err, exitUndecided)
 	}
 }
 

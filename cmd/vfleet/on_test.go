@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -271,6 +274,7 @@ func TestRunOn(t *testing.T) {
 			if len(runs) != 2 || !origins[a.URL] || !origins[b.URL] {
 				t.Errorf("runs back from %v; want one from each of %s and %s", origins, a.URL, b.URL)
 			}
+			requireAcross(t, c, runs)
 			requireMachineClean(t, a, "after a run")
 			requireMachineClean(t, b, "after a run")
 		})
@@ -325,6 +329,48 @@ func TestRunOn(t *testing.T) {
 		})
 	})
 	testutil.CheckLeaks(t, before)
+}
+
+// requireAcross renders the runs that came back side by side, as a user
+// compares the machines, and fails unless every run is there under a
+// label of its own with each of its groups.
+func requireAcross(t *testing.T, c *cli, runs map[int64]returnedRun) {
+	t.Helper()
+	args := []string{"report", "--across"}
+	for _, id := range slices.Sorted(maps.Keys(runs)) {
+		args = append(args, strconv.FormatInt(id, 10))
+	}
+	table, stderr, code := c.run(args...)
+	t.Logf("vfleet %s: exit %d\n%s%s", strings.Join(args, " "), code, table, stderr)
+	if code != 0 {
+		t.Fatalf("report --across: exit %d", code)
+	}
+	out, stderr, code := c.run(append(args, "--format", "json")...)
+	var across struct {
+		Machines []struct {
+			Label string `json:"label"`
+			RunID int64  `json:"run_id"`
+		} `json:"machines"`
+	}
+	if err := json.Unmarshal([]byte(out), &across); err != nil || code != 0 {
+		t.Fatalf("report --across --format json: exit %d, %v: %s", code, err, stderr)
+	}
+	labels := map[string]bool{}
+	for _, m := range across.Machines {
+		labels[m.Label] = true
+		// The legend, the index's header and the machine's own columns.
+		if n := strings.Count(table, m.Label); n < 3 {
+			t.Errorf("run %d's label %q is in the table %d times; want its legend, its index and its columns", m.RunID, m.Label, n)
+		}
+	}
+	if len(across.Machines) != len(runs) || len(labels) != len(runs) {
+		t.Errorf("machines %+v; want each of the %d runs under a label of its own", across.Machines, len(runs))
+	}
+	for _, group := range []string{"host", "container (runc"} {
+		if n := strings.Count(table, group); n < 1+len(runs) {
+			t.Errorf("group %s is in the table %d times; want it in the index and under each machine", group, n)
+		}
+	}
 }
 
 // What run --on and clean --on cannot use is refused before any machine

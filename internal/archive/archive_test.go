@@ -358,7 +358,7 @@ func TestNewerFileIsRefusedWithTheVersions(t *testing.T) {
 		says     []string
 	}{
 		{`"version":1,`, `"version":2,`, []string{"format is version 2", "up to version 1"}},
-		{fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()), fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()+1),
+		{fmt.Sprintf(`"schema":%d,`, store.CarriedSchemaVersion()), fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()+1),
 			[]string{fmt.Sprintf("schema version %d", store.SchemaVersion()+1), fmt.Sprintf("up to version %d", store.SchemaVersion())}},
 	} {
 		newer := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
@@ -371,6 +371,27 @@ func TestNewerFileIsRefusedWithTheVersions(t *testing.T) {
 				t.Fatalf("%v: does not say %q", err, s)
 			}
 		}
+	}
+}
+
+// A file records the schema of the runs it carries, not the whole
+// store's, which a migration of a table no run carries (baselines) moves:
+// the vfleets that know the runs' schema read it, and a file that names
+// the whole store's, as vfleets wrote before, is read as well.
+func TestFileSchemaIsTheRunsOwn(t *testing.T) {
+	a := openStore(t)
+	file := export(t, a, fill(t, a)...)
+	plain := unzip(t, file)
+	var h header
+	if err := json.Unmarshal(plain[:bytes.IndexByte(plain, '\n')], &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Schema != store.CarriedSchemaVersion() {
+		t.Fatalf("the header says schema %d; want the runs' %d (the store is at %d)", h.Schema, store.CarriedSchemaVersion(), store.SchemaVersion())
+	}
+	whole := bytes.Replace(plain, []byte(fmt.Sprintf(`"schema":%d,`, h.Schema)), []byte(fmt.Sprintf(`"schema":%d,`, store.SchemaVersion())), 1)
+	if got := importFile(t, openStore(t), rezip(t, withSum(whole)), ImportOptions{}); len(got) != 3 {
+		t.Fatalf("a file naming the store's schema: imported %+v", got)
 	}
 }
 
@@ -416,22 +437,26 @@ func TestDamagedFileIsRefusedAndStoreUnchanged(t *testing.T) {
 	}
 }
 
-// A forged file whose sum was made to match is still refused when a run
-// in it is one a store could not have written, and nothing of it is kept.
+// A whole file (its sum matches) holding a run the store refuses is
+// refused naming that run, not as damaged, and nothing of it is kept.
 func TestInvalidRunIsRefusedWholeFile(t *testing.T) {
 	a := openStore(t)
 	plain := unzip(t, export(t, a, fill(t, a)...))
 	b := openStore(t)
-	for _, tc := range []struct{ from, to string }{
-		{`"status":"aborted"`, `"status":"running"`},
-		{`"scenario_hash":"`, `"scenario_hash":"0`},
-		{`"params":{`, `"params":[{`},
+	for _, tc := range []struct{ from, to, key, says string }{
+		{`"status":"aborted"`, `"status":"running"`, "r3-000000", `status "running"`},
+		{`"scenario_hash":"`, `"scenario_hash":"0`, "r1-abcdef", "scenario hash"},
+		{`"params":{"html"`, `"params":{"html":1,"h"`, "r1-abcdef", "sample 1: params"},
+		{`"scale":64`, `"scale":63`, "r1-abcdef", "the histogram of fio-randread read_clat_mean"},
 	} {
 		forged := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
 		if bytes.Equal(forged, plain) {
 			t.Fatalf("no %s in the file", tc.from)
 		}
-		refused(t, b, rezip(t, withSum(forged)), ErrCorrupt)
+		err := refused(t, b, rezip(t, withSum(forged)), ErrCannotImport)
+		if errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "run "+tc.key+" cannot be imported: ") || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want run %s cannot be imported, saying %q, and not damaged", tc.to, err, tc.key, tc.says)
+		}
 	}
 }
 
@@ -462,5 +487,23 @@ func TestTextAndNumbersRoundTrip(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`"Infinity"`), &back); err == nil {
 		t.Fatal(`"Infinity" taken for a value`)
+	}
+}
+
+// A run stored without a key goes out under a key derived from it, which
+// its own row never gets (export only reads): imported back into the
+// store it came from, it is found there, not added a second time.
+func TestKeylessRunImportedBackIsFound(t *testing.T) {
+	st := openStore(t)
+	runs := fill(t, st)
+	counts := rowCounts(t, st)
+	got := importFile(t, st, export(t, st, runs...), ImportOptions{})
+	for i, im := range got {
+		if !im.Existed || im.ID != runs[i] {
+			t.Errorf("run %d came back as %+v; want it found as itself", runs[i], im)
+		}
+	}
+	if after := rowCounts(t, st); after != counts {
+		t.Fatalf("importing its own runs changed the store: %v rows, were %v", after, counts)
 	}
 }

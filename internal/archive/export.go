@@ -43,7 +43,7 @@ func Export(ctx context.Context, st *store.Store, runIDs []int64, w io.Writer) e
 	lw := &lineWriter{sum: sha256.New()}
 	lw.enc = json.NewEncoder(io.MultiWriter(gz, lw.sum))
 	lw.enc.SetEscapeHTML(false)
-	if err := lw.write(header{Format: Format, Version: FormatVersion, Schema: store.SchemaVersion(), Vfleet: version.String(), Runs: len(ids)}); err != nil {
+	if err := lw.write(header{Format: Format, Version: FormatVersion, Schema: store.CarriedSchemaVersion(), Vfleet: version.String(), Runs: len(ids)}); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	var end trailer
@@ -84,19 +84,9 @@ type lineWriter struct {
 func (lw *lineWriter) write(v any) error { return lw.enc.Encode(v) }
 
 func writeRun(lw *lineWriter, cr store.CarriedRun) error {
-	rr := runRecord{
-		Key: text(cr.Key), Origin: text(exportedOrigin(cr)), ScenarioName: text(cr.ScenarioName),
-		ScenarioSource: text(cr.ScenarioSource), ScenarioText: text(cr.ScenarioText), ScenarioHash: text(cr.ScenarioHash),
-		Baseline: text(cr.Baseline), StartedNS: cr.StartedNS, FinishedNS: cr.FinishedNS, Status: text(cr.Status),
-		StatusReason: text(cr.StatusReason), Host: cr.Host, Guests: cr.Guests, Dropped: cr.Dropped,
-		Samples: len(cr.Samples), Failures: len(cr.Failures), Audits: len(cr.Audits),
-	}
-	if rr.Key == "" {
-		key, err := derivedKey(rr)
-		if err != nil {
-			return err
-		}
-		rr.Key = text(key)
+	rr, err := recordOf(cr)
+	if err != nil {
+		return err
 	}
 	if err := lw.write(record{Run: &rr}); err != nil {
 		return err
@@ -127,6 +117,26 @@ func writeRun(lw *lineWriter, cr store.CarriedRun) error {
 		}
 	}
 	return nil
+}
+
+// recordOf is the run's record as the file holds it: a run without a key
+// of its own under the one derived from it.
+func recordOf(cr store.CarriedRun) (runRecord, error) {
+	rr := runRecord{
+		Key: text(cr.Key), Origin: text(exportedOrigin(cr)), ScenarioName: text(cr.ScenarioName),
+		ScenarioSource: text(cr.ScenarioSource), ScenarioText: text(cr.ScenarioText), ScenarioHash: text(cr.ScenarioHash),
+		Baseline: text(cr.Baseline), StartedNS: cr.StartedNS, FinishedNS: cr.FinishedNS, Status: text(cr.Status),
+		StatusReason: text(cr.StatusReason), Host: cr.Host, Guests: cr.Guests, Dropped: cr.Dropped,
+		Samples: len(cr.Samples), Failures: len(cr.Failures), Audits: len(cr.Audits),
+	}
+	if rr.Key == "" {
+		key, err := derivedKey(rr)
+		if err != nil {
+			return runRecord{}, err
+		}
+		rr.Key = text(key)
+	}
+	return rr, nil
 }
 
 // exportedOrigin is where the run was measured, which an empty origin

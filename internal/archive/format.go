@@ -4,8 +4,10 @@
 // a file into another store.
 //
 // The file is gzip'd JSON Lines. The first line is a header naming the
-// format, its version, the store schema and the vfleet that wrote it, and
-// how many runs follow; then each run is a run record (which says how many
+// format, its version, the store schema its runs are of (the newest that
+// changed what a run carries, not the whole store's: a migration of
+// another table leaves files readable by the vfleet before it), the
+// vfleet that wrote it, and how many runs follow; then each run is a run record (which says how many
 // sample, failure and audit records follow it) and those records in the
 // order the store keeps them; the last line is a trailer with the counts
 // and the sha256 of every line before it. Nothing in the file is an id of
@@ -38,11 +40,17 @@ var (
 	// ErrNotArchive is returned for a file that is not a vfleet runs file.
 	ErrNotArchive = errors.New("not a vfleet runs file")
 	// ErrTooNew is returned for a file written by a newer vfleet: its
-	// format or its store schema is newer than this vfleet's.
+	// format, or the store schema of its runs, is newer than this
+	// vfleet's.
 	ErrTooNew = errors.New("runs file is newer than this vfleet")
 	// ErrCorrupt is returned for a file that is truncated, damaged or
 	// altered: nothing of it is imported.
 	ErrCorrupt = errors.New("runs file is damaged")
+	// ErrCannotImport is returned for a whole file holding a run the store
+	// refuses (store.ErrInvalidRun): one still running, or whose scenario
+	// hash or JSON a store could not have written. Its sum may well match:
+	// what wrote it, not the file, is at fault.
+	ErrCannotImport = errors.New("cannot be imported")
 	// ErrRunning is returned when asked to export a run that has not
 	// ended: it may still gain samples, and its status would stay running
 	// in the store it is carried to, where nothing would ever end it.
@@ -53,7 +61,7 @@ var (
 type header struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
-	Schema  int    `json:"schema"`
+	Schema  int    `json:"schema"` // of the runs: store.CarriedSchemaVersion
 	Vfleet  string `json:"vfleet"`
 	Runs    int    `json:"runs"`
 }

@@ -39,23 +39,63 @@ type Imported struct {
 
 // Import reads a runs file into st, all its runs in one transaction. The
 // whole file is read and checked (format, versions, structure, counts,
-// sha256) before anything is written, and a file refused leaves the store
-// as it was: ErrNotArchive, ErrTooNew naming both versions, ErrCorrupt.
+// sha256, each run as the store would take it) before anything is
+// written, and a file refused leaves the store as it was: ErrNotArchive,
+// ErrTooNew naming both versions, ErrCorrupt, ErrCannotImport naming the
+// run.
 func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOptions) ([]Imported, error) {
 	runs, err := read(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	res, err := st.AddCarried(ctx, runs, opts.Origin)
-	if errors.Is(err, store.ErrInvalidRun) {
-		return nil, fmt.Errorf("import: %w: %w", ErrCorrupt, err)
+	for i := range runs {
+		if err := runs[i].Check(); err != nil {
+			return nil, fmt.Errorf("run %s %w: %w", runs[i].Key, ErrCannotImport, err)
+		}
 	}
+	keyless, err := keylessByDerivedKey(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	out := make([]Imported, len(res))
-	for i, x := range res {
-		out[i] = Imported{ID: x.ID, Key: runs[i].Key, Existed: x.Existed}
+	out := make([]Imported, len(runs))
+	var fresh []store.CarriedRun
+	var at []int // where each of fresh is in runs
+	for i, cr := range runs {
+		if id, ok := keyless[cr.Key]; ok {
+			out[i] = Imported{ID: id, Key: cr.Key, Existed: true}
+			continue
+		}
+		fresh, at = append(fresh, cr), append(at, i)
+	}
+	res, err := st.AddCarried(ctx, fresh, opts.Origin)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	for j, x := range res {
+		out[at[j]] = Imported{ID: x.ID, Key: fresh[j].Key, Existed: x.Existed}
+	}
+	return out, nil
+}
+
+// keylessByDerivedKey maps the key each of st's runs without one is
+// exported under to the run's id: export only reads, so the run's row
+// keeps no key, and a file bringing the run back names it by that one.
+func keylessByDerivedKey(ctx context.Context, st *store.Store) (map[string]int64, error) {
+	ids, err := st.KeylessRuns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, id := range ids {
+		cr, err := st.CarryRun(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rr, err := recordOf(cr)
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %w", id, err)
+		}
+		out[string(rr.Key)] = id
 	}
 	return out, nil
 }
@@ -127,6 +167,9 @@ func readHeader(lr *lineReader) (header, error) {
 		return header{}, fmt.Errorf("%w: its format is version %d, this vfleet reads up to version %d (use a newer vfleet)",
 			ErrTooNew, h.Version, FormatVersion)
 	}
+	// Runs of any schema this vfleet knows are read: a file names its
+	// runs' schema (older vfleets wrote the whole store's, as high or
+	// higher), which only a change of a carried table moves.
 	if h.Schema > store.SchemaVersion() {
 		return header{}, fmt.Errorf("%w: its runs are of store schema version %d, this vfleet knows up to version %d (use a newer vfleet)",
 			ErrTooNew, h.Schema, store.SchemaVersion())

@@ -180,14 +180,37 @@ func carriedAudits(ctx context.Context, db *sql.DB, id int64) ([]CarriedAudit, e
 	return out, nil
 }
 
+// KeylessRuns lists the ended runs stored without a key (by a vfleet older
+// than keys, or cut off between a run's creation and its key), which
+// another store knows by a key derived from each (package archive).
+func (s *Store) KeylessRuns(ctx context.Context) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM runs WHERE run_key = '' AND status != ? ORDER BY id`, StatusRunning)
+	if err != nil {
+		return nil, fmt.Errorf("list runs without a key: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list runs without a key: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runs without a key: %w", err)
+	}
+	return ids, nil
+}
+
 // AddCarried writes carried runs in one transaction: all of them or, on
 // any error, none. A run whose key the store already holds is left as it
 // is (Existed), so carrying the same run twice changes nothing. A non-empty
 // origin replaces each new run's own.
 func (s *Store) AddCarried(ctx context.Context, runs []CarriedRun, origin string) ([]CarriedResult, error) {
 	for i := range runs {
-		if err := runs[i].check(); err != nil {
-			return nil, err
+		if err := runs[i].Check(); err != nil {
+			return nil, fmt.Errorf("add carried run %s: %w", runs[i].Key, err)
 		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -279,12 +302,13 @@ func addCarried(ctx context.Context, tx *sql.Tx, r *CarriedRun, origin string) (
 	return CarriedResult{ID: id}, nil
 }
 
-// check refuses what the store's readers could not read back, or what
+// Check refuses what the store's readers could not read back, or what
 // would make the run's record a lie: a run is only carried once it ended,
-// since its owner, the process that would end it, stays behind.
-func (r *CarriedRun) check() error {
+// since its owner, the process that would end it, stays behind. The
+// error (ErrInvalidRun) leaves it to the caller to name the run.
+func (r *CarriedRun) Check() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %q: %s", ErrInvalidRun, r.Key, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", ErrInvalidRun, fmt.Sprintf(format, args...))
 	}
 	if r.Key == "" {
 		return bad("no run key")
@@ -311,6 +335,12 @@ func (r *CarriedRun) check() error {
 		var params workload.Params
 		if err := json.Unmarshal(sm.Params, &params); err != nil {
 			return bad("sample %d: params: %v", i+1, err)
+		}
+		if sm.Hist != nil {
+			var h stats.Histogram
+			if err := json.Unmarshal(sm.Hist, &h); err != nil {
+				return bad("sample %d: the histogram of %s %s: %v", i+1, sm.WorkloadID, sm.Metric, err)
+			}
 		}
 	}
 	for i, a := range r.Audits {

@@ -137,9 +137,20 @@ var migrations = []string{
 	);`,
 }
 
-// SchemaVersion is the schema this vfleet writes, which files carrying runs
-// between stores record.
+// SchemaVersion is the schema this vfleet writes.
 func SchemaVersion() int { return len(migrations) }
+
+// carriedSchema is the newest schema version whose migration changed a
+// table a carried run is read from (CarryRun: runs, samples, histograms,
+// failures, audits): 7 gave runs their origin. A migration of any other
+// table leaves it, so the files that carry runs between stores, which
+// record it, stay readable by the vfleets before it; a migration of a
+// carried table must set it to its own version.
+const carriedSchema = 7
+
+// CarriedSchemaVersion is the schema version of the runs CarryRun reads:
+// what a vfleet must know to read them back.
+func CarriedSchemaVersion() int { return carriedSchema }
 
 // checkSchema, for a read-only store, fails unless the database has
 // exactly the schema this vfleet writes.
