@@ -13,7 +13,6 @@ import (
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/report"
-	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -191,7 +190,9 @@ func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario, 
 	if err != nil {
 		return nil, err
 	}
-	c := &baselineCheck{st: st, base: b, opts: f.opts, maxRepetitions: f.maxRepetitions}
+	opts := f.opts
+	opts.Baseline = true
+	c := &baselineCheck{st: st, base: b, opts: opts, maxRepetitions: f.maxRepetitions}
 	if c.run, err = st.GetRun(ctx, b.RunID); err != nil {
 		return nil, err
 	}
@@ -222,13 +223,11 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		}
 		return out
 	}
-	o := c.opts
 	undecided := 0
-	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), o).Rows {
-		// A round adds as many values as the group has guests. A baseline
-		// with too few values of its own stays undecided however many the
-		// run adds: rounds that cannot decide are not measured.
-		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, r.B.N/done*c.maxRepetitions) < o.Alpha {
+	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), c.opts).Rows {
+		// Rounds that cannot decide within the most allowed are not
+		// measured: a baseline with few values of its own may need more.
+		if r.Verdict == report.VerdictUndecided && r.NeedsRepetitions <= c.maxRepetitions {
 			undecided++
 		}
 	}

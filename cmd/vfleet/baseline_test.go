@@ -49,7 +49,7 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		{[]string{"2"}, 0, "no significant difference"},
 		{[]string{"3"}, exitWorse, "run 3: 1 of 1 metrics got worse than in baseline run 1"},
 		{[]string{"4"}, exitUndecided, "undecided (too few repetitions)"},
-		{[]string{"4"}, exitUndecided, "too few repetitions to tell (5 a side can)"},
+		{[]string{"4"}, exitUndecided, "too few repetitions to tell (a run of 4 repetitions can)"},
 		{[]string{"5"}, exitFailed, "scenario quick has no baseline on lab2"},
 		{[]string{"1"}, exitUsage, "run 1 is the baseline of scenario quick itself"},
 		{[]string{"7"}, 0, "scenario quick changed between run 1 and run 7"},

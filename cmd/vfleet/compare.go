@@ -119,6 +119,7 @@ func writeComparison(c report.ABComparison, format, output string) error {
 // compareWithBaseline compares the run ref names (as B) with the baseline
 // of its scenario on its machine (as A).
 func compareWithBaseline(ctx context.Context, st *store.Store, ref string, o report.CompareOptions) (report.ABComparison, error) {
+	o.Baseline = true
 	id, err := st.ResolveRun(ctx, ref)
 	if err != nil {
 		return report.ABComparison{}, err
@@ -166,7 +167,7 @@ func baselineOutcome(c report.ABComparison) error {
 	case worse > 0:
 		return exitError{exitWorse, fmt.Errorf("run %d: %d of %d metrics got worse than in baseline run %d", c.B.ID, worse, len(c.Rows), c.A.ID)}
 	case undecided > 0:
-		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics changed beyond the noise floor with too few repetitions to tell (%d a side can)",
+		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics changed beyond the noise floor with too few repetitions to tell (a run of %d repetitions can)",
 			c.B.ID, c.A.ID, undecided, len(c.Rows), needs)}
 	}
 	return nil
