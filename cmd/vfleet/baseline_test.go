@@ -82,6 +82,7 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		{[]string{"--max-repetitions", "8"}, "give --baseline too"},
 		{[]string{"--noise-floor", "0.1"}, "--noise-floor is for the comparison with the baseline"},
 		{[]string{"--baseline", "--alpha", "1"}, "strictly between 0 and 1"},
+		{[]string{"--baseline", "--alpha", "1e-5"}, "its smallest p is 1/10001"},
 		{[]string{"--baseline", "--max-repetitions", "0"}, "want at least 1"},
 	} {
 		if _, stderr, code := c.run(append([]string{"run"}, tc.args...)...); code != exitUsage || !strings.Contains(stderr, tc.want) {

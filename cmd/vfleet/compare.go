@@ -180,6 +180,13 @@ func checkCompareOptions(o report.CompareOptions) error {
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return fmt.Errorf("--alpha %v: want a number strictly between 0 and 1, such as 0.01", o.Alpha)
 	}
+	// Many values are tested by sampling splits, whose p is never below
+	// 1/(rounds+1): at a lower alpha every such row would read "no
+	// significant difference", however large its change.
+	if floor := 1 / float64(o.Rounds+1); o.Alpha <= floor {
+		return fmt.Errorf("--alpha %v: the test samples %d splits of many values, so its smallest p is 1/%d (%.2g): want an alpha above it",
+			o.Alpha, o.Rounds, o.Rounds+1, floor)
+	}
 	if math.IsNaN(o.NoiseFloor) || math.IsInf(o.NoiseFloor, 0) || o.NoiseFloor < 0 {
 		return fmt.Errorf("--noise-floor %v: want a finite number ≥ 0, a fraction (0.05 = 5%%)", o.NoiseFloor)
 	}
