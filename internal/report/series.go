@@ -190,13 +190,13 @@ func WriteSeriesTable(out io.Writer, s RunSeries, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	fmt.Fprintf(w, "scenario %s on %s · %d complete runs in start order\n", s.Scenario, s.Machine, len(s.Runs))
 	fmt.Fprintln(w, seriesMethod(s.Options))
+	if s.textChanged() {
+		fmt.Fprintln(w, textChangedNote)
+	}
 	for _, m := range s.Metrics {
 		fmt.Fprintf(w, "\n%s %s %s: each group's mean (its ratio to the run's baseline)\n", m.Entry(), m.Metric, arrow(string(m.Better)))
 		writeAligned(w, foldCells(s.rows(m), opts.Width), func(int, int) int { return 0 }, false)
 		fmt.Fprintln(w, s.changeText(m))
-		if s.textChanged() {
-			fmt.Fprintln(w, textChangedNote)
-		}
 		var trend [][]string
 		for _, g := range m.Groups {
 			trend = append(trend, []string{"  " + g.Label(), sparkline(g.Cells)})
