@@ -132,10 +132,10 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 	if _, err := st.SetBaseline(ctx, base, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", "lab2"); err == nil || !strings.Contains(err.Error(), "vfleet baseline set") {
+	if _, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab2"}); err == nil || !strings.Contains(err.Error(), "vfleet baseline set") {
 		t.Errorf("no baseline on lab2: %v", err)
 	}
-	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", "lab1")
+	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 	if _, err := st.SetBaseline(ctx, one, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	hopeless, err := (&baselineFlags{maxRepetitions: 10, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", "lab1")
+	hopeless, err := (&baselineFlags{maxRepetitions: 10, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}

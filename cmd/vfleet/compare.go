@@ -128,7 +128,7 @@ func compareWithBaseline(ctx context.Context, st *store.Store, ref string, o rep
 	if err != nil {
 		return report.ABComparison{}, err
 	}
-	b, err := st.GetBaseline(ctx, run.ScenarioName, run.Host.Machine())
+	b, err := st.GetBaseline(ctx, run.ScenarioName, run.Host)
 	if errors.Is(err, store.ErrNotFound) {
 		return report.ABComparison{}, fmt.Errorf("run %d: scenario %s has no baseline on %s: set one with 'vfleet baseline set RUN' (%w)",
 			id, run.ScenarioName, run.Host.Machine(), err)
