@@ -108,7 +108,7 @@ func renderSeries(ctx context.Context, st *store.Store, scenario, machine string
 
 // machineRuns keeps the runs measured on one machine: this one when
 // hostname is empty, else the one of that host name, which must then be
-// a single machine (report.SameMachine).
+// a single machine (hostinfo.Fingerprint.SameMachine).
 func machineRuns(runs []store.Run, hostname string) ([]store.Run, error) {
 	var want hostinfo.Fingerprint
 	if hostname == "" {
@@ -129,19 +129,19 @@ func machineRuns(runs []store.Run, hostname string) ([]store.Run, error) {
 		}
 		want = named[0].Host
 		for _, r := range named {
-			if !report.SameMachine(r.Host, want) {
+			if !r.Host.SameMachine(want) {
 				return nil, fmt.Errorf("%s names more than one machine (%s): their runs are no one series", hostname, machinesOf(named))
 			}
 		}
 	}
 	var out []store.Run
 	for _, r := range runs {
-		if report.SameMachine(r.Host, want) {
+		if r.Host.SameMachine(want) {
 			out = append(out, r)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w on %s (%s; pick another with --machine)", errNoSeries, report.MachineIdentity(want), machinesOf(runs))
+		return nil, fmt.Errorf("%w on %s (%s; pick another with --machine)", errNoSeries, want.Machine(), machinesOf(runs))
 	}
 	return out, nil
 }
@@ -150,7 +150,7 @@ func machineRuns(runs []store.Run, hostname string) ([]store.Run, error) {
 func machinesOf(runs []store.Run) string {
 	var names []string
 	for _, r := range runs {
-		if name := report.MachineIdentity(r.Host); !slices.Contains(names, name) {
+		if name := r.Host.Machine(); !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}

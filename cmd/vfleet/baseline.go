@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/report"
-	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -25,7 +23,7 @@ func newBaselineCommand(g *globalOptions) *cobra.Command {
 		Long: `A baseline is a complete run that later runs of its scenario on the same machine are
 compared with by 'vfleet compare --baseline' (and 'vfleet run --baseline'), which exits
 non-zero when something got worse. There is one per scenario name and machine (the host
-name the run recorded); setting another replaces it.`,
+name, architecture, CPU model and machine-id the run recorded); setting another replaces it.`,
 	}
 	var machine string
 	unset := &cobra.Command{
@@ -33,17 +31,16 @@ name the run recorded); setting another replaces it.`,
 		Short: "Forget the baseline of a scenario on this machine (or --machine); its run stays",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if machine == "" {
-				var err error
-				if machine, err = thisMachine(); err != nil {
-					return err
-				}
-			}
 			st, err := openStoreToWrite(g)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
+			if machine == "" {
+				if machine, err = thisMachinesBaseline(cmd.Context(), st, args[0]); err != nil {
+					return err
+				}
+			}
 			if err := st.UnsetBaseline(cmd.Context(), args[0], machine); err != nil {
 				if errors.Is(err, store.ErrNotFound) {
 					return fmt.Errorf("scenario %s has no baseline on %s ('vfleet baseline show' lists them)", args[0], machine)
@@ -125,13 +122,20 @@ func openStoreToWrite(g *globalOptions) (*store.Store, error) {
 	return store.Open(g.db())
 }
 
-// thisMachine names this machine as its runs' fingerprints do.
-func thisMachine() (string, error) {
-	name, err := os.Hostname()
+// thisMachinesBaseline is the name the baseline of scenario on this
+// machine is stored under, which a baseline set before machines were
+// named by more than their host name is too; this machine's own name when
+// it has none, for the message.
+func thisMachinesBaseline(ctx context.Context, st *store.Store, scenario string) (string, error) {
+	fp, err := hostinfo.Collect(hostinfo.Options{})
 	if err != nil {
-		return "", fmt.Errorf("name this machine: %w", err)
+		return "", fmt.Errorf("fingerprint this machine: %w", err)
 	}
-	return hostinfo.Fingerprint{Hostname: name}.Machine(), nil
+	b, err := st.GetBaseline(ctx, scenario, fp)
+	if errors.Is(err, store.ErrNotFound) {
+		return fp.Machine(), nil
+	}
+	return b.Machine, err
 }
 
 // baselineFlags are `vfleet run --baseline`'s: compare the run with its
@@ -183,17 +187,19 @@ type baselineCheck struct {
 	err error
 }
 
-// prepare finds the baseline of the scenario on machine before anything
-// is measured, so that a missing one is known at once.
-func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario, machine string) (*baselineCheck, error) {
-	b, err := st.GetBaseline(ctx, scenario, machine)
+// prepare finds the baseline of the scenario on the machine host is
+// before anything is measured, so that a missing one is known at once.
+func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario string, host hostinfo.Fingerprint) (*baselineCheck, error) {
+	b, err := st.GetBaseline(ctx, scenario, host)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("scenario %s has no baseline on %s: run it, then set one with 'vfleet baseline set RUN' (%w)", scenario, machine, err)
+		return nil, fmt.Errorf("scenario %s has no baseline on %s: run it, then set one with 'vfleet baseline set RUN' (%w)", scenario, host.Machine(), err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	c := &baselineCheck{st: st, base: b, opts: f.opts, maxRepetitions: f.maxRepetitions}
+	opts := f.opts
+	opts.Baseline = true
+	c := &baselineCheck{st: st, base: b, opts: opts, maxRepetitions: f.maxRepetitions}
 	if c.run, err = st.GetRun(ctx, b.RunID); err != nil {
 		return nil, err
 	}
@@ -224,13 +230,11 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		}
 		return out
 	}
-	o := c.opts
 	undecided := 0
-	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), o).Rows {
-		// A round adds as many values as the group has guests. A baseline
-		// with too few values of its own stays undecided however many the
-		// run adds: rounds that cannot decide are not measured.
-		if r.Verdict == report.VerdictUndecided && stats.SmallestP(r.A.N, atMost(r.B.N, done, c.maxRepetitions)) < o.Alpha {
+	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), c.opts).Rows {
+		// Rounds that cannot decide within the most allowed are not
+		// measured: a baseline with few values of its own may need more.
+		if r.Verdict == report.VerdictUndecided && r.NeedsRepetitions <= c.maxRepetitions {
 			undecided++
 		}
 	}
@@ -238,14 +242,6 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		return ""
 	}
 	return fmt.Sprintf("%d of its changes against baseline run %d undecided", undecided, c.base.RunID)
-}
-
-// atMost is how many values a workload's n after done rounds come to at
-// maxRounds, n/done a round: a failed step adds none, so a share rounded
-// down first would lose every value of a round short of one (5 in 6
-// rounds came to 0 at any maximum).
-func atMost(n, done, maxRounds int) int {
-	return int(math.Ceil(float64(n) * float64(maxRounds) / float64(done)))
 }
 
 // finish prints the run's comparison with the baseline and returns its

@@ -50,7 +50,7 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		{[]string{"2"}, 0, "no significant difference"},
 		{[]string{"3"}, exitWorse, "run 3: 1 of 1 metrics got worse than in baseline run 1"},
 		{[]string{"4"}, exitUndecided, "undecided (too few repetitions)"},
-		{[]string{"4"}, exitUndecided, "too few repetitions to tell (5 a side can)"},
+		{[]string{"4"}, exitUndecided, "too few repetitions to tell (a run of 4 repetitions can)"},
 		{[]string{"5"}, exitFailed, "scenario quick has no baseline on lab2"},
 		{[]string{"1"}, exitUsage, "run 1 is the baseline of scenario quick itself"},
 		{[]string{"7"}, 0, "scenario quick changed between run 1 and run 7"},
@@ -83,6 +83,7 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		{[]string{"--max-repetitions", "8"}, "give --baseline too"},
 		{[]string{"--noise-floor", "0.1"}, "--noise-floor is for the comparison with the baseline"},
 		{[]string{"--baseline", "--alpha", "1"}, "strictly between 0 and 1"},
+		{[]string{"--baseline", "--alpha", "1e-5"}, "its smallest p is 1/10001"},
 		{[]string{"--baseline", "--max-repetitions", "0"}, "want at least 1"},
 	} {
 		if _, stderr, code := c.run(append([]string{"run"}, tc.args...)...); code != exitUsage || !strings.Contains(stderr, tc.want) {
@@ -140,10 +141,10 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 	if _, err := st.SetBaseline(ctx, base, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", "lab2"); err == nil || !strings.Contains(err.Error(), "vfleet baseline set") {
+	if _, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab2"}); err == nil || !strings.Contains(err.Error(), "vfleet baseline set") {
 		t.Errorf("no baseline on lab2: %v", err)
 	}
-	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", "lab1")
+	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 	if _, err := st.SetBaseline(ctx, one, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	hopeless, err := (&baselineFlags{maxRepetitions: 10, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", "lab1")
+	hopeless, err := (&baselineFlags{maxRepetitions: 10, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestRunBaselineComparesAfterAFailedRead(t *testing.T) {
 	if _, err := st.SetBaseline(context.Background(), base, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(context.Background(), st, "quick", "lab1")
+	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(context.Background(), st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}

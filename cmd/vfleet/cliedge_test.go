@@ -104,6 +104,9 @@ func TestCompareRefusesUnusableAlphaAndNoiseFloor(t *testing.T) {
 		{"--alpha=-Inf", alpha},
 		{"--alpha=0", alpha},
 		{"--alpha=1", alpha},
+		// The sampled test's p is at least 1/10001.
+		{"--alpha=1e-5", "its smallest p is 1/10001"},
+		{"--alpha=0.0000999", "its smallest p is 1/10001"},
 		{"--noise-floor=Inf", floor},
 		{"--noise-floor=NaN", floor},
 		{"--noise-floor=-0.01", floor},
@@ -113,8 +116,10 @@ func TestCompareRefusesUnusableAlphaAndNoiseFloor(t *testing.T) {
 			t.Errorf("compare %s: exit %d, stderr %q; want exit 2 and %q", tc.flag, code, stderr, tc.want)
 		}
 	}
-	if _, stderr, code := c.run("compare", "1", "2", "--alpha=0.5", "--noise-floor=0"); code != 0 {
-		t.Errorf("alpha 0.5 and noise floor 0 are allowed: exit %d: %s", code, stderr)
+	for _, flags := range [][]string{{"--alpha=0.5", "--noise-floor=0"}, {"--alpha=0.0001"}} {
+		if _, stderr, code := c.run(append([]string{"compare", "1", "2"}, flags...)...); code != 0 {
+			t.Errorf("compare %v is allowed: exit %d: %s", flags, code, stderr)
+		}
 	}
 }
 

@@ -119,6 +119,7 @@ func writeComparison(c report.ABComparison, format, output string) error {
 // compareWithBaseline compares the run ref names (as B) with the baseline
 // of its scenario on its machine (as A).
 func compareWithBaseline(ctx context.Context, st *store.Store, ref string, o report.CompareOptions) (report.ABComparison, error) {
+	o.Baseline = true
 	id, err := st.ResolveRun(ctx, ref)
 	if err != nil {
 		return report.ABComparison{}, err
@@ -127,7 +128,7 @@ func compareWithBaseline(ctx context.Context, st *store.Store, ref string, o rep
 	if err != nil {
 		return report.ABComparison{}, err
 	}
-	b, err := st.GetBaseline(ctx, run.ScenarioName, run.Host.Machine())
+	b, err := st.GetBaseline(ctx, run.ScenarioName, run.Host)
 	if errors.Is(err, store.ErrNotFound) {
 		return report.ABComparison{}, fmt.Errorf("run %d: scenario %s has no baseline on %s: set one with 'vfleet baseline set RUN' (%w)",
 			id, run.ScenarioName, run.Host.Machine(), err)
@@ -166,7 +167,7 @@ func baselineOutcome(c report.ABComparison) error {
 	case worse > 0:
 		return exitError{exitWorse, fmt.Errorf("run %d: %d of %d metrics got worse than in baseline run %d", c.B.ID, worse, len(c.Rows), c.A.ID)}
 	case undecided > 0:
-		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics changed beyond the noise floor with too few repetitions to tell (%d a side can)",
+		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics changed beyond the noise floor with too few repetitions to tell (a run of %d repetitions can)",
 			c.B.ID, c.A.ID, undecided, len(c.Rows), needs)}
 	}
 	return nil
@@ -178,6 +179,13 @@ func baselineOutcome(c report.ABComparison) error {
 func checkCompareOptions(o report.CompareOptions) error {
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return fmt.Errorf("--alpha %v: want a number strictly between 0 and 1, such as 0.01", o.Alpha)
+	}
+	// Many values are tested by sampling splits, whose p is never below
+	// 1/(rounds+1): at a lower alpha every such row would read "no
+	// significant difference", however large its change.
+	if floor := 1 / float64(o.Rounds+1); o.Alpha <= floor {
+		return fmt.Errorf("--alpha %v: the test samples %d splits of many values, so its smallest p is 1/%d (%.2g): want an alpha above it",
+			o.Alpha, o.Rounds, o.Rounds+1, floor)
 	}
 	if math.IsNaN(o.NoiseFloor) || math.IsInf(o.NoiseFloor, 0) || o.NoiseFloor < 0 {
 		return fmt.Errorf("--noise-floor %v: want a finite number ≥ 0, a fraction (0.05 = 5%%)", o.NoiseFloor)

@@ -148,7 +148,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	opts.AuditOnly = auditOnly != nil
 	var check *baselineCheck
 	if base != nil {
-		if check, err = base.prepare(ctx, st, specs[0].Name, opts.Host.Machine()); err != nil {
+		if check, err = base.prepare(ctx, st, specs[0].Name, opts.Host); err != nil {
 			return err
 		}
 		opts.MoreRounds = check.moreRounds

@@ -20,6 +20,8 @@ type Options struct {
 	// BootRoot holds the kernels' config-<release> files, read when the
 	// running kernel keeps no configuration of its own in /proc.
 	BootRoot string // default "/boot"
+	// EtcRoot holds machine-id.
+	EtcRoot string // default "/etc"
 }
 
 func (o Options) withDefaults() Options {
@@ -31,6 +33,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BootRoot == "" {
 		o.BootRoot = "/boot"
+	}
+	if o.EtcRoot == "" {
+		o.EtcRoot = "/etc"
 	}
 	return o
 }
@@ -57,6 +62,11 @@ func Collect(opts Options) (Fingerprint, error) {
 	fp.CPUModel, fp.Microcode = cpu.Model, cpu.Microcode
 	if cpu.Hypervisor {
 		fp.Virtualized = hypervisorVendor(opts.SysRoot)
+	}
+	// Two machines may share a host name; a system without a machine-id
+	// (a minimal container) is named by the rest.
+	if fp.MachineID, err = optionalLine(filepath.Join(opts.EtcRoot, "machine-id")); err != nil {
+		return fp, err
 	}
 
 	if fp.MemTotalKiB, err = parseWith(filepath.Join(opts.ProcRoot, "meminfo"), ParseMemTotal); err != nil {

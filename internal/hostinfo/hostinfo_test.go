@@ -15,6 +15,7 @@ func fixture(name string) Options {
 		ProcRoot: filepath.Join("testdata", name, "proc"),
 		SysRoot:  filepath.Join("testdata", name, "sys"),
 		BootRoot: filepath.Join("testdata", name, "boot"),
+		EtcRoot:  filepath.Join("testdata", name, "etc"),
 	}
 }
 
@@ -43,7 +44,8 @@ func TestCollectFixtures(t *testing.T) {
 			// Hand-written: bare metal, SMT on, performance governor, cgroup v2.
 			name: "v2",
 			want: Fingerprint{
-				CPUModel: "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", Microcode: "0x5003604",
+				MachineID: "0f3c9a7d1e2b4c5d8e9f0a1b2c3d4e5f",
+				CPUModel:  "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", Microcode: "0x5003604",
 				OnlineCPUs: 4, SMT: "on", Governor: "performance", MemTotalKiB: 65652148,
 				CgroupMode: CgroupV2,
 				// RT throttling off, CPUs 2 and 4 isolated and tickless,
@@ -73,6 +75,34 @@ func TestCollectFixtures(t *testing.T) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMachineIdentity: a machine is its host name, architecture, CPU
+// model and machine-id; a new kernel is the same machine, two boxes of one
+// name are two, and a fingerprint from before machine-ids were recorded
+// matches on the rest.
+func TestMachineIdentity(t *testing.T) {
+	lab := Fingerprint{Hostname: "debian", MachineID: "0f3c9a7d1e2b4c5d8e9f", Arch: "x86_64", CPUModel: "Xeon", Kernel: "6.1.0"}
+	if got := lab.Machine(); got != "debian (x86_64, Xeon, id 0f3c9a7d)" {
+		t.Errorf("Machine() = %q", got)
+	}
+	upgraded, twin, old, otherCPU := lab, lab, lab, lab
+	upgraded.Kernel, twin.MachineID, old.MachineID, otherCPU.CPUModel = "6.12.0", "77aa", "", "EPYC"
+	for _, tc := range []struct {
+		what string
+		fp   Fingerprint
+		same bool
+	}{{"a new kernel", upgraded, true}, {"another box of the same name", twin, false}, {"a run without machine-id", old, true}, {"another CPU", otherCPU, false}} {
+		if got := lab.SameMachine(tc.fp); got != tc.same || tc.fp.SameMachine(lab) != got {
+			t.Errorf("%s: SameMachine = %v, want %v both ways", tc.what, got, tc.same)
+		}
+		if (lab.Machine() == tc.fp.Machine()) != (tc.same && tc.fp.MachineID != "") {
+			t.Errorf("%s: named %q against %q", tc.what, tc.fp.Machine(), lab.Machine())
+		}
+	}
+	if got := (Fingerprint{}).Machine(); got != "unknown host" {
+		t.Errorf("an empty fingerprint is %q", got)
 	}
 }
 

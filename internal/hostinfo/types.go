@@ -1,11 +1,14 @@
 package hostinfo
 
+import "strings"
+
 // Fingerprint identifies the host a run was measured on. Two runs are only
 // comparable when their fingerprints agree on what matters (CPU, kernel,
 // microcode), so every run stores one.
 type Fingerprint struct {
 	Hostname     string            `json:"hostname"`
-	Kernel       string            `json:"kernel"` // uname -r
+	MachineID    string            `json:"machine_id,omitempty"` // /etc/machine-id; empty in older runs and where there is none
+	Kernel       string            `json:"kernel"`               // uname -r
 	KernelFull   string            `json:"kernel_version"`
 	Arch         string            `json:"arch"`
 	CPUModel     string            `json:"cpu_model"`
@@ -23,7 +26,42 @@ type Fingerprint struct {
 }
 
 // Machine names the machine a run was measured on, for what belongs to a
-// machine rather than to one run (a scenario's baseline). The fingerprint
-// records no machine-id, so it is the host name, which is also what a
-// user recognises; a run imported from another machine keeps its own.
-func (f Fingerprint) Machine() string { return f.Hostname }
+// machine rather than to one run (a scenario's baseline, a series over
+// time, the machines runs were spread over): its host name, which is
+// what a user recognises, with its architecture, CPU model and the start
+// of its machine-id, so that two boxes of one name are two machines. A
+// new kernel, microcode or tool version is the same machine changed. A
+// run imported from another machine keeps its own.
+func (f Fingerprint) Machine() string {
+	name := f.Hostname
+	if name == "" {
+		name = "unknown host"
+	}
+	var about []string
+	for _, s := range []string{f.Arch, f.CPUModel, shortMachineID(f.MachineID)} {
+		if s != "" {
+			about = append(about, s)
+		}
+	}
+	if len(about) == 0 {
+		return name
+	}
+	return name + " (" + strings.Join(about, ", ") + ")"
+}
+
+// shortMachineID is enough of a machine-id to tell a few machines apart
+// in a name.
+func shortMachineID(id string) string {
+	if id == "" {
+		return ""
+	}
+	return "id " + id[:min(len(id), 8)]
+}
+
+// SameMachine says whether two fingerprints are of one machine, as
+// Machine names it; a fingerprint that recorded no machine-id (a run from
+// before it was recorded) matches on the rest.
+func (f Fingerprint) SameMachine(o Fingerprint) bool {
+	return f.Hostname == o.Hostname && f.Arch == o.Arch && f.CPUModel == o.CPUModel &&
+		(f.MachineID == "" || o.MachineID == "" || f.MachineID == o.MachineID)
+}

@@ -103,8 +103,9 @@ func BuildAcross(cs []Comparison) (Across, error) {
 }
 
 // machineLabels names each run's machine by its host name, architecture
-// and kernel; runs whose names would be the same (one machine measured
-// twice) are told apart by their run ids.
+// and kernel, which is what tells runs on a machine apart when it was
+// upgraded between them; runs whose labels would be the same are told
+// apart by their run ids.
 func machineLabels(cs []Comparison) []string {
 	out := make([]string, len(cs))
 	count := map[string]int{}
@@ -135,20 +136,25 @@ func hostTitle(name string, about ...string) string {
 	return name + " (" + strings.Join(about, ", ") + ")"
 }
 
-// where says on how many machines the runs were made, and how many runs
-// they are when that is not one a machine.
+// where says on how many machines (hostinfo.Fingerprint.SameMachine: a
+// kernel upgrade does not make another) the runs were made, and how many
+// runs they are when that is not one a machine.
 func (a Across) where() string {
-	names := map[string]bool{}
+	var machines []hostinfo.Fingerprint
 	for _, m := range a.Machines {
-		names[machineName(m.Comparison.Run.Host)] = true
+		h := m.Comparison.Run.Host
+		if !slices.ContainsFunc(machines, h.SameMachine) {
+			machines = append(machines, h)
+		}
 	}
-	if len(names) == len(a.Machines) {
-		return fmt.Sprintf("on %d machines", len(names))
+	n := len(machines)
+	if n == len(a.Machines) {
+		return fmt.Sprintf("on %d machines", n)
 	}
-	if len(names) == 1 {
+	if n == 1 {
 		return fmt.Sprintf("in %d runs on one machine", len(a.Machines))
 	}
-	return fmt.Sprintf("in %d runs on %d machines", len(a.Machines), len(names))
+	return fmt.Sprintf("in %d runs on %d machines", len(a.Machines), n)
 }
 
 // title names the machine and its run, once: a label that tells one

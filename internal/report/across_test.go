@@ -81,6 +81,33 @@ func TestBuildAcrossRefusesMixedScenarios(t *testing.T) {
 	}
 }
 
+// TestAcrossCountsMachinesNotKernels: a machine upgraded between two runs
+// is one machine with two labels; two boxes of one name are two.
+func TestAcrossCountsMachinesNotKernels(t *testing.T) {
+	cs := acrossFixture()
+	upgraded := cs[0]
+	upgraded.Run.ID, upgraded.Run.Host.Kernel = 12, "6.12.0"
+	box, twin := cs[0], cs[0]
+	box.Run.Host.MachineID = "11aa"
+	twin.Run.ID, twin.Run.Host.MachineID = 13, "77aa"
+	for _, tc := range []struct {
+		cs   []Comparison
+		want string
+	}{
+		{[]Comparison{cs[0], upgraded}, "in 2 runs on one machine"},
+		{[]Comparison{cs[0], upgraded, cs[1]}, "in 3 runs on 2 machines"},
+		{[]Comparison{box, twin}, "on 2 machines"},
+	} {
+		a, err := BuildAcross(tc.cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.where(); got != tc.want {
+			t.Errorf("%d runs: %q, want %q", len(a.Machines), got, tc.want)
+		}
+	}
+}
+
 // TestMachineLabelsTellOneMachineApart: two runs on one machine are named
 // by their runs, others by their host alone.
 func TestMachineLabelsTellOneMachineApart(t *testing.T) {

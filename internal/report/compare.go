@@ -23,6 +23,9 @@ type CompareOptions struct {
 	// Rounds of the permutation test when the samples are too many to
 	// enumerate every split.
 	Rounds int `json:"rounds"`
+	// Baseline: A is a baseline, whose samples will not grow; what could
+	// decide an undecided row is a run B of more repetitions.
+	Baseline bool `json:"baseline,omitempty"`
 }
 
 // DefaultCompareOptions: p < 0.01 and more than 5% change, the thresholds
@@ -59,8 +62,13 @@ type ABRow struct {
 	Change     stats.Normalized `json:"change"` // B relative to A
 	P          float64          `json:"p"`
 	Verdict    string           `json:"verdict"`
+	// RepetitionsA and RepetitionsB are how many repetitions the values
+	// of each side came from: a group of several guests gives as many
+	// values a repetition.
+	RepetitionsA int `json:"repetitions_a"`
+	RepetitionsB int `json:"repetitions_b"`
 	// NeedsRepetitions, for an undecided row, is how many repetitions a
-	// side could decide it.
+	// side could decide it; against a baseline, how many of B alone.
 	NeedsRepetitions int `json:"needs_repetitions,omitempty"`
 }
 
@@ -79,16 +87,19 @@ func CompareRuns(a store.Run, as []store.Sample, b store.Run, bs []store.Sample,
 	c := ABComparison{A: a, B: b, Options: o}
 	var order []abKey
 	values := map[abKey]*[2][]float64{}
+	reps := map[abKey]*[2]map[int]bool{}
 	meta := map[abKey]store.Sample{}
 	collect := func(side int, samples []store.Sample) {
 		for _, s := range samples {
 			k := abKey{s.Group, s.WorkloadID, paramString(s.Params), s.Metric}
 			if values[k] == nil {
 				values[k] = &[2][]float64{}
+				reps[k] = &[2]map[int]bool{{}, {}}
 				meta[k] = s
 				order = append(order, k)
 			}
 			values[k][side] = append(values[k][side], s.Value)
+			reps[k][side][s.Repetition] = true
 		}
 	}
 	collect(0, as)
@@ -96,7 +107,8 @@ func CompareRuns(a store.Run, as []store.Sample, b store.Run, bs []store.Sample,
 	for _, k := range order {
 		v, m := values[k], meta[k]
 		row := ABRow{Group: k.group, WorkloadID: k.workload, Params: k.params, Metric: k.metric, Unit: m.Unit, Better: m.Better,
-			A: stats.Summarize(v[0], stats.DefaultConfidence), B: stats.Summarize(v[1], stats.DefaultConfidence), P: 1}
+			A: stats.Summarize(v[0], stats.DefaultConfidence), B: stats.Summarize(v[1], stats.DefaultConfidence), P: 1,
+			RepetitionsA: len(reps[k][0]), RepetitionsB: len(reps[k][1])}
 		switch {
 		case len(v[1]) == 0:
 			row.Verdict = VerdictOnlyA
@@ -107,12 +119,32 @@ func CompareRuns(a store.Run, as []store.Sample, b store.Run, bs []store.Sample,
 			row.P = stats.PermutationTest(v[0], v[1], o.Rounds, 1)
 			row.Verdict = verdictFor(row, o)
 			if row.Verdict == VerdictUndecided {
-				row.NeedsRepetitions = stats.MinRepetitions(o.Alpha)
+				row.NeedsRepetitions = needsRepetitions(row, o)
 			}
 		}
 		c.Rows = append(c.Rows, row)
 	}
 	return c
+}
+
+// needsRepetitions is how many repetitions could decide an undecided row:
+// a side, or of B alone against a baseline. A repetition adds to each side
+// as many values as it gave before (the group's guests).
+func needsRepetitions(r ABRow, o CompareOptions) int {
+	perA, perB := perRepetition(r.A.N, r.RepetitionsA), perRepetition(r.B.N, r.RepetitionsB)
+	if o.Baseline {
+		return stats.MinRepetitionsAgainst(o.Alpha, r.A.N, perB)
+	}
+	return stats.MinRepetitions(o.Alpha, perA, perB)
+}
+
+// perRepetition is how many values a repetition gave, rounded up: a guest
+// whose step failed once leaves a repetition short, not the group smaller.
+func perRepetition(values, repetitions int) int {
+	if repetitions == 0 {
+		return 1
+	}
+	return (values + repetitions - 1) / repetitions
 }
 
 func verdictFor(r ABRow, o CompareOptions) string {
@@ -181,17 +213,17 @@ func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 	return w.err
 }
 
-// undecidedNotes say, for each pair of repetition counts behind undecided
-// rows, why they cannot be decided and what could decide them.
+// undecidedNotes say, for each set of repetition and value counts behind
+// undecided rows, why they cannot be decided and what could decide them.
 func undecidedNotes(c ABComparison) []string {
-	type sizes struct{ a, b int }
+	type sizes struct{ repsA, repsB, a, b, needs int }
 	count := map[sizes]int{}
 	var order []sizes
 	for _, r := range c.Rows {
 		if r.Verdict != VerdictUndecided {
 			continue
 		}
-		k := sizes{r.A.N, r.B.N}
+		k := sizes{r.RepetitionsA, r.RepetitionsB, r.A.N, r.B.N, r.NeedsRepetitions}
 		if count[k] == 0 {
 			order = append(order, k)
 		}
@@ -203,8 +235,16 @@ func undecidedNotes(c ABComparison) []string {
 		if count[k] == 1 {
 			what = fmt.Sprintf("1 change beyond ±%.3g%% is", 100*c.Options.NoiseFloor)
 		}
-		notes = append(notes, fmt.Sprintf("%s undecided: with %d and %d repetitions the smallest p the test can give is %.2g, not below %g; %d repetitions a side can decide.",
-			what, k.a, k.b, stats.SmallestP(k.a, k.b), c.Options.Alpha, stats.MinRepetitions(c.Options.Alpha)))
+		with := fmt.Sprintf("%d and %d repetitions", k.repsA, k.repsB)
+		if k.a != k.repsA || k.b != k.repsB {
+			with += fmt.Sprintf(" (%d and %d values)", k.a, k.b)
+		}
+		can := fmt.Sprintf("%d repetitions a side can decide", k.needs)
+		if c.Options.Baseline {
+			can = fmt.Sprintf("a run of %d repetitions can decide against the baseline's %d values", k.needs, k.a)
+		}
+		notes = append(notes, fmt.Sprintf("%s undecided: with %s the smallest p the test can give is %.2g, not below %g; %s.",
+			what, with, stats.SmallestP(k.a, k.b), c.Options.Alpha, can))
 	}
 	return notes
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -117,6 +118,41 @@ func TestCompareTooFewRepsIsUndecided(t *testing.T) {
 	}
 	if r := back.Rows[0]; r.Verdict != VerdictUndecided || r.NeedsRepetitions != 5 {
 		t.Errorf("json row: %+v", r)
+	}
+}
+
+// A group of 2 guests gives 2 values a repetition: 2 repetitions a side
+// are 4 values, whose smallest p is 2/C(8, 4) = 0.029, and 3 repetitions
+// (6 values, 2/C(12, 6)) decide, not 5. Against a baseline only B grows:
+// 1/C(4+n, 4) < 0.01 first at n = 5 values (1/126): 3 repetitions of 2
+// guests.
+func TestCompareUndecidedCountsRepetitionsNotValues(t *testing.T) {
+	two := func(run int64, values ...float64) []store.Sample {
+		var out []store.Sample
+		for i, v := range values {
+			out = append(out, store.Sample{RunID: run, Guest: fmt.Sprintf("c%d", i%2), Group: "container", WorkloadID: "w",
+				Metric: "events_per_sec", Unit: "u", Better: workload.HigherIsBetter, Value: v, Repetition: i / 2})
+		}
+		return out
+	}
+	a, b := two(1, 100, 101, 99, 100.5), two(2, 70, 71, 69, 70.5)
+	for _, tc := range []struct {
+		baseline bool
+		note     string
+	}{
+		{false, "1 change beyond ±5% is undecided: with 2 and 2 repetitions (4 and 4 values) the smallest p the test can give is 0.029, not below 0.01; 3 repetitions a side can decide."},
+		{true, "1 change beyond ±5% is undecided: with 2 and 2 repetitions (4 and 4 values) the smallest p the test can give is 0.029, not below 0.01; a run of 3 repetitions can decide against the baseline's 4 values."},
+	} {
+		o := DefaultCompareOptions
+		o.Baseline = tc.baseline
+		c := CompareRuns(store.Run{ID: 1}, a, store.Run{ID: 2}, b, o)
+		r := c.Rows[0]
+		if r.Verdict != VerdictUndecided || r.RepetitionsA != 2 || r.RepetitionsB != 2 {
+			t.Errorf("baseline %v: %+v", tc.baseline, r)
+		}
+		if notes := undecidedNotes(c); len(notes) != 1 || notes[0] != tc.note {
+			t.Errorf("baseline %v: notes %q, want %q", tc.baseline, notes, tc.note)
+		}
 	}
 }
 

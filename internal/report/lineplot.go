@@ -17,6 +17,10 @@ type linePlot struct {
 	YLabel string // the y quantity, e.g. "net.throughput_bps"
 	YUnit  string // the unit of y, which picks how its ticks read
 	LogX   bool
+	// XName, when set, is how an x value reads on its tick and in its
+	// points' titles: x may be a position whose name is not a number of
+	// the same order (a run id).
+	XName  func(x float64) string
 	Series []Series
 	// Rules are vertical lines across the plot at x values (a series'
 	// change points), each in its series' colour.
@@ -120,11 +124,15 @@ func buildLinePlot(p linePlot) (lineChart, bool) {
 	pad := (b - a) * 0.06
 	a, b = a-pad, b+pad
 	x := func(v float64) float64 { return ch.Left + (pos(v)-a)/(b-a)*linePlotWidth }
+	xName := p.XName
+	if xName == nil {
+		xName = func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	}
 	lastLabel := math.Inf(-1)
 	for _, v := range distinctSorted(xs) {
 		t := tick{X: x(v)}
 		if t.X-lastLabel >= minTickGap {
-			t.Label, lastLabel = strconv.FormatFloat(v, 'g', 6, 64), t.X
+			t.Label, lastLabel = xName(v), t.X
 		}
 		ch.XTicks = append(ch.XTicks, t)
 	}
@@ -167,7 +175,7 @@ func buildLinePlot(p linePlot) (lineChart, bool) {
 			if finite(pt.Low) && finite(pt.High) && pt.High > pt.Low {
 				m.LoY, m.HiY, m.Bar = y(pt.Low), y(pt.High), true
 			}
-			m.Title = fmt.Sprintf("%s · %s %s: %s", s.Label, p.XLabel, strconv.FormatFloat(pt.X, 'g', 6, 64), formatQuantity(pt.Y, p.YUnit))
+			m.Title = fmt.Sprintf("%s · %s %s: %s", s.Label, p.XLabel, xName(pt.X), formatQuantity(pt.Y, p.YUnit))
 			if m.Bar {
 				m.Title += fmt.Sprintf(" [%s, %s]", formatQuantity(pt.Low, p.YUnit), formatQuantity(pt.High, p.YUnit))
 			}

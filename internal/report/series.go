@@ -15,18 +15,10 @@ import (
 	"github.com/vfleet/vfleet/internal/store"
 )
 
-// SameMachine says whether two fingerprints are of one machine: its name,
-// architecture and CPU. A new kernel, microcode or tool version is the
-// same machine changed, which is what a series over time is for.
-func SameMachine(a, b hostinfo.Fingerprint) bool {
-	return a.Hostname == b.Hostname && a.Arch == b.Arch && a.CPUModel == b.CPUModel
-}
-
-// MachineIdentity names what SameMachine compares: the host name, its
-// architecture and CPU model.
-func MachineIdentity(h hostinfo.Fingerprint) string { return hostTitle(h.Hostname, h.Arch, h.CPUModel) }
-
-// RunSeries is one scenario's runs on one machine in start order, and per
+// RunSeries is one scenario's runs on one machine
+// (hostinfo.Fingerprint.SameMachine: a new kernel, microcode or tool
+// version is the same machine changed, which is what a series over time
+// is for) in start order, and per
 // headline metric each group's mean in every run with the runs at which
 // it changed.
 type RunSeries struct {
@@ -70,7 +62,7 @@ func (g SeriesGroup) changeAt(i int) bool {
 func BuildSeries(runs []store.Run, samples [][]store.Sample, o stats.ChangePointOptions) RunSeries {
 	s := RunSeries{Runs: runs, Options: o}
 	if len(runs) > 0 {
-		s.Scenario, s.Machine = runs[0].ScenarioName, MachineIdentity(runs[0].Host)
+		s.Scenario, s.Machine = runs[0].ScenarioName, runs[0].Host.Machine()
 	}
 	cs := make([]Comparison, len(runs))
 	heads := map[string][]string{}
@@ -190,13 +182,13 @@ func WriteSeriesTable(out io.Writer, s RunSeries, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	fmt.Fprintf(w, "scenario %s on %s · %d complete runs in start order\n", s.Scenario, s.Machine, len(s.Runs))
 	fmt.Fprintln(w, seriesMethod(s.Options))
+	if s.textChanged() {
+		fmt.Fprintln(w, textChangedNote)
+	}
 	for _, m := range s.Metrics {
 		fmt.Fprintf(w, "\n%s %s %s: each group's mean (its ratio to the run's baseline)\n", m.Entry(), m.Metric, arrow(string(m.Better)))
 		writeAligned(w, foldCells(s.rows(m), opts.Width), func(int, int) int { return 0 }, false)
 		fmt.Fprintln(w, s.changeText(m))
-		if s.textChanged() {
-			fmt.Fprintln(w, textChangedNote)
-		}
 		var trend [][]string
 		for _, g := range m.Groups {
 			trend = append(trend, []string{"  " + g.Label(), sparkline(g.Cells)})

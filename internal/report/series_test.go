@@ -3,7 +3,11 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +150,47 @@ func TestSeriesHTML(t *testing.T) {
 	}
 }
 
+// TestSeriesHTMLPlotsInStartOrder: ids follow the order runs reached the
+// store, so runs imported later have higher ids than runs made here after
+// them. The plot's x is the place in the series, each tick named by its
+// run's id, and the change drawn at the run it names.
+func TestSeriesHTMLPlotsInStartOrder(t *testing.T) {
+	runs, samples := seriesFixture()
+	var ids []string
+	for i := range runs {
+		runs[i].ID = int64(201 + (i+6)%12) // the first six imported after the rest
+		ids = append(ids, strconv.FormatInt(runs[i].ID, 10))
+	}
+	var buf bytes.Buffer
+	if err := WriteSeriesHTML(&buf, BuildSeries(runs, samples, stats.DefaultChangePointOptions)); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	chart := page[strings.Index(page, "<svg"):strings.Index(page, "</svg>")]
+	var ticks []string
+	for _, m := range regexp.MustCompile(`text-anchor="middle">(\d+)</text>`).FindAllStringSubmatch(chart, -1) {
+		ticks = append(ticks, m[1])
+	}
+	if !slices.Equal(ticks, ids) {
+		t.Errorf("x ticks %v, want the runs' ids in start order %v", ticks, ids)
+	}
+	points := regexp.MustCompile(`<polyline class="series"[^>]* points="([^"]*)"`).FindStringSubmatch(chart)
+	if points == nil {
+		t.Fatalf("no line in the first plot:\n%s", chart)
+	}
+	last := math.Inf(-1)
+	for _, pt := range strings.Fields(points[1]) {
+		x, err := strconv.ParseFloat(strings.Split(pt, ",")[0], 64)
+		if err != nil || x <= last {
+			t.Fatalf("the line goes back along x at %s: %s", pt, points[1])
+		}
+		last = x
+	}
+	if !strings.Contains(chart, "container changed at run 201") {
+		t.Errorf("the change must be at the seventh run, id 201:\n%s", chart)
+	}
+}
+
 // TestSeriesHTMLRendersInABrowser: both groups' lines must be on screen.
 func TestSeriesHTMLRendersInABrowser(t *testing.T) {
 	runs, samples := seriesFixture()
@@ -170,8 +215,12 @@ func TestSeriesMarksAChangedScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	if strings.Count(out, "107 ✎") != 3 || strings.Count(out, "108 ✎") != 0 || !strings.Contains(out, textChangedNote) {
+	if strings.Count(out, "107 ✎") != 3 || strings.Count(out, "108 ✎") != 0 {
 		t.Errorf("run 107 must be marked in each table, the runs after it not:\n%s", out)
+	}
+	// Once, with the header: it is of the runs, not of a metric.
+	if n := strings.Count(out, textChangedNote); n != 1 || strings.Index(out, textChangedNote) > strings.Index(out, "\n\n") {
+		t.Errorf("the note on the scenario's text %d times, want once after the header:\n%s", n, out)
 	}
 	buf.Reset()
 	if err := WriteSeriesTable(&buf, BuildSeries(runs[:6], samples[:6], stats.DefaultChangePointOptions), TableOptions{}); err != nil {

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strconv"
 )
 
 type seriesHTMLData struct {
@@ -31,19 +32,23 @@ func WriteSeriesHTML(w io.Writer, s RunSeries) error {
 	for _, m := range s.Metrics {
 		title := fmt.Sprintf("%s · %s %s", m.Entry(), m.Metric, arrow(string(m.Better)))
 		hm := seriesHTMLMetric{Title: title}
-		p := linePlot{Title: title, XLabel: "run", YLabel: m.Metric, YUnit: m.Unit}
+		// x is the run's place in the series, named by its id: ids follow
+		// the order runs reached this store (an imported run's is new),
+		// not the order they ran in.
+		p := linePlot{Title: title, XLabel: "run", YLabel: m.Metric, YUnit: m.Unit,
+			XName: func(x float64) string { return strconv.FormatInt(s.Runs[int(x)].ID, 10) }}
 		for gi, g := range m.Groups {
 			line := Series{Label: g.Label()}
 			for i, cell := range g.Cells {
 				if cell.Present {
 					sm := cell.Summary
-					line.Points = append(line.Points, Point{X: float64(s.Runs[i].ID), Y: sm.Mean, Low: sm.CILow, High: sm.CIHigh, N: sm.N})
+					line.Points = append(line.Points, Point{X: float64(i), Y: sm.Mean, Low: sm.CILow, High: sm.CIHigh, N: sm.N})
 				}
 			}
 			p.Series = append(p.Series, line)
 			for _, cp := range g.ChangePoints {
 				id := s.Runs[cp.Index].ID
-				p.Rules = append(p.Rules, Rule{X: float64(id), Series: gi, Title: fmt.Sprintf("%s changed at run %d (p=%.3g)", g.Label(), id, cp.P)})
+				p.Rules = append(p.Rules, Rule{X: float64(cp.Index), Series: gi, Title: fmt.Sprintf("%s changed at run %d (p=%.3g)", g.Label(), id, cp.P)})
 			}
 		}
 		hm.Rows, hm.Changes = s.rows(m), s.changeText(m)

@@ -40,9 +40,10 @@ type ChangePoint struct {
 // 2014; with exponent 1, the variant MongoDB's performance CI uses): the
 // split of a segment that maximises the energy distance between its two
 // sides, weighted by their sizes, is the candidate. Among the current
-// segments the strongest candidate is tested by permuting its segment's
-// values Permutations times: its p-value is the share of permutations
-// whose best split is at least as strong (counting the observed one). A
+// segments the strongest candidate is tested Permutations times by
+// permuting every segment's values, each within itself: its p-value is the
+// share of permutations whose best split over all segments is at least as
+// strong (counting the observed one). A
 // candidate below Alpha splits its segment and the search goes on; the
 // first one that is not significant ends it. It makes no assumption of
 // normality and finds changes of any size, in location or spread; with
@@ -63,7 +64,20 @@ func ChangePoints(values []float64, o ChangePointOptions) []ChangePoint {
 		if math.IsInf(bestQ, -1) || !(bestQ > 0) {
 			break
 		}
-		perm := slices.Clone(values[best.start:best.end])
+		// Under the null of no further change every current segment is
+		// exchangeable within itself, and the candidate is the best over
+		// all of them: each permutation shuffles every segment and takes
+		// its best split over all of them too (as the reference
+		// implementation, R's ecp, does). Permuting only the candidate's
+		// segment would compare a maximum over many segments with the
+		// null of one, and find false change points once a series is cut.
+		var perms [][]float64
+		for _, s := range segments {
+			// A segment too short to split has no best split to shuffle for.
+			if s[1]-s[0] >= 2*minSize {
+				perms = append(perms, slices.Clone(values[s[0]:s[1]]))
+			}
+		}
 		hits := 0
 		// Splits as strong up to rounding count as as strong.
 		eps := 1e-9 * (bestQ + 1)
@@ -71,8 +85,13 @@ func ChangePoints(values []float64, o ChangePointOptions) []ChangePoint {
 		// rest cannot lower it, and the last test of every search is one
 		// such, so it stops there.
 		for r := 0; r < o.Permutations && float64(hits+1) < o.Alpha*float64(o.Permutations+1); r++ {
-			rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-			if _, q := bestSplit(perm, minSize); q >= bestQ-eps {
+			permQ := math.Inf(-1)
+			for _, perm := range perms {
+				rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+				_, q := bestSplit(perm, minSize)
+				permQ = max(permQ, q)
+			}
+			if permQ >= bestQ-eps {
 				hits++
 			}
 		}

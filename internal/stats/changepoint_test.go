@@ -120,3 +120,33 @@ func TestChangePointsShortSeries(t *testing.T) {
 		t.Errorf("8 runs: change points at %v, want [4]", got)
 	}
 }
+
+// TestChangePointsOneStepFalseSecond: after a series with one real step is
+// cut there, the next candidate is the best of two segments, so its null
+// must be too; tested against one segment's shuffles it finds a second,
+// false change point in about twice as many series as alpha allows.
+func TestChangePointsOneStepFalseSecond(t *testing.T) {
+	const series = 1000
+	o := DefaultChangePointOptions
+	rng := rand.New(rand.NewPCG(5, 5))
+	first, second := 0, 0
+	for i := range series {
+		values := append(noisy(rng, 15, 100), noisy(rng, 15, 110)...)
+		o.Seed = uint64(i + 1)
+		cps := ChangePoints(values, o)
+		if len(cps) > 0 {
+			first++
+		}
+		if len(cps) > 1 {
+			second++
+		}
+	}
+	t.Logf("%d of %d series found the step, %d a second change point", first, series, second)
+	if first != series {
+		t.Errorf("the step was found in %d of %d series", first, series)
+	}
+	if limit := series * 7 / 100; second > limit {
+		t.Errorf("%d of %d series with one step had a second change point, want at most %d (alpha %v)",
+			second, series, limit, o.Alpha)
+	}
+}

@@ -17,7 +17,7 @@ const exactLimit = 20000
 // repetitions could not justify. Small samples are enumerated exactly;
 // larger ones use `rounds` random splits from a fixed seed, so the answer
 // is reproducible. With 3 values each the smallest possible p is 0.1: a
-// decision at p < 0.01 needs at least 5 repetitions a side.
+// decision at p < 0.01 needs at least 5 values a side.
 func PermutationTest(a, b []float64, rounds int, seed uint64) float64 {
 	na, nb := len(a), len(b)
 	if na == 0 || nb == 0 {
@@ -118,11 +118,25 @@ func SmallestP(na, nb int) float64 {
 }
 
 // MinRepetitions is the fewest repetitions a side with which the exact
-// permutation test can reach p < alpha at all: with n a side the smallest
-// two-sided p is 2 / C(2n, n).
-func MinRepetitions(alpha float64) int {
+// permutation test can reach p < alpha at all, when each repetition adds
+// perA values to one side and perB to the other (a group's guests each
+// measure once a repetition): with n values a side the smallest two-sided
+// p is 2 / C(2n, n).
+func MinRepetitions(alpha float64, perA, perB int) int {
 	n := 1
-	for SmallestP(n, n) >= alpha {
+	for SmallestP(n*perA, n*perB) >= alpha {
+		n++
+	}
+	return n
+}
+
+// MinRepetitionsAgainst is the fewest repetitions, each adding perB
+// values, that the exact permutation test can tell from na values that
+// will not grow (a baseline's) at p < alpha. It exists for any alpha > 0:
+// the floor falls below 1/(n+1) with n values on the growing side.
+func MinRepetitionsAgainst(alpha float64, na, perB int) int {
+	n := 1
+	for SmallestP(na, n*perB) >= alpha {
 		n++
 	}
 	return n

@@ -43,8 +43,23 @@ func TestPermutationMonteCarloIsReproducibleAndSane(t *testing.T) {
 
 func TestMinRepetitions(t *testing.T) {
 	for alpha, want := range map[float64]int{0.01: 5, 0.05: 4, 0.2: 3} {
-		if got := MinRepetitions(alpha); got != want {
-			t.Errorf("MinRepetitions(%v) = %d, want %d", alpha, got, want)
+		if got := MinRepetitions(alpha, 1, 1); got != want {
+			t.Errorf("MinRepetitions(%v, 1, 1) = %d, want %d", alpha, got, want)
+		}
+	}
+	// Two guests a side: 3 repetitions give 6 values a side, 2/C(12, 6)
+	// < 0.01, where 2 give 4 a side, 2/C(8, 4) = 0.029.
+	if got := MinRepetitions(0.01, 2, 2); got != 3 {
+		t.Errorf("MinRepetitions(0.01, 2, 2) = %d, want 3", got)
+	}
+}
+
+// Against 3 fixed values, 1/C(3+n, 3) < 0.01 first at n = 7 (1/120); a
+// group of 2 guests gets there in 4 repetitions.
+func TestMinRepetitionsAgainst(t *testing.T) {
+	for _, tc := range []struct{ na, perB, want int }{{3, 1, 7}, {3, 2, 4}, {4, 2, 3}, {1, 1, 100}} {
+		if got := MinRepetitionsAgainst(0.01, tc.na, tc.perB); got != tc.want {
+			t.Errorf("MinRepetitionsAgainst(0.01, %d, %d) = %d, want %d", tc.na, tc.perB, got, tc.want)
 		}
 	}
 }

@@ -21,7 +21,7 @@ var ErrNotComplete = errors.New("run is not complete")
 // with.
 type Baseline struct {
 	ScenarioName string
-	Machine      string // hostinfo.Fingerprint.Machine of the run
+	Machine      string // hostinfo.Fingerprint.Machine of the run when it was set
 	RunID        int64
 	Set          time.Time
 }
@@ -46,9 +46,28 @@ func (s *Store) SetBaseline(ctx context.Context, runID int64, at time.Time) (Bas
 		return Baseline{}, fmt.Errorf("read run %d host: %w", runID, err)
 	}
 	b.Machine = fp.Machine()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Baseline{}, fmt.Errorf("set baseline run %d: %w", runID, err)
+	}
+	defer tx.Rollback()
+	// A row of this machine kept under another name (its host name alone,
+	// before machines were named by more) is replaced too.
+	old, err := sameMachineBaselines(ctx, tx, b.ScenarioName, fp)
+	if err != nil {
+		return Baseline{}, err
+	}
+	for _, o := range old {
+		if o.Machine == b.Machine {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM baselines WHERE scenario_name = ? AND machine = ?`, o.ScenarioName, o.Machine); err != nil {
+			return Baseline{}, fmt.Errorf("replace baseline of scenario %s on %s: %w", o.ScenarioName, o.Machine, err)
+		}
+	}
 	// The status is checked again in the write, so that a run cannot
 	// become the baseline while something else marks it otherwise.
-	res, err := s.db.ExecContext(ctx, `INSERT INTO baselines (scenario_name, machine, run_id, set_ns)
+	res, err := tx.ExecContext(ctx, `INSERT INTO baselines (scenario_name, machine, run_id, set_ns)
 		SELECT ?, ?, id, ? FROM runs WHERE id = ? AND status = ?
 		ON CONFLICT (scenario_name, machine) DO UPDATE SET run_id = excluded.run_id, set_ns = excluded.set_ns`,
 		b.ScenarioName, b.Machine, toNS(at), runID, StatusComplete)
@@ -62,22 +81,70 @@ func (s *Store) SetBaseline(ctx context.Context, runID int64, at time.Time) (Bas
 	if n != 1 {
 		return Baseline{}, fmt.Errorf("run %d has ended otherwise meanwhile: %w", runID, ErrNotComplete)
 	}
+	if err := tx.Commit(); err != nil {
+		return Baseline{}, fmt.Errorf("set baseline run %d: %w", runID, err)
+	}
 	return b, nil
 }
 
-// GetBaseline returns the baseline of a scenario on a machine.
-func (s *Store) GetBaseline(ctx context.Context, scenario, machine string) (Baseline, error) {
-	b := Baseline{ScenarioName: scenario, Machine: machine}
-	var set int64
-	err := s.db.QueryRowContext(ctx, `SELECT run_id, set_ns FROM baselines WHERE scenario_name = ? AND machine = ?`, scenario, machine).Scan(&b.RunID, &set)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Baseline{}, fmt.Errorf("baseline of scenario %s on %s: %w", scenario, machine, ErrNotFound)
-	}
+// GetBaseline returns the baseline of a scenario on the machine fp was
+// measured on. The baseline run's own fingerprint decides
+// (hostinfo.Fingerprint.SameMachine), not the name stored beside it, so a
+// baseline set when a machine was named by its host name alone is found
+// as long as that run's host name, architecture and CPU are this one's.
+func (s *Store) GetBaseline(ctx context.Context, scenario string, fp hostinfo.Fingerprint) (Baseline, error) {
+	found, err := sameMachineBaselines(ctx, s.db, scenario, fp)
 	if err != nil {
-		return Baseline{}, fmt.Errorf("read baseline of scenario %s on %s: %w", scenario, machine, err)
+		return Baseline{}, err
 	}
-	b.Set = fromNS(set)
-	return b, nil
+	if len(found) == 0 {
+		return Baseline{}, fmt.Errorf("baseline of scenario %s on %s: %w", scenario, fp.Machine(), ErrNotFound)
+	}
+	// Under its own name first, else the one set last.
+	best := found[0]
+	for _, b := range found[1:] {
+		if b.Machine == fp.Machine() || best.Machine != fp.Machine() && b.Set.After(best.Set) {
+			best = b
+		}
+	}
+	return best, nil
+}
+
+// querier is what reading baselines needs of a database or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// sameMachineBaselines are the baselines of a scenario whose runs were
+// measured on the machine fp was.
+func sameMachineBaselines(ctx context.Context, q querier, scenario string, fp hostinfo.Fingerprint) ([]Baseline, error) {
+	rows, err := q.QueryContext(ctx, `SELECT b.machine, b.run_id, b.set_ns, r.host_json FROM baselines b
+		JOIN runs r ON r.id = b.run_id WHERE b.scenario_name = ?`, scenario)
+	if err != nil {
+		return nil, fmt.Errorf("read baselines of scenario %s: %w", scenario, err)
+	}
+	defer rows.Close()
+	var out []Baseline
+	for rows.Next() {
+		b := Baseline{ScenarioName: scenario}
+		var set int64
+		var host string
+		if err := rows.Scan(&b.Machine, &b.RunID, &set, &host); err != nil {
+			return nil, fmt.Errorf("read baselines of scenario %s: %w", scenario, err)
+		}
+		var h hostinfo.Fingerprint
+		if err := json.Unmarshal([]byte(host), &h); err != nil {
+			return nil, fmt.Errorf("read run %d host: %w", b.RunID, err)
+		}
+		if h.SameMachine(fp) {
+			b.Set = fromNS(set)
+			out = append(out, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read baselines of scenario %s: %w", scenario, err)
+	}
+	return out, nil
 }
 
 // Baselines lists the baselines set, of every scenario or of one (scenario

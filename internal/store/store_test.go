@@ -82,7 +82,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	host := hostinfo.Fingerprint{
-		Hostname: "bench1", Kernel: "6.1.0", KernelFull: "#1 SMP", Arch: "amd64", CPUModel: "Test CPU",
+		Hostname: "bench1", MachineID: "3d1219c7c4c5404a", Kernel: "6.1.0", KernelFull: "#1 SMP", Arch: "amd64", CPUModel: "Test CPU",
 		Microcode: "0xde", OnlineCPUs: 2, SMT: "on", Governor: "performance", MemTotalKiB: 1 << 20,
 		CgroupMode: "v2", Virtualized: "kvm", VfleetVer: "0.1.0", ToolVersions: map[string]string{"fio": "3.33"},
 		RealTime: hostinfo.RealTime{Preemption: "dynamic", RTRuntimeUS: 950000, RTPeriodUS: 1000000, IsolatedCPUs: "1",
