@@ -96,7 +96,7 @@ too: clean a machine nobody is running on.`,
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also clean runs whose vfleet process is still alive")
 	cmd.Flags().BoolVar(&templates, "templates", false, "also remove the cached VM templates clones start from")
-	on.register(cmd.Flags(), false)
+	on.register(cmd.Flags(), "clean what killed runs of 'vfleet run --on' or 'vfleet capacity --on' left on these machines", false)
 	return cmd
 }
 
