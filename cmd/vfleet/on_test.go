@@ -118,11 +118,11 @@ func (m *machines) run(t *testing.T, c *cli, args ...string) (stdout, stderr str
 	return out.String(), errb.String(), code
 }
 
-// start starts a run on the machine and returns once the machine's
-// progress shows a line containing marker.
-func (m *machines) start(t *testing.T, c *cli, url, scenario, marker string) *exec.Cmd {
+// start starts vfleet with args and returns once a machine's progress
+// shows a line containing marker.
+func (m *machines) start(t *testing.T, c *cli, marker string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := m.command(c, "run", scenario, "--html", "-", "--on", url)
+	cmd := m.command(c, args...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestRunOn(t *testing.T) {
 
 		long := c.scenario(strings.Replace(onScenario, "%d", "8", 1))
 		t.Run("interrupted", func(t *testing.T) {
-			cmd := m.start(t, c, a.URL, long, "cpu on container (rep 1) ok")
+			cmd := m.start(t, c, "cpu on container (rep 1) ok", "run", long, "--html", "-", "--on", a.URL)
 			cmd.Process.Signal(syscall.SIGINT)
 			err := cmd.Wait()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
@@ -311,7 +311,7 @@ func TestRunOn(t *testing.T) {
 		})
 
 		t.Run("killed, then clean --on", func(t *testing.T) {
-			cmd := m.start(t, c, b.URL, long, "cpu on container (rep 1) ok")
+			cmd := m.start(t, c, "cpu on container (rep 1) ok", "run", long, "--html", "-", "--on", b.URL)
 			cmd.Process.Kill()
 			cmd.Wait()
 			if entries, _ := os.ReadDir(filepath.Join(b.WorkDir, "vfleet-remote", "runs")); len(entries) == 0 {
@@ -380,6 +380,29 @@ func TestCapacityOn(t *testing.T) {
 			t.Errorf("stored search: %+v, %v; want it with the machine's fingerprint", s, err)
 		}
 		requireMachineClean(t, a, "after a search")
+
+		// Ctrl-C: the machine's search stops, its first size comes back
+		// incomplete, and no search is stored.
+		long := c.scenario(strings.NewReplacer("%s", "1, 2", "repetitions: 3", "repetitions: 8").Replace(capacityScenario))
+		cmd := m.start(t, c, "cpu on 1 guests together (rep 1) ok", "capacity", long, "--slo", "cpu.events_per_sec >= 1", "--html", "-", "--on", a.URL)
+		cmd.Process.Signal(syscall.SIGINT)
+		err = cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+			t.Errorf("interrupted: %v; want exit %d", err, exitInterrupted)
+		}
+		var back *returnedRun
+		for _, r := range runsOf(t, c) {
+			if r.Origin == a.URL && r.Status == store.StatusIncomplete {
+				back = &r
+			}
+		}
+		if back == nil || back.Samples == 0 {
+			t.Errorf("the interrupted size did not come back as incomplete with its samples: %+v", back)
+		}
+		if _, err := st.GetCapacitySearch(context.Background(), rec.ID+1); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("an interrupted search was stored: %v", err)
+		}
+		requireMachineClean(t, a, "after Ctrl-C")
 	})
 	testutil.CheckLeaks(t, before)
 }
