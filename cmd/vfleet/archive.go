@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ func newExportCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export RUN... -o FILE",
 		Short: "Write stored runs, with everything measured and recorded, into one file for another store",
-		Long: `Write the runs (ids from 'vfleet runs', or latest) with their samples, histograms, failures,
+		Long: `Write the runs (ids from 'vfleet runs', latest, or all: every run stored) with their samples, histograms, failures,
 audit and provenance into FILE (gzip'd JSON Lines, checked by a sha256), which 'vfleet import'
 reads into another results database. -o - writes to standard output. A run still running is
 refused: export it once it has ended.`,
@@ -35,13 +36,9 @@ refused: export it once it has ended.`,
 				return err
 			}
 			defer st.Close()
-			var ids []int64
-			for _, ref := range args {
-				id, err := st.ResolveRun(cmd.Context(), ref)
-				if err != nil {
-					return err
-				}
-				ids = append(ids, id)
+			ids, err := exportedRuns(cmd.Context(), st, args)
+			if err != nil {
+				return err
 			}
 			if output == "-" {
 				return archive.Export(cmd.Context(), st, ids, os.Stdout)
@@ -51,6 +48,34 @@ refused: export it once it has ended.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the file to write (- for standard output)")
 	return cmd
+}
+
+// exportedRuns resolves export's arguments: run ids, latest, or all, every
+// run of the store in id order (how a machine's scratch database comes
+// back whole to 'run --on' and 'capacity --on').
+func exportedRuns(ctx context.Context, st *store.Store, refs []string) ([]int64, error) {
+	var ids []int64
+	for _, ref := range refs {
+		if ref != "all" {
+			id, err := st.ResolveRun(ctx, ref)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+			continue
+		}
+		runs, err := st.ListRuns(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(runs) == 0 {
+			return nil, fmt.Errorf("all runs: %w: none stored yet", store.ErrNotFound)
+		}
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
 }
 
 // writeAtomically writes path through a temporary file beside it, synced

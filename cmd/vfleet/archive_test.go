@@ -84,6 +84,10 @@ func TestExportImportThroughTheCLI(t *testing.T) {
 	if code != 0 || !bytes.Equal([]byte(stdout), want) {
 		t.Fatalf("exported again: exit %d, stderr %q, %d bytes differ from the %d exported first", code, stderr, len(stdout), len(want))
 	}
+	// all is every run, in id order.
+	if stdout, stderr, code := b.run("export", "all", "-o", "-"); code != 0 || !bytes.Equal([]byte(stdout), want) {
+		t.Fatalf("export all: exit %d, stderr %q, %d bytes differ from the %d of runs 1 and 2", code, stderr, len(stdout), len(want))
+	}
 
 	// A truncated file: one line saying why, exit 1, the store unchanged.
 	cut := filepath.Join(a.work, "cut.vfr")

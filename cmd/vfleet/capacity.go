@@ -14,6 +14,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/capacity"
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/session"
@@ -42,6 +43,8 @@ type capacityFlags struct {
 
 func newCapacityCommand(g *globalOptions) *cobra.Command {
 	var f capacityFlags
+	var on onFlags
+	var stopOnEOF bool
 	cmd := &cobra.Command{
 		Use:   "capacity SCENARIO --slo EXPR [--slo EXPR...]",
 		Short: "Find the largest fleet that still meets its SLOs: a search, not a sweep",
@@ -58,11 +61,26 @@ sum; alone makes the bound a ratio to one guest measured alone (size 1). Example
   --slo 'cpu.events_per_sec >= 0.8 alone'  --slo 'rr.net.rtt_us.p99 <= 500us'
   --slo 'total fio.read_iops >= 2000'
 
+With --on, the search runs on each machine named instead of this one, as 'vfleet run
+--on' runs a scenario there: each size's runs and the search come back into this
+machine's results, marked with the machine, and each machine gets its own answer.
+
 Exit status: 0 with an answer, 4 when not even one guest meets every SLO, 5 when every
-size up to --max does, 6 when the measurements ran out first (docs/fleet.md).`,
+size up to --max does, 6 when the measurements ran out first; with --on, 1 when a
+machine failed, else the first machine's without an answer (docs/fleet.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCapacity(g, args[0], f)
+			if err := on.checkAlone(); err != nil {
+				return err
+			}
+			if len(on.urls) > 0 {
+				return capacityOn(g, args[0], f, &on)
+			}
+			var eof io.Reader
+			if stopOnEOF {
+				eof = os.Stdin
+			}
+			return runCapacity(g, args[0], f, eof)
 		},
 	}
 	fl := cmd.Flags()
@@ -71,6 +89,10 @@ size up to --max does, 6 when the measurements ran out first (docs/fleet.md).`,
 	fl.Float64Var(&f.confidence, "confidence", stats.DefaultConfidence, "the confidence each size is decided at")
 	fl.StringVar(&f.jsonPath, "json", "", "also write the search as JSON to this file (\"-\": standard output)")
 	fl.StringVar(&f.htmlPath, "html", "", "where to write the HTML page of the search (default ./vfleet-capacity-ID.html; \"-\" for none)")
+	on.register(fl, "search on these machines instead of this one", true)
+	// How vfleet on one machine stops the search it started on another.
+	fl.BoolVar(&stopOnEOF, remoterun.StopOnEOFFlag, false, "stop the search as Ctrl-C does when standard input ends")
+	fl.MarkHidden(remoterun.StopOnEOFFlag)
 	return cmd
 }
 
@@ -84,19 +106,14 @@ type capacityRecord struct {
 	Result   *capacity.Result `json:"result"`
 }
 
-func runCapacity(g *globalOptions, ref string, f capacityFlags) error {
+func runCapacity(g *globalOptions, ref string, f capacityFlags, eof io.Reader) error {
 	began := time.Now()
 	spec, slos, group, cfg, err := capacityPlan(g, ref, f)
 	if err != nil {
 		return usageError{err}
 	}
-	if f.jsonPath != "" {
-		if err := checkOutputPath("--json", f.jsonPath); err != nil {
-			return usageError{err}
-		}
-	}
-	if err := checkHTMLPath(f.htmlPath); err != nil {
-		return usageError{err}
+	if err := checkCapacityOutputs(f); err != nil {
+		return err
 	}
 	if err := requireRoot("vfleet capacity"); err != nil {
 		return err
@@ -107,7 +124,7 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags) error {
 	}
 	defer st.Close()
 	progress := newProgress()
-	ctx, cancel := signalContext(progress)
+	ctx, cancel := interruptible(progress, eof)
 	defer cancel()
 	sess, err := session.Prepare(ctx, g.session(progress), spec)
 	if err != nil {
@@ -129,65 +146,74 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags) error {
 		return err
 	}
 	rec := capacityRecord{Scenario: spec.Name, Group: group.Name, SLOs: f.slos, Headline: res.Headline(slos), Result: res}
-	result, err := json.Marshal(res)
-	if err != nil {
-		return fmt.Errorf("encode the search: %w", err)
-	}
-	rec.ID, err = st.AddCapacitySearch(context.WithoutCancel(ctx), &store.CapacitySearch{
-		ScenarioName: spec.Name, ScenarioHash: spec.Hash(), SLOs: f.slos, Result: result,
-		Host: opts.Host, Started: began, Finished: time.Now(),
-	})
-	if err != nil {
+	if err := storeSearch(context.WithoutCancel(ctx), st, &rec, spec.Hash(), opts.Host, began, time.Now()); err != nil {
 		return err
 	}
-	fmt.Println(rec.Headline)
-	fmt.Println()
-	if err := res.WriteTable(os.Stdout, slos); err != nil {
+	if err := showCapacity(rec, slos, f, false, opts.Host); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "capacity search %d stored; %d runs in %s\n", rec.ID, res.Measurements, time.Since(began).Round(time.Second))
+	return capacityOutcome(res)
+}
+
+// checkCapacityOutputs refuses, before the search, files it could not
+// write at its end.
+func checkCapacityOutputs(f capacityFlags) error {
 	if f.jsonPath != "" {
-		if err := writeJSON(f.jsonPath, rec); err != nil {
+		if err := checkOutputPath("--json", f.jsonPath); err != nil {
+			return usageError{err}
+		}
+	}
+	if err := checkHTMLPath(f.htmlPath); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// storeSearch records the search and gives rec its id.
+func storeSearch(ctx context.Context, st *store.Store, rec *capacityRecord, scenarioHash string, host hostinfo.Fingerprint, began, ended time.Time) error {
+	result, err := json.Marshal(rec.Result)
+	if err != nil {
+		return fmt.Errorf("encode the search: %w", err)
+	}
+	rec.ID, err = st.AddCapacitySearch(ctx, &store.CapacitySearch{
+		ScenarioName: rec.Scenario, ScenarioHash: scenarioHash, SLOs: rec.SLOs, Result: result,
+		Host: host, Started: began, Finished: ended,
+	})
+	return err
+}
+
+// showCapacity prints a stored search's answer and its table, and writes
+// its JSON and HTML page where the flags say; many numbers the files
+// named, one search's each.
+func showCapacity(rec capacityRecord, slos []capacity.SLO, f capacityFlags, many bool, host hostinfo.Fingerprint) error {
+	fmt.Println(rec.Headline)
+	fmt.Println()
+	if err := rec.Result.WriteTable(os.Stdout, slos); err != nil {
+		return err
+	}
+	if f.jsonPath != "" {
+		if err := writeJSON(numbered(f.jsonPath, ".json", rec.ID, many), rec); err != nil {
 			return err
 		}
 	}
 	if f.htmlPath != "-" {
-		path := cmp.Or(f.htmlPath, fmt.Sprintf("vfleet-capacity-%d.html", rec.ID))
-		if err := writeCapacityHTML(path, res, slos, fmt.Sprintf("vfleet capacity %d · %s · %s", rec.ID, spec.Name, group.Name), opts.Host); err != nil {
+		path := cmp.Or(numbered(f.htmlPath, ".html", rec.ID, many), fmt.Sprintf("vfleet-capacity-%d.html", rec.ID))
+		if err := writeCapacityHTML(path, rec.Result, slos, fmt.Sprintf("vfleet capacity %d · %s · %s", rec.ID, rec.Scenario, rec.Group), host); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "HTML page: %s\n", path)
 	}
-	return capacityOutcome(res)
+	return nil
 }
 
 // capacityPlan checks everything the command line and the scenario say
 // before anything starts.
 func capacityPlan(g *globalOptions, ref string, f capacityFlags) (*scenario.Spec, []capacity.SLO, scenario.GuestGroup, capacity.Config, error) {
 	var cfg capacity.Config
-	if len(f.slos) == 0 {
-		return nil, nil, scenario.GuestGroup{}, cfg, errors.New("give at least one --slo, like 'cpu.events_per_sec >= 0.8 alone'")
-	}
-	if !(f.confidence > 0 && f.confidence < 1) {
-		return nil, nil, scenario.GuestGroup{}, cfg, fmt.Errorf("--confidence %g: want a level between 0 and 1, like 0.95", f.confidence)
-	}
-	if f.max < 0 || f.max > scenario.MaxGuests {
-		return nil, nil, scenario.GuestGroup{}, cfg, fmt.Errorf("--max %d: want a size between 1 and %d", f.max, scenario.MaxGuests)
-	}
-	spec, err := scenario.Load(ref, session.ScenarioOptions(g.stateDir))
+	spec, slos, group, err := capacitySLOs(ref, f, session.ScenarioOptions(g.stateDir))
 	if err != nil {
 		return nil, nil, scenario.GuestGroup{}, cfg, err
-	}
-	group, err := spec.ScaledGroup()
-	if err != nil {
-		return nil, nil, scenario.GuestGroup{}, cfg, err
-	}
-	catalog := capacity.CatalogOf(spec)
-	slos := make([]capacity.SLO, len(f.slos))
-	for i, expr := range f.slos {
-		if slos[i], err = capacity.ParseSLO(expr, catalog); err != nil {
-			return nil, nil, scenario.GuestGroup{}, cfg, err
-		}
 	}
 	host, err := scenario.ThisHost()
 	if err != nil {
@@ -202,6 +228,36 @@ func capacityPlan(g *globalOptions, ref string, f capacityFlags) (*scenario.Spec
 		return nil, nil, scenario.GuestGroup{}, cfg, fmt.Errorf("group %s: not even one guest fits on this host (%s)", group.Name, cfg.LimitReason)
 	}
 	return spec, slos, group, cfg, nil
+}
+
+// capacitySLOs checks the flags, the scenario (by opts) and its scaled
+// group, and reads the SLOs against what the scenario can produce.
+func capacitySLOs(ref string, f capacityFlags, opts scenario.Options) (*scenario.Spec, []capacity.SLO, scenario.GuestGroup, error) {
+	if len(f.slos) == 0 {
+		return nil, nil, scenario.GuestGroup{}, errors.New("give at least one --slo, like 'cpu.events_per_sec >= 0.8 alone'")
+	}
+	if !(f.confidence > 0 && f.confidence < 1) {
+		return nil, nil, scenario.GuestGroup{}, fmt.Errorf("--confidence %g: want a level between 0 and 1, like 0.95", f.confidence)
+	}
+	if f.max < 0 || f.max > scenario.MaxGuests {
+		return nil, nil, scenario.GuestGroup{}, fmt.Errorf("--max %d: want a size between 1 and %d", f.max, scenario.MaxGuests)
+	}
+	spec, err := scenario.Load(ref, opts)
+	if err != nil {
+		return nil, nil, scenario.GuestGroup{}, err
+	}
+	group, err := spec.ScaledGroup()
+	if err != nil {
+		return nil, nil, scenario.GuestGroup{}, err
+	}
+	catalog := capacity.CatalogOf(spec)
+	slos := make([]capacity.SLO, len(f.slos))
+	for i, expr := range f.slos {
+		if slos[i], err = capacity.ParseSLO(expr, catalog); err != nil {
+			return nil, nil, scenario.GuestGroup{}, err
+		}
+	}
+	return spec, slos, group, nil
 }
 
 func limitNote(cfg capacity.Config) string {

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/capacity"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -65,8 +67,9 @@ type capacityJSON struct {
 		BandHigh     int `json:"band_high"`
 		Measurements int
 		Points       []struct {
-			Size    int
-			Verdict string
+			Size         int
+			Verdict      string
+			Measurements []int64
 		}
 	}
 }
@@ -196,5 +199,24 @@ func TestCapacitySearchAgainstSweep(t *testing.T) {
 		search.Round(time.Second), res.Result.Measurements, res.Result.Points, sweep, time.Since(began).Round(time.Second))
 	if !res.agrees(sweep) {
 		t.Errorf("search answered %d, undecided %d-%d, the sweep %d", res.Result.Answer, res.Result.BandLow, res.Result.BandHigh, sweep)
+	}
+}
+
+// A search brought back from a machine names its runs by the ids they
+// got here: every id, in every size and in the reference, is renumbered,
+// and a search whose runs did not all come back is refused.
+func TestRenumber(t *testing.T) {
+	res := &capacity.Result{
+		Reference: []int64{7},
+		Points:    []capacity.Point{{Size: 1, Measurements: []int64{3, 7}}, {Size: 2, Measurements: []int64{5}}},
+	}
+	if err := renumber(res, []int64{11, 12, 13}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Reference, []int64{13}) || !slices.Equal(res.Points[0].Measurements, []int64{11, 13}) || !slices.Equal(res.Points[1].Measurements, []int64{12}) {
+		t.Errorf("renumbered %+v", res)
+	}
+	if err := renumber(res, []int64{11, 12}); err == nil {
+		t.Error("two runs back for a search of three: no error")
 	}
 }

@@ -40,7 +40,8 @@ With --templates, the VM templates that 'launch: clone' made are removed as well
 clone of each shape boots its template anew. Clones running now are not disturbed.
 
 With --on ssh://USER@HOST[,...], clean those machines instead: what runs of 'vfleet run
---on' left there when the vfleet that started them was killed. Their vfleet there is
+--on' (and searches of 'vfleet capacity --on') left there when the vfleet that started
+them was killed. Their vfleet there is
 stopped (and tears its guests down), the machine's own 'vfleet clean' runs, and the runs'
 scratch is removed; the cached binaries and images stay. A run under way there is stopped
 too: clean a machine nobody is running on.`,
@@ -96,7 +97,7 @@ too: clean a machine nobody is running on.`,
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also clean runs whose vfleet process is still alive")
 	cmd.Flags().BoolVar(&templates, "templates", false, "also remove the cached VM templates clones start from")
-	on.register(cmd.Flags(), false)
+	on.register(cmd.Flags(), "clean what killed runs of 'vfleet run --on' or 'vfleet capacity --on' left on these machines", false)
 	return cmd
 }
 

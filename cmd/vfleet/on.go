@@ -27,7 +27,8 @@ import (
 	"github.com/vfleet/vfleet/scenarios"
 )
 
-// onFlags are how `run --on` and `clean --on` reach other machines.
+// onFlags are how `run --on`, `capacity --on` and `clean --on` reach
+// other machines.
 type onFlags struct {
 	urls                 []string
 	identity, knownHosts string
@@ -35,18 +36,83 @@ type onFlags struct {
 	parallel             bool
 }
 
-func (f *onFlags) register(fs *pflag.FlagSet, run bool) {
-	what := "run the scenario on these machines instead of this one"
-	if !run {
-		what = "clean what killed runs of 'vfleet run --on' left on these machines"
-	}
+// register adds the flags; what says what --on does, and runs whether
+// the command runs something there (which takes --image and --parallel).
+func (f *onFlags) register(fs *pflag.FlagSet, what string, runs bool) {
 	fs.StringSliceVar(&f.urls, "on", nil, what+" (ssh://USER@HOST[:PORT], comma-separated or repeated)")
 	fs.StringVar(&f.identity, "on-identity", "", "private key file for the machines (default: the SSH agent's keys only)")
 	fs.StringVar(&f.knownHosts, "on-known-hosts", "", "known_hosts file the machines' host keys are checked against (default ~/.ssh/known_hosts)")
-	if run {
+	if runs {
 		fs.StringVar(&f.image, "image", remoterun.ImageAuto, "with --on, how a machine gets its guest image: push (this machine's cached image) or build (there); default push when cached here, else build")
 		fs.BoolVar(&f.parallel, "parallel", false, "with --on, run on every machine at once (default one after another)")
 	}
+}
+
+// checkAlone refuses --image and --parallel without --on.
+func (f *onFlags) checkAlone() error {
+	if len(f.urls) == 0 && (f.image != "" || f.parallel) {
+		return usageError{errors.New("--image and --parallel go with --on")}
+	}
+	return nil
+}
+
+// prepare checks what running the scenario ref on the machines needs
+// before any is reached, and returns them.
+func (f *onFlags) prepare(ref string) ([]remote.Target, error) {
+	targets, err := f.targets()
+	if err != nil {
+		return nil, err
+	}
+	if f.image != remoterun.ImageAuto && f.image != remoterun.ImagePush && f.image != remoterun.ImageBuild {
+		return nil, usageError{fmt.Errorf("--image %q: want push or build", f.image)}
+	}
+	// The machine reads the scenario, checked against its own host there;
+	// here it need only exist.
+	if fi, err := os.Stat(ref); err != nil || !fi.Mode().IsRegular() {
+		if _, lerr := scenarios.Lookup(ref); lerr != nil {
+			return nil, usageError{fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (built-ins: %s): %w",
+				ref, strings.Join(scenarios.Names(), ", "), fs.ErrNotExist)}
+		}
+	}
+	return targets, nil
+}
+
+// options are remoterun's for the scenario ref, its runs imported into st.
+func (f *onFlags) options(g *globalOptions, st *store.Store, ref string) remoterun.Options {
+	return remoterun.Options{
+		Config: f.config(), Scenario: ref, StateDir: g.stateDir, Image: f.image,
+		Binaries: remoteBinaries(g), Log: machineLog(os.Stderr),
+		Import: func(ctx context.Context, t remote.Target, r io.Reader) ([]int64, error) {
+			return importRuns(ctx, st, t, r)
+		},
+	}
+}
+
+// each runs opts on every machine, one after another or, with
+// --parallel, at once; a machine that fails does not stop the others.
+func (f *onFlags) each(ctx context.Context, targets []remote.Target, opts remoterun.Options) []remoterun.Result {
+	results := make([]remoterun.Result, len(targets))
+	if f.parallel && len(targets) > 1 {
+		fmt.Fprintln(os.Stderr, "vfleet: --parallel: the machines run at once; their runs must not share a network under test (a switch, a peer), or each measures the others' traffic")
+		var wg sync.WaitGroup
+		for i, t := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = remoterun.Run(ctx, t, opts)
+			}()
+		}
+		wg.Wait()
+		return results
+	}
+	for i, t := range targets {
+		if ctx.Err() != nil {
+			results[i] = remoterun.Result{Target: t, Exit: -1, Err: fmt.Errorf("%s: not started: %w", t.Name(), context.Cause(ctx))}
+			continue
+		}
+		results[i] = remoterun.Run(ctx, t, opts)
+	}
+	return results
 }
 
 // targets parses the machines' URLs, each once.
@@ -114,20 +180,9 @@ func binariesFor(self, agentPath, arch string) (string, string, error) {
 // back into the local store; a machine that fails does not stop the
 // others.
 func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
-	targets, err := f.targets()
+	targets, err := f.prepare(ref)
 	if err != nil {
 		return err
-	}
-	if f.image != remoterun.ImageAuto && f.image != remoterun.ImagePush && f.image != remoterun.ImageBuild {
-		return usageError{fmt.Errorf("--image %q: want push or build", f.image)}
-	}
-	// The machine reads the scenario, checked against its own host there;
-	// here it need only exist.
-	if fi, err := os.Stat(ref); err != nil || !fi.Mode().IsRegular() {
-		if _, lerr := scenarios.Lookup(ref); lerr != nil {
-			return usageError{fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (built-ins: %s): %w",
-				ref, strings.Join(scenarios.Names(), ", "), fs.ErrNotExist)}
-		}
 	}
 	if err := checkHTMLPath(htmlPath); err != nil {
 		return usageError{err}
@@ -141,36 +196,7 @@ func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
 	progress := telemetry.NewProgress(os.Stderr, false)
 	ctx, cancel := signalContext(progress)
 	defer cancel()
-
-	log := machineLog(os.Stderr)
-	opts := remoterun.Options{
-		Config: f.config(), Scenario: ref, StateDir: g.stateDir, Image: f.image,
-		Binaries: remoteBinaries(g), Log: log,
-		Import: func(ctx context.Context, t remote.Target, r io.Reader) ([]int64, error) {
-			return importRuns(ctx, st, t, r)
-		},
-	}
-	results := make([]remoterun.Result, len(targets))
-	if f.parallel && len(targets) > 1 {
-		fmt.Fprintln(os.Stderr, "vfleet: --parallel: the machines run at once; their runs must not share a network under test (a switch, a peer), or each measures the others' traffic")
-		var wg sync.WaitGroup
-		for i, t := range targets {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[i] = remoterun.Run(ctx, t, opts)
-			}()
-		}
-		wg.Wait()
-	} else {
-		for i, t := range targets {
-			if ctx.Err() != nil {
-				results[i] = remoterun.Result{Target: t, Exit: -1, Err: fmt.Errorf("%s: not started: %w", t.Name(), context.Cause(ctx))}
-				continue
-			}
-			results[i] = remoterun.Run(ctx, t, opts)
-		}
-	}
+	results := f.each(ctx, targets, f.options(g, st, ref))
 
 	rctx := context.WithoutCancel(ctx)
 	var ids []int64
@@ -178,11 +204,7 @@ func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
 		ids = append(ids, r.Runs...)
 	}
 	for _, id := range ids {
-		path := htmlPath
-		if len(ids) > 1 && path != "" && path != "-" {
-			path = fmt.Sprintf("%s-%d.html", strings.TrimSuffix(path, ".html"), id)
-		}
-		if err := printRun(rctx, st, id, path); err != nil {
+		if err := printRun(rctx, st, id, numbered(htmlPath, ".html", id, len(ids) > 1)); err != nil {
 			return err
 		}
 	}
@@ -212,6 +234,16 @@ func printMachines(ctx context.Context, w io.Writer, st *store.Store, results []
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Target.Name(), result, run, status, r.Took.Round(time.Second), why)
 	}
 	tw.Flush()
+}
+
+// numbered is the file path names for the output of id when there are
+// many: path-ID.ext; path itself when there is one, or for none ("") or
+// standard output ("-").
+func numbered(path, ext string, id int64, many bool) string {
+	if !many || path == "" || path == "-" {
+		return path
+	}
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(path, ext), id, ext)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -120,11 +120,11 @@ func (m *machines) run(t *testing.T, c *cli, args ...string) (stdout, stderr str
 	return out.String(), errb.String(), code
 }
 
-// start starts a run on the machine and returns once the machine's
-// progress shows a line containing marker.
-func (m *machines) start(t *testing.T, c *cli, url, scenario, marker string) *exec.Cmd {
+// start starts vfleet with args and returns once a machine's progress
+// shows a line containing marker.
+func (m *machines) start(t *testing.T, c *cli, marker string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := m.command(c, "run", scenario, "--html", "-", "--on", url)
+	cmd := m.command(c, args...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func TestRunOn(t *testing.T) {
 
 		long := c.scenario(strings.Replace(onScenario, "%d", "8", 1))
 		t.Run("interrupted", func(t *testing.T) {
-			cmd := m.start(t, c, a.URL, long, "cpu on container (rep 1) ok")
+			cmd := m.start(t, c, "cpu on container (rep 1) ok", "run", long, "--html", "-", "--on", a.URL)
 			cmd.Process.Signal(syscall.SIGINT)
 			err := cmd.Wait()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
@@ -314,7 +314,7 @@ func TestRunOn(t *testing.T) {
 		})
 
 		t.Run("killed, then clean --on", func(t *testing.T) {
-			cmd := m.start(t, c, b.URL, long, "cpu on container (rep 1) ok")
+			cmd := m.start(t, c, "cpu on container (rep 1) ok", "run", long, "--html", "-", "--on", b.URL)
 			cmd.Process.Kill()
 			cmd.Wait()
 			if entries, _ := os.ReadDir(filepath.Join(b.WorkDir, "vfleet-remote", "runs")); len(entries) == 0 {
@@ -373,6 +373,85 @@ func requireAcross(t *testing.T, c *cli, runs map[int64]returnedRun) {
 	}
 }
 
+// TestCapacityOn searches on a machine: the search and each size's runs
+// come back into the local store, the search naming the runs by their
+// ids here, and nothing is left on the machine.
+func TestCapacityOn(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "runc", "runc")
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	before := testutil.TakeSnapshot(t)
+	c := newCLI(t)
+	t.Run("machine", func(t *testing.T) {
+		m := newMachines(t, 1)
+		a := m.r[0]
+		// Two sizes that both hold, whatever the machine's load: the search
+		// ends at --max after one run of each.
+		scenario := c.scenario(strings.Replace(capacityScenario, "%s", "1, 2", 1))
+		out := filepath.Join(c.work, "search.json")
+		stdout, stderr, code := m.run(t, c, "capacity", scenario, "--slo", "cpu.events_per_sec >= 1", "--json", out, "--html", "-", "--on", a.URL)
+		t.Logf("exit %d\n%s\n%s", code, stdout, stderr)
+		if code != exitHitMax || !strings.Contains(stdout, "every size up to") {
+			t.Errorf("exit %d; want %d and the answer printed", code, exitHitMax)
+		}
+		if !strings.Contains(stderr, "["+strings.TrimPrefix(a.URL, "ssh://")+"] ") {
+			t.Errorf("no progress of the machine")
+		}
+		var rec capacityJSON
+		if b, err := os.ReadFile(out); err != nil || json.Unmarshal(b, &rec) != nil {
+			t.Fatalf("no search written to --json: %v", err)
+		}
+		if rec.ID != 1 || rec.Result.Outcome != "hit-max" || rec.Result.Answer != 2 || len(rec.Result.Points) != 2 {
+			t.Errorf("search %+v; want search 1, hit-max at 2 after sizes 1 and 2", rec)
+		}
+		runs := runsOf(t, c)
+		if len(runs) != rec.Result.Measurements {
+			t.Errorf("%d runs back; the search made %d", len(runs), rec.Result.Measurements)
+		}
+		for _, p := range rec.Result.Points {
+			for _, id := range p.Measurements {
+				if r, ok := runs[id]; !ok || r.Origin != a.URL || r.Status != store.StatusComplete {
+					t.Errorf("size %d names run %d: %+v; want a complete run here from %s", p.Size, id, r.Run, a.URL)
+				}
+			}
+		}
+		st, err := store.Open(c.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if s, err := st.GetCapacitySearch(context.Background(), rec.ID); err != nil || s.Host.Hostname == "" || s.ScenarioName != "capacity" {
+			t.Errorf("stored search: %+v, %v; want it with the machine's fingerprint", s, err)
+		}
+		requireMachineClean(t, a, "after a search")
+
+		// Ctrl-C: the machine's search stops, its first size comes back
+		// incomplete, and no search is stored.
+		long := c.scenario(strings.NewReplacer("%s", "1, 2", "repetitions: 3", "repetitions: 8").Replace(capacityScenario))
+		cmd := m.start(t, c, "cpu on 1 guests together (rep 1) ok", "capacity", long, "--slo", "cpu.events_per_sec >= 1", "--html", "-", "--on", a.URL)
+		cmd.Process.Signal(syscall.SIGINT)
+		err = cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+			t.Errorf("interrupted: %v; want exit %d", err, exitInterrupted)
+		}
+		var back *returnedRun
+		for _, r := range runsOf(t, c) {
+			if r.Origin == a.URL && r.Status == store.StatusIncomplete {
+				back = &r
+			}
+		}
+		if back == nil || back.Samples == 0 {
+			t.Errorf("the interrupted size did not come back as incomplete with its samples: %+v", back)
+		}
+		if _, err := st.GetCapacitySearch(context.Background(), rec.ID+1); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("an interrupted search was stored: %v", err)
+		}
+		requireMachineClean(t, a, "after Ctrl-C")
+	})
+	testutil.CheckLeaks(t, before)
+}
+
 // What run --on and clean --on cannot use is refused before any machine
 // is reached, as a usage error.
 func TestOnRefusesBadInput(t *testing.T) {
@@ -390,6 +469,10 @@ func TestOnRefusesBadInput(t *testing.T) {
 		{[]string{"run", "--parallel"}, "--image and --parallel go with --on"},
 		{[]string{"run", "--on", a, "--metrics-addr", "127.0.0.1:0"}, "not with --on"},
 		{[]string{"clean", "--on", a, "--force"}, "not with --on"},
+		{[]string{"capacity", "default", "--parallel"}, "--image and --parallel go with --on"},
+		{[]string{"capacity", "default", "--on", a, "--image", "copy"}, `--image "copy": want push or build`},
+		{[]string{"capacity", "default", "--on", a}, "give at least one --slo"},
+		{[]string{"capacity", "default", "--on", a, "--slo", "cpu.events_per_sec >= 1"}, "fleet.scale: missing"},
 	} {
 		_, stderr, code := c.run(tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -69,10 +69,11 @@ removes what a killed run left on a machine (docs/many-machines.md).`,
 				return usageError{errors.New("--ab and --on do not go together: run each scenario --on the machines")}
 			case len(on.urls) > 0 && (obs.metricsAddr != "" || obs.otlpEndpoint != ""):
 				return usageError{errors.New("--metrics-addr and --otlp-endpoint observe a run on this machine: not with --on")}
-			case len(on.urls) == 0 && (on.image != "" || on.parallel):
-				return usageError{errors.New("--image and --parallel go with --on")}
 			case len(args) == 0:
 				args = []string{defaultScenario}
+			}
+			if err := on.checkAlone(); err != nil {
+				return err
 			}
 			if err := base.check(cmd.Flags(), ab); err != nil {
 				return usageError{err}
@@ -97,7 +98,7 @@ removes what a killed run left on a machine (docs/many-machines.md).`,
 	cmd.Flags().BoolVar(&ab, "ab", false, "run two scenarios interleaved and compare them")
 	obs.register(cmd.Flags())
 	base.register(cmd.Flags())
-	on.register(cmd.Flags(), true)
+	on.register(cmd.Flags(), "run the scenario on these machines instead of this one", true)
 	// How vfleet on one machine stops the run it started on another.
 	cmd.Flags().BoolVar(&stopOnEOF, remoterun.StopOnEOFFlag, false, "stop the run as Ctrl-C does when standard input ends")
 	cmd.Flags().MarkHidden(remoterun.StopOnEOFFlag)

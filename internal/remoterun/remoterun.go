@@ -1,10 +1,11 @@
-// Package remoterun runs a scenario on other machines (`vfleet run --on`):
-// over an SSH connection (internal/remote) it installs vfleet's static
-// binaries for the machine's architecture, gives it the guest image
-// (pushed from this machine's cache, or built there), runs vfleet there
-// with a state directory of its own, streams its progress back line by
-// line, brings the run back into the local store marked with the
-// machine's name, and removes the run's scratch there.
+// Package remoterun runs a scenario on other machines (`vfleet run --on`,
+// and its capacity search, `vfleet capacity --on`): over an SSH connection
+// (internal/remote) it installs vfleet's static binaries for the machine's
+// architecture, gives it the guest image (pushed from this machine's
+// cache, or built there), runs vfleet there with a state directory of its
+// own, streams its progress back line by line, brings the runs (and a file
+// the command wrote) back into the local store marked with the machine's
+// name, and removes the run's scratch there.
 //
 // On each machine everything lives under one directory: the
 // binaries (kept, and replaced only when their hash changes), the state
@@ -72,9 +73,24 @@ type Options struct {
 	// Grace is how long the remote vfleet gets, once stopped, to undo its
 	// work; 0 is DefaultGrace.
 	Grace time.Duration
+	// Command is the remote vfleet's command and its flags, the scenario
+	// given after them; nil runs it (RunCommand). It runs in the run's
+	// scratch directory, so a relative path names a file there.
+	Command []string
+	// Output names a file the command writes in the scratch directory,
+	// brought back as Result.Output.
+	Output string
+	// Runs says, from Output, which runs of the remote database come back
+	// and in what order, as arguments of ` + "`vfleet export`" + `; nil, or nil
+	// returned, brings back all of them.
+	Runs func(output []byte) []string
 }
 
-// StopOnEOFFlag is the flag of `vfleet run` (hidden: for vfleet's own
+// RunCommand is the remote vfleet's command unless Options say another:
+// the scenario's run, its report left to this machine.
+var RunCommand = []string{"run", "--html", "-"}
+
+// StopOnEOFFlag is the flag of `vfleet run` and `vfleet capacity` (hidden: for vfleet's own
 // use) that makes the end of its standard input a Ctrl-C.
 const StopOnEOFFlag = "stop-on-eof"
 
@@ -85,8 +101,12 @@ const DefaultGrace = 2 * time.Minute
 // Result is how the run on one machine went.
 type Result struct {
 	Target remote.Target
-	// Runs are the local IDs of the runs brought back.
+	// Runs are the local IDs of the runs brought back, in the order
+	// Options.Runs gave them.
 	Runs []int64
+	// Output is the content of Options.Output, nil when the remote vfleet
+	// wrote none.
+	Output []byte
 	// Exit is the remote vfleet's exit status, -1 when it did not run to
 	// an end.
 	Exit int
@@ -205,9 +225,13 @@ func run(ctx context.Context, m *remote.Machine, o Options, logf func(string, ..
 	// The shell writes its pid and becomes vfleet, so that Clean can stop
 	// it by its pid; the session's input ending (Ctrl-C here, or this
 	// vfleet gone) is its Ctrl-C.
-	script := `echo $$ > "$1/` + pidName + `" && exec "$2" --state-dir "$3" --db "$1/` + dbName + `" run --html - --` + StopOnEOFFlag + ` "$4"`
-	runErr := m.Stream(ctx, io.Discard, lines, cmpDuration(o.Grace, DefaultGrace),
-		"sh", "-c", script, "sh", scratch, l.bin("vfleet"), l.state(), ref)
+	script := `cd "$1" && echo $$ > ` + pidName + ` && d=$1 v=$2 s=$3 && shift 3 && exec "$v" --state-dir "$s" --db "$d/` + dbName + `" "$@"`
+	args := append([]string{"sh", "-c", script, "sh", scratch, l.bin("vfleet"), l.state()}, o.Command...)
+	if o.Command == nil {
+		args = append(args, RunCommand...)
+	}
+	args = append(args, "--"+StopOnEOFFlag, ref)
+	runErr := m.Stream(ctx, io.Discard, lines, cmpDuration(o.Grace, DefaultGrace), args...)
 	lines.Flush()
 	if status, ok := remote.ExitStatus(runErr); ok {
 		res.Exit = status
@@ -219,8 +243,8 @@ func run(ctx context.Context, m *remote.Machine, o Options, logf func(string, ..
 	// included: a fresh context, bounded.
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
-	ids, backErr := bringBack(bctx, m, l, scratch, o)
-	res.Runs = ids
+	output, ids, backErr := bringBack(bctx, m, l, scratch, o)
+	res.Runs, res.Output = ids, output
 	switch {
 	case runErr != nil && res.Exit < 0:
 		return errors.Join(fmt.Errorf("vfleet on %s: %w", m.Target.Name(), runErr), backErr)
@@ -232,20 +256,38 @@ func run(ctx context.Context, m *remote.Machine, o Options, logf func(string, ..
 	return nil
 }
 
-// bringBack exports the run from the scratch's database, if the remote
-// vfleet got as far as storing one, and imports it here.
-func bringBack(ctx context.Context, m *remote.Machine, l dirs, scratch string, o Options) ([]int64, error) {
+// bringBack reads the command's output file, exports the runs from the
+// scratch's database, if the remote vfleet got as far as storing one, and
+// imports them here.
+func bringBack(ctx context.Context, m *remote.Machine, l dirs, scratch string, o Options) ([]byte, []int64, error) {
+	var output []byte
+	if o.Output != "" {
+		out, err := m.Run(ctx, nil, "sh", "-c", `if [ -f "$1" ]; then cat "$1"; fi`, "sh", path.Join(scratch, o.Output))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s on %s: %w", o.Output, m.Target.Name(), err)
+		}
+		if len(out) > 0 {
+			output = out
+		}
+	}
 	db := path.Join(scratch, dbName)
 	if _, err := m.Run(ctx, nil, "test", "-s", db); err != nil {
-		return nil, nil
+		return output, nil, nil
+	}
+	refs := []string{"all"}
+	if o.Runs != nil {
+		if r := o.Runs(output); r != nil {
+			refs = r
+		}
 	}
 	pr, pw := io.Pipe()
 	var stderr bytes.Buffer
 	exported := make(chan error, 1)
 	go func() {
-		err := m.Stream(ctx, pw, &stderr, time.Minute, l.bin("vfleet"), "--state-dir", l.state(), "--db", db, "export", "latest", "-o", "-")
+		argv := append([]string{l.bin("vfleet"), "--state-dir", l.state(), "--db", db, "export", "-o", "-", "--"}, refs...)
+		err := m.Stream(ctx, pw, &stderr, time.Minute, argv...)
 		if err != nil {
-			err = fmt.Errorf("export the run on %s: %w: %s", m.Target.Name(), err, strings.TrimSpace(stderr.String()))
+			err = fmt.Errorf("export the runs on %s: %w: %s", m.Target.Name(), err, strings.TrimSpace(stderr.String()))
 		}
 		pw.CloseWithError(err)
 		exported <- err
@@ -253,11 +295,11 @@ func bringBack(ctx context.Context, m *remote.Machine, l dirs, scratch string, o
 	ids, err := o.Import(ctx, m.Target, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
-		err = fmt.Errorf("import the run of %s: %w", m.Target.Name(), err)
+		err = fmt.Errorf("import the runs of %s: %w", m.Target.Name(), err)
 	}
 	// Either may be the cause of the other's failure (an export that wrote
 	// nothing, an import that stopped reading): both are said.
-	return ids, errors.Join(<-exported, err)
+	return output, ids, errors.Join(<-exported, err)
 }
 
 // install puts the local file at dst on the machine, unless the file there

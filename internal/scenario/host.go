@@ -42,8 +42,12 @@ func ThisHost() (Host, error) {
 }
 
 // host is what the scenario is checked against: Options.Host, else this
-// machine, read once and only when a scenario asks for CPUs or memory.
+// machine, read once and only when a scenario asks for CPUs or memory;
+// none when it runs elsewhere.
 func (p *parser) host(n *yaml.Node, path string) (Host, bool) {
+	if p.opts.Elsewhere {
+		return Host{}, false
+	}
 	if p.opts.Host != nil {
 		return *p.opts.Host, true
 	}

@@ -42,6 +42,10 @@ type Options struct {
 	// Host is what CPU lists and memory sizes are checked against; nil
 	// reads this machine (ThisHost).
 	Host *Host
+	// Elsewhere says the scenario runs on another machine, not known yet,
+	// which checks CPU lists and memory sizes against itself: here they
+	// are checked for their syntax only.
+	Elsewhere bool
 	// CheckPassthrough, when set, says whether the host can lend the
 	// devices of network.passthrough (PCI addresses) to vms VMs, so a
 	// host without an IOMMU, or a device it uses, is refused at the

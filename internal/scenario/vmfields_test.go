@@ -101,6 +101,21 @@ workloads:
 	}
 }
 
+// A scenario that runs on another machine is checked against that one,
+// there: here a CPU or memory this machine lacks is no mistake, a list
+// that is not one still is.
+func TestSettingsElsewhereAreCheckedThere(t *testing.T) {
+	o := Options{KnownKinds: []string{"host", "container"}, Elsewhere: true}
+	src := "name: t\nhost_settings: {irq_affinity: \"8191\"}\nguests:\n  - kind: host\n  - {kind: container, cpus: \"4095\", memory: 4096GiB}\nworkloads:\n  - workload: scenario-test\n"
+	if _, err := Parse("t.yaml", []byte(src), o); err != nil {
+		t.Errorf("CPUs and memory of a machine not known yet: %v", err)
+	}
+	_, err := Parse("t.yaml", []byte(strings.Replace(src, `"4095"`, `"3-1"`, 1)), o)
+	if err == nil || !strings.Contains(err.Error(), `guests[1].cpus: "3-1" is not allowed`) {
+		t.Errorf("a CPU list that is not one: %v", err)
+	}
+}
+
 // Without a host given, the scenario is checked against this machine.
 func TestSettingsAreCheckedAgainstThisHostByDefault(t *testing.T) {
 	h, err := ThisHost()

@@ -21,6 +21,14 @@ func ScenarioOptions(stateDir string) scenario.Options {
 		CheckPassthrough: func(devices []string, vms int) error { return netpath.CheckPassthrough("/", devices, vms) }}
 }
 
+// ElsewhereOptions check a scenario another machine runs (`capacity
+// --on`) as far as this one can: its structure against the kinds compiled
+// in; its CPUs and memory, the images and devices it names are that
+// machine's, which checks them itself.
+func ElsewhereOptions() scenario.Options {
+	return scenario.Options{KnownKinds: guest.KindNames(), Elsewhere: true}
+}
+
 // checkImage says whether a group of the kind can run the image at path:
 // a VM boots a disk QEMU can read, the others run an OCI image's root
 // file system, whose blobs all match their descriptors unless it is

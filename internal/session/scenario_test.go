@@ -28,3 +28,15 @@ func TestScenarioOptionsAskTheKindsAndCheckImages(t *testing.T) {
 		t.Fatalf("%s: a missing OCI image was accepted", missing)
 	}
 }
+
+// A scenario another machine runs is checked here without this host:
+// its CPUs, images and devices are the machine's to check.
+func TestElsewhereOptionsLeaveTheHostToTheMachine(t *testing.T) {
+	opts := ElsewhereOptions()
+	if !opts.Elsewhere || !slices.Contains(opts.KnownKinds, probed.name) {
+		t.Errorf("elsewhere %v, known kinds %v; want the host left out and %s known", opts.Elsewhere, opts.KnownKinds, probed.name)
+	}
+	if opts.Host != nil || opts.CheckImage != nil || opts.CheckPassthrough != nil || opts.CheckGuest != nil {
+		t.Error("something of this host checks a scenario another machine runs")
+	}
+}
