@@ -264,6 +264,10 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 	var legend [][]string
 	for _, m := range a.Machines {
 		legend = append(legend, []string{"  " + m.Label, machineDetails(m)})
+		if o := m.Comparison.Run.Origin; o != "" {
+			// Its own line: a URL beside the details would outgrow a terminal.
+			legend = append(legend, []string{"", "measured on " + o})
+		}
 	}
 	writeAligned(w, legend, func(int, int) int { return 0 }, false)
 	shared := 0
@@ -342,6 +346,7 @@ type jsonAcross struct {
 type jsonMachine struct {
 	Label        string               `json:"label"`
 	RunID        int64                `json:"run_id"`
+	Origin       string               `json:"origin,omitempty"`
 	ScenarioHash string               `json:"scenario_hash"`
 	Status       string               `json:"status"`
 	Baseline     string               `json:"baseline"`
@@ -365,7 +370,7 @@ func WriteAcrossJSON(w io.Writer, a Across) error {
 	shared := a.sharedIndex()
 	for i, m := range a.Machines {
 		c := m.Comparison
-		out.Machines = append(out.Machines, jsonMachine{Label: m.Label, RunID: c.Run.ID, ScenarioHash: c.Run.ScenarioHash,
+		out.Machines = append(out.Machines, jsonMachine{Label: m.Label, RunID: c.Run.ID, Origin: c.Run.Origin, ScenarioHash: c.Run.ScenarioHash,
 			Status: c.Run.Status, Baseline: c.Run.Baseline, Host: c.Run.Host, Columns: c.Columns, Index: jsonEstimates(c.Index),
 			SharedIndex: jsonEstimates(shared[i])})
 	}

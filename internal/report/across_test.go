@@ -21,6 +21,8 @@ func acrossFixture() []Comparison {
 	other := run
 	other.ID, other.Started = 9, run.Started.Add(3600e9)
 	other.Host = hostinfo.Fingerprint{Hostname: "lab2", Kernel: "6.1.0-arm", Arch: "aarch64", CPUModel: "Neoverse-N1", OnlineCPUs: 4}
+	// Brought back from the machine it ran on (run --on, or an import).
+	other.Origin = "ssh://root@lab2:22"
 	var otherSamples []store.Sample
 	for _, s := range samples {
 		if s.WorkloadID == "fio-randread" {
@@ -215,8 +217,9 @@ func TestAcrossCSVAndJSON(t *testing.T) {
 	}
 	var got struct {
 		Machines []struct {
-			Label string `json:"label"`
-			RunID int64  `json:"run_id"`
+			Label  string `json:"label"`
+			RunID  int64  `json:"run_id"`
+			Origin string `json:"origin"`
 		} `json:"machines"`
 		Rows []struct {
 			Metric string   `json:"metric"`
@@ -226,7 +229,8 @@ func TestAcrossCSVAndJSON(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Machines) != 2 || got.Machines[1].RunID != 9 || len(got.Rows) != 3 || len(got.Rows[0].Cells) != 2 {
+	if len(got.Machines) != 2 || got.Machines[1].RunID != 9 || got.Machines[1].Origin != "ssh://root@lab2:22" || got.Machines[0].Origin != "" ||
+		len(got.Rows) != 3 || len(got.Rows[0].Cells) != 2 {
 		t.Fatalf("JSON = %s", buf.String())
 	}
 }
@@ -248,7 +252,7 @@ func TestAcrossHTML(t *testing.T) {
 	}
 	for _, want := range []string{"default on 2 machines", "lab2 (aarch64, 6.1.0-arm) · container (runc): 0.80",
 		"lab1 (x86_64, 6.1.0) · run 7", "lab2 (aarch64, 6.1.0-arm) · run 9", "Neoverse-N1", `<rect class="worse"`,
-		"over the 2 of 3 metrics every machine measured"} {
+		"over the 2 of 3 metrics every machine measured", "measured on ssh://root@lab2:22"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -24,7 +24,7 @@ type acrossHTMLData struct {
 }
 
 type acrossHTMLMachine struct {
-	Label, Run, Status, Started, Host, Hash, Baseline string
+	Label, Run, Origin, Status, Started, Host, Hash, Baseline string
 }
 
 type acrossHTMLBlock struct {
@@ -57,7 +57,7 @@ func WriteAcrossHTML(w io.Writer, a Across) error {
 		JSONHref:  template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes()))}
 	for _, m := range a.Machines {
 		run := m.Comparison.Run
-		d.Machines = append(d.Machines, acrossHTMLMachine{Label: m.Label, Run: strconv.FormatInt(run.ID, 10), Status: run.Status,
+		d.Machines = append(d.Machines, acrossHTMLMachine{Label: m.Label, Run: strconv.FormatInt(run.ID, 10), Origin: run.Origin, Status: run.Status,
 			Started: run.Started.UTC().Format(time.DateTime + " UTC"), Host: hostLine(run.Host), Hash: run.ScenarioHash, Baseline: run.Baseline})
 		b := acrossHTMLBlock{Label: m.title()}
 		for _, col := range m.Comparison.Columns {
@@ -102,7 +102,7 @@ machine, the figure beside it what the machine does.</p>
 <h2>Machines</h2>
 <table>
 <tr><th>machine</th><th>run</th><th>status</th><th>started</th><th>host</th><th>baseline</th><th>scenario</th></tr>
-{{range .Machines}}<tr><th>{{.Label}}</th><td>{{.Run}}</td><td><span class="status {{.Status}}">{{.Status}}</span></td><td>{{.Started}}</td>
+{{range .Machines}}<tr><th>{{.Label}}</th><td>{{.Run}}{{with .Origin}}<br><span class="muted">measured on {{.}}</span>{{end}}</td><td><span class="status {{.Status}}">{{.Status}}</span></td><td>{{.Started}}</td>
 <td>{{.Host}}</td><td>{{.Baseline}}</td><td class="muted">sha256 {{printf "%.12s" .Hash}}</td></tr>
 {{end}}</table>
 
