@@ -366,6 +366,11 @@ func requireAcross(t *testing.T, c *cli, runs map[int64]returnedRun) {
 	if len(across.Machines) != len(runs) || len(labels) != len(runs) {
 		t.Errorf("machines %+v; want each of the %d runs under a label of its own", across.Machines, len(runs))
 	}
+	for _, r := range runs {
+		if !strings.Contains(table, "measured on "+r.Origin) {
+			t.Errorf("the table does not say run %d was measured on %s", r.ID, r.Origin)
+		}
+	}
 	for _, group := range []string{"host", "container (runc"} {
 		if n := strings.Count(table, group); n < 1+len(runs) {
 			t.Errorf("group %s is in the table %d times; want it in the index and under each machine", group, n)
