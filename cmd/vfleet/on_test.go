@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/remoterun"
@@ -54,7 +52,7 @@ type machines struct {
 func newMachines(t *testing.T, n int) *machines {
 	t.Helper()
 	m := &machines{}
-	keyring := agent.NewKeyring()
+	var keys []any
 	var known []byte
 	for range n {
 		r := testutil.RemoteMachine(t)
@@ -67,9 +65,7 @@ func newMachines(t *testing.T, n int) *machines {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := keyring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
-			t.Fatal(err)
-		}
+		keys = append(keys, key)
 		b, err := os.ReadFile(r.KnownHosts)
 		if err != nil {
 			t.Fatal(err)
@@ -81,22 +77,7 @@ func newMachines(t *testing.T, n int) *machines {
 	if err := os.WriteFile(m.knownHosts, known, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "agent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { agent.ServeAgent(keyring, c); c.Close() }()
-		}
-	}()
-	m.env = []string{"SSH_AUTH_SOCK=" + sock}
+	m.env = []string{"SSH_AUTH_SOCK=" + testutil.ServeSSHAgent(t, filepath.Join(dir, "agent.sock"), keys...)}
 	return m
 }
 

@@ -19,7 +19,6 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 
 	"github.com/vishvananda/netlink"
 
@@ -28,7 +27,6 @@ import (
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/nsthread"
-	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/remote"
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/session"
@@ -557,27 +555,15 @@ func linkState(t *testing.T, nsPath, name string) string {
 // nsPath but those named by keep.
 func processesIn(t *testing.T, nsPath string, keep ...string) []string {
 	t.Helper()
-	var want unix.Stat_t
-	if err := unix.Stat(nsPath, &want); err != nil {
+	pids, err := testutil.RunningInNetNS(nsPath)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) != nil || st.Ino != want.Ino || st.Dev != want.Dev {
-			continue
-		}
-		if ps, err := procfs.ReadStat(pid); err != nil || !ps.Running() {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+	for _, pid := range pids {
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
 		if name := strings.TrimSpace(string(comm)); !slices.Contains(keep, name) {
-			out = append(out, e.Name()+" "+name)
+			out = append(out, strconv.Itoa(pid)+" "+name)
 		}
 	}
 	return out

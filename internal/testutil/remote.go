@@ -124,7 +124,7 @@ func RemoteMachine(t testing.TB, opts ...RemoteOption) *Remote {
 	if err := os.WriteFile(authorized, ssh.MarshalAuthorizedKey(signerOf(t, user).PublicKey()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.AgentSocket = serveAgent(t, filepath.Join(dir, "agent.sock"), user)
+	r.AgentSocket = ServeSSHAgent(t, filepath.Join(dir, "agent.sock"), user)
 
 	slot := makeRemoteLinks(t, r)
 	r.Addr = netip.AddrPortFrom(r.Management.PeerAddr.Addr(), 22)
@@ -234,13 +234,16 @@ func NewSSHKey(t testing.TB) string {
 	return path
 }
 
-// serveAgent serves an SSH agent holding key on the socket sock, in this
-// process, until the test ends.
-func serveAgent(t testing.TB, sock string, key ed25519.PrivateKey) string {
+// ServeSSHAgent serves an SSH agent holding keys (private keys as
+// x/crypto/ssh parses them) on the socket sock, in this process, until
+// the test ends, and returns sock.
+func ServeSSHAgent(t testing.TB, sock string, keys ...any) string {
 	t.Helper()
 	keyring := agent.NewKeyring()
-	if err := keyring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
-		t.Fatal(err)
+	for _, key := range keys {
+		if err := keyring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -394,38 +397,49 @@ func waitListening(t testing.TB, addr netip.AddrPort, exited <-chan struct{}, lo
 	}
 }
 
+// RunningInNetNS lists the processes running (zombies aside) whose network
+// namespace is the one at nsPath.
+func RunningInNetNS(nsPath string) ([]int, error) {
+	var want unix.Stat_t
+	if err := unix.Stat(nsPath, &want); err != nil {
+		return nil, err
+	}
+	var pids []int
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) != nil || st.Ino != want.Ino || st.Dev != want.Dev {
+			continue
+		}
+		if ps, err := procfs.ReadStat(pid); err == nil && ps.Running() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
 // killIn kills every process whose network namespace is the one at path,
 // until none is left.
 func killIn(t testing.TB, path string) {
 	t.Helper()
-	var want unix.Stat_t
-	if err := unix.Stat(path, &want); err != nil {
-		return
-	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		found := 0
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			var st unix.Stat_t
-			if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) != nil || st.Ino != want.Ino || st.Dev != want.Dev {
-				continue
-			}
-			if st, err := procfs.ReadStat(pid); err != nil || !st.Running() {
-				continue
-			}
-			found++
-			unix.Kill(pid, unix.SIGKILL)
-		}
-		if found == 0 {
+		pids, err := RunningInNetNS(path)
+		if err != nil || len(pids) == 0 {
 			return
 		}
+		for _, pid := range pids {
+			unix.Kill(pid, unix.SIGKILL)
+		}
 		if time.Now().After(deadline) {
-			t.Errorf("remote machine: %d processes still running in %s", found, path)
+			t.Errorf("remote machine: %d processes still running in %s", len(pids), path)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
