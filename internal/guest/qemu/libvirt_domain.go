@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/tools"
 )
@@ -224,7 +226,53 @@ func parseUserDomain(name, doc, hostArch string) (userDomain, error) {
 	if !slices.Contains(image.DiskFormats, u.format) {
 		return bad("its boot disk %s has format %q: guests' overlays are backed by %s only", u.disk, u.format, strings.Join(image.DiskFormats, " or "))
 	}
+	if param, dev := sdNameInCmdline(disk, u.boot.Cmdline); param != "" {
+		return bad("its cmdline's %s=%s names a disk as bus %s does (its boot disk is %s), but each guest gets that disk as virtio's vda, and its kernel would wait for %s for ever: give the domain's cmdline %s=UUID=... or %s=LABEL=..., or put its disk on bus virtio",
+			param, dev, cmp.Or(diskBus(disk), "not virtio"), diskName(disk), dev, param, param)
+	}
 	return u, nil
+}
+
+// sdNameInCmdline is the first parameter of the kernel's command line, and
+// the device it names, that names a SCSI, SATA, USB or IDE disk (/dev/sd*,
+// /dev/hd*) when the boot disk is not virtio: each guest gets the disk as
+// virtio's vda, so that name is gone. Empty when there is none, or the
+// disk is virtio already.
+func sdNameInCmdline(disk libvirtxml.DomainDisk, cmdline string) (param, dev string) {
+	if diskBus(disk) == "virtio" {
+		return "", ""
+	}
+	for _, w := range vminit.SplitCmdline(cmdline) {
+		if w == "--" {
+			break
+		}
+		k, v, ok := strings.Cut(w, "=")
+		if ok && (strings.HasPrefix(v, "/dev/sd") || strings.HasPrefix(v, "/dev/hd")) {
+			return k, v
+		}
+	}
+	return "", ""
+}
+
+// diskBus is the bus of a domain's disk: its target's, or without one,
+// what libvirt takes from the target's name (vdX virtio, sdX scsi, hdX
+// ide).
+func diskBus(d libvirtxml.DomainDisk) string {
+	if d.Target == nil {
+		return ""
+	}
+	if d.Target.Bus != "" {
+		return d.Target.Bus
+	}
+	switch {
+	case strings.HasPrefix(d.Target.Dev, "vd"):
+		return "virtio"
+	case strings.HasPrefix(d.Target.Dev, "sd"):
+		return "scsi"
+	case strings.HasPrefix(d.Target.Dev, "hd"):
+		return "ide"
+	}
+	return ""
 }
 
 // bootDisk is the index of the disk the domain boots: the one with the

@@ -69,6 +69,40 @@ func TestParseUserDomainRefuses(t *testing.T) {
 	}
 }
 
+// TestParseUserDomainRefusesAnSdRoot: a domain whose disk is on a SCSI,
+// SATA or IDE bus and whose kernel is told root=/dev/sdX would boot each
+// guest with that disk as virtio's vda and wait for sdX for ever; a
+// virtio disk, or a root named by UUID, boots.
+func TestParseUserDomainRefusesAnSdRoot(t *testing.T) {
+	disk := func(dev, bus string) string {
+		return `<disk type="file" device="disk"><driver name="qemu" type="qcow2"/><source file="/srv/web/root.qcow2"/><target dev="` + dev + `"` + bus + `/></disk>`
+	}
+	kernel := func(cmdline string) string {
+		return `<kernel>/srv/web/vmlinuz</kernel><cmdline>` + cmdline + `</cmdline>`
+	}
+	for why, c := range map[string]struct{ os, devices, want string }{
+		"sata":           {kernel("root=/dev/sda1 ro"), disk("sda", ` bus="sata"`), "root=/dev/sda1 names a disk as bus sata does"},
+		"scsi by name":   {kernel("console=ttyS0 root=/dev/sdb"), disk("sdb", ""), "root=/dev/sdb names a disk as bus scsi does"},
+		"ide":            {kernel("root=/dev/hda2"), disk("hda", ` bus="ide"`), "root=UUID=... or root=LABEL=..."},
+		"resume on sata": {kernel("root=UUID=1234 resume=/dev/sda2"), disk("sda", ` bus="sata"`), "resume=/dev/sda2"},
+	} {
+		_, err := parseUserDomain("web", userDomainXML("x86_64", c.os, c.devices), "amd64")
+		if !errors.Is(err, ErrUnusableDomain) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "bus virtio") {
+			t.Errorf("%s: %v, want ErrUnusableDomain saying %q", why, err, c.want)
+		}
+	}
+	for why, c := range map[string]struct{ os, devices string }{
+		"uuid on sata":     {kernel("root=UUID=1234 ro"), disk("sda", ` bus="sata"`)},
+		"label on scsi":    {kernel("root=LABEL=web"), disk("sda", ` bus="scsi"`)},
+		"virtio":           {kernel("root=/dev/vda1"), disk("vda", ` bus="virtio"`)},
+		"init's own words": {kernel("root=UUID=1 -- /dev/sda"), disk("sda", ` bus="sata"`)},
+	} {
+		if _, err := parseUserDomain("web", userDomainXML("x86_64", c.os, c.devices), "amd64"); err != nil {
+			t.Errorf("%s: %v", why, err)
+		}
+	}
+}
+
 func TestNewTakesAUsersDomainOnlyAtLibvirt(t *testing.T) {
 	k, _ := guest.Lookup(KindName)
 	if _, err := k.New(guest.Spec{Name: "v", Image: "libvirt:web", Libvirt: LibvirtSystem}, guest.Env{}); err != nil {
