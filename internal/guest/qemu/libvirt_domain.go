@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -107,25 +109,90 @@ func inactiveDomainXML(ctx context.Context, uri, name string) (string, error) {
 		return "", err
 	}
 	defer l.Disconnect()
-	dom, err := l.DomainLookupByName(name)
-	if libvirt.IsNotFound(err) {
-		return "", fmt.Errorf("%w %s: no such domain at %s (%s)", ErrUnusableDomain, name, uri, definedDomains(l.Libvirt))
-	}
+	dom, state, err := lookupUserDomain(l, name)
 	if err != nil {
-		return "", fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, name, err)
+		return "", err
 	}
-	state, _, err := l.DomainGetState(dom, 0)
-	if err != nil {
-		return "", fmt.Errorf("%w: state of domain %s: %w", ErrLibvirt, name, err)
-	}
-	if libvirt.DomainState(state) != libvirt.DomainShutoff {
-		return "", fmt.Errorf("%w %s at %s is %s: guests run on overlays of its disk, which must not change under them: shut the domain down first", ErrUnusableDomain, name, uri, domainStateName(libvirt.DomainState(state)))
+	if state != libvirt.DomainShutoff {
+		return "", fmt.Errorf("%w %s at %s is %s: guests run on overlays of its disk, which must not change under them: shut the domain down first", ErrUnusableDomain, name, uri, domainStateName(state))
 	}
 	doc, err := l.DomainGetXMLDesc(dom, libvirt.DomainXMLInactive)
 	if err != nil {
 		return "", fmt.Errorf("%w: XML of domain %s: %w", ErrLibvirt, name, err)
 	}
 	return doc, nil
+}
+
+// lookupUserDomain looks the user's domain name up at l, and says its state.
+func lookupUserDomain(l *libvirtConn, name string) (libvirt.Domain, libvirt.DomainState, error) {
+	dom, err := l.DomainLookupByName(name)
+	if libvirt.IsNotFound(err) {
+		return dom, 0, fmt.Errorf("%w %s: no such domain at %s (%s)", ErrUnusableDomain, name, l.uri.URI, definedDomains(l.Libvirt))
+	}
+	if err != nil {
+		return dom, 0, fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, name, err)
+	}
+	state, _, err := l.DomainGetState(dom, 0)
+	if err != nil {
+		return dom, 0, fmt.Errorf("%w: state of domain %s: %w", ErrLibvirt, name, err)
+	}
+	return dom, libvirt.DomainState(state), nil
+}
+
+// detailSourceRan is the guest's record's note that the user's domain it
+// copies ran while the guest used its disk.
+const detailSourceRan = "libvirt_source_domain_ran"
+
+// sourceWatch is what a guest of a user's domain knew of the domain when
+// it started (shut off, its disk last written then), to tell when it
+// stops whether the user started the domain meanwhile: the disk under the
+// guest's overlay may then have changed, and so what the guest measured.
+type sourceWatch struct {
+	domain, disk string
+	written      time.Time
+	// state is the domain's state now.
+	state func(context.Context) (libvirt.DomainState, error)
+}
+
+// watchSource notes the user's domain's disk as it is when the guest
+// starts from it.
+func watchSource(uri string, u userDomain) (sourceWatch, error) {
+	fi, err := os.Stat(u.disk)
+	if err != nil {
+		return sourceWatch{}, fmt.Errorf("%w %s: its disk: %w", ErrUnusableDomain, u.name, err)
+	}
+	return sourceWatch{domain: u.name, disk: u.disk, written: fi.ModTime(), state: func(ctx context.Context) (libvirt.DomainState, error) {
+		l, err := dialLibvirt(ctx, uri, "")
+		if err != nil {
+			return 0, err
+		}
+		defer l.Disconnect()
+		_, state, err := lookupUserDomain(l, u.name)
+		return state, err
+	}}, nil
+}
+
+// ranMeanwhile says how the domain was seen to have run since the guest
+// started: it is not shut off now, or its disk was written; "" when
+// neither. A domain that cannot be checked is said so, as the guest's
+// figures are then not known to be its disk's.
+func (s sourceWatch) ranMeanwhile(ctx context.Context) string {
+	var seen []string
+	state, err := s.state(ctx)
+	switch {
+	case err != nil:
+		seen = append(seen, fmt.Sprintf("its state could not be read at the guest's stop (%v)", err))
+	case state != libvirt.DomainShutoff:
+		seen = append(seen, "it was "+domainStateName(state)+" at the guest's stop")
+	}
+	fi, err := os.Stat(s.disk)
+	switch {
+	case err != nil:
+		seen = append(seen, fmt.Sprintf("its disk %s could not be read at the guest's stop (%v)", s.disk, err))
+	case !fi.ModTime().Equal(s.written):
+		seen = append(seen, fmt.Sprintf("its disk %s was written at %s, after the guest started", s.disk, fi.ModTime().UTC().Format(time.RFC3339)))
+	}
+	return strings.Join(seen, "; ")
 }
 
 // definedDomains names the persistent domains l knows, for a name that

@@ -1,10 +1,15 @@
 package qemu
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/vfleet/vfleet/internal/guest"
@@ -145,5 +150,53 @@ func TestDomainXMLBootsThroughUEFI(t *testing.T) {
 	if len(disks) != 2 || disks[0].Source.File.File != c.Disk || disks[0].Boot == nil || disks[0].Boot.Order != 1 ||
 		disks[1].Source.File.File != c.Seed || disks[1].ReadOnly == nil || disks[1].Boot != nil {
 		t.Errorf("disks:\n%s", doc)
+	}
+}
+
+// TestAGuestNotesAUsersDomainThatRan: a user's domain that runs when a
+// guest copying it stops, or whose disk was written since the guest
+// started, is noted in the guest's record and said as a warning; one that
+// stayed shut off and unwritten is not.
+func TestAGuestNotesAUsersDomainThatRan(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "root.qcow2")
+	if err := os.WriteFile(disk, []byte("disk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, stateErr := libvirt.DomainShutoff, error(nil)
+	w := sourceWatch{domain: "web", disk: disk, written: fi.ModTime(), state: func(context.Context) (libvirt.DomainState, error) { return state, stateErr }}
+	ctx := context.Background()
+	if ran := w.ranMeanwhile(ctx); ran != "" {
+		t.Errorf("a domain that stayed shut off: %q", ran)
+	}
+	state = libvirt.DomainRunning
+	if ran := w.ranMeanwhile(ctx); !strings.Contains(ran, "running at the guest's stop") {
+		t.Errorf("a running domain: %q", ran)
+	}
+	state = libvirt.DomainShutoff
+	later := fi.ModTime().Add(time.Minute)
+	if err := os.Chtimes(disk, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if ran := w.ranMeanwhile(ctx); !strings.Contains(ran, "was written at") {
+		t.Errorf("a domain that ran and stopped, its disk written: %q", ran)
+	}
+	w.written, stateErr = later, errors.New("connection refused")
+	if ran := w.ranMeanwhile(ctx); !strings.Contains(ran, "could not be read") {
+		t.Errorf("a libvirt that does not answer: %q", ran)
+	}
+
+	var said []string
+	g := &Guest{Base: guest.NewBase(guest.Spec{Name: "g"}), env: guest.Env{Progress: func(line string) { said = append(said, line) }}}
+	w.written, stateErr = fi.ModTime(), nil
+	g.checkSource(w)
+	if ran := g.Info().Details[detailSourceRan]; !strings.Contains(ran, "was written at") {
+		t.Errorf("the guest's record: %v", g.Info().Details)
+	}
+	if len(said) != 1 || !strings.HasPrefix(said[0], "warning: guest g: libvirt domain web may have run") {
+		t.Errorf("said %q", said)
 	}
 }
