@@ -50,12 +50,8 @@ func (kind) TapsInRoot(spec guest.Spec) (bool, error) {
 	return true, nil
 }
 
-// Bounds on talking to libvirt: dialling its socket, and watching a
-// domain for its end.
-const (
-	libvirtDial = 5 * time.Second
-	domainPoll  = 200 * time.Millisecond
-)
+// libvirtDial bounds dialling libvirt's socket.
+const libvirtDial = 5 * time.Second
 
 // libvirtNamespace names the element of a domain's <metadata> that says
 // which run made it.
@@ -288,7 +284,9 @@ func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfi
 			return c.readFile(ctx, path)
 		}
 	}
-	go m.watchDomain(c.Libvirt, dom)
+	if err := m.watchDomain(c.Libvirt, dom); err != nil {
+		return nil, err
+	}
 	undo.Push(func() error { m.stop(); return nil })
 	pid, err := domainPID(ctx, c, name)
 	if err != nil {
@@ -306,24 +304,75 @@ func (g *Guest) wireTap(name string) error {
 	return g.env.WireTap(name)
 }
 
-// watchDomain closes m.exited once the domain is gone (a transient
-// domain that stops is forgotten) or libvirt no longer answers for it.
-func (m *vm) watchDomain(l *libvirt.Libvirt, dom libvirt.Domain) {
-	defer close(m.exited)
-	t := time.NewTicker(domainPoll)
-	defer t.Stop()
-	for range t.C {
-		state, _, err := l.DomainGetState(dom, 0)
-		if err != nil {
-			if !libvirt.IsNotFound(err) {
-				m.err = err
-			}
-			return
-		}
-		if libvirt.DomainState(state) == libvirt.DomainShutoff || libvirt.DomainState(state) == libvirt.DomainCrashed {
-			return
-		}
+// domainEvents is what watching a domain takes of its libvirt connection.
+type domainEvents interface {
+	LifecycleEvents(ctx context.Context) (<-chan libvirt.DomainEventLifecycleMsg, error)
+	DomainGetState(dom libvirt.Domain, flags uint32) (int32, int32, error)
+	Disconnected() <-chan struct{}
+}
+
+// watchDomain closes m.exited once the domain stops (a transient domain
+// that stops is forgotten) or libvirt no longer answers for it. It is told
+// by libvirt's lifecycle events, which cost nothing while the domain runs,
+// where asking its state every so often would cost vfleet CPU time for each
+// guest all run long. It subscribes before it returns, and asks the state
+// once after that, in case the domain ended before.
+func (m *vm) watchDomain(l domainEvents, dom libvirt.Domain) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := l.LifecycleEvents(ctx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("%w: lifecycle events of domain %s: %w", ErrLibvirt, dom.Name, err)
 	}
+	go func() {
+		defer close(m.exited)
+		defer func() {
+			cancel()
+			// go-libvirt's sender blocks on an event nobody takes, so the
+			// channel is read until it closes it.
+			go func() {
+				for range events {
+				}
+			}()
+		}()
+		if m.domainEnded(l, dom) {
+			return
+		}
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					m.err = fmt.Errorf("%w: lifecycle events of domain %s ended", ErrLibvirt, dom.Name)
+					return
+				}
+				// The subscription is the connection's, for every domain
+				// (go-libvirt does not pass libvirt a domain to filter on).
+				switch libvirt.DomainEventType(ev.Event) {
+				case libvirt.DomainEventStopped, libvirt.DomainEventCrashed, libvirt.DomainEventUndefined:
+					if ev.Dom.Name == dom.Name {
+						return
+					}
+				}
+			case <-l.Disconnected():
+				m.err = fmt.Errorf("%w: connection lost while domain %s ran", ErrLibvirt, dom.Name)
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// domainEnded says whether the domain has stopped or is gone, noting in
+// m.err why libvirt could not tell.
+func (m *vm) domainEnded(l domainEvents, dom libvirt.Domain) bool {
+	state, _, err := l.DomainGetState(dom, 0)
+	if err != nil {
+		if !libvirt.IsNotFound(err) {
+			m.err = err
+		}
+		return true
+	}
+	return libvirt.DomainState(state) == libvirt.DomainShutoff || libvirt.DomainState(state) == libvirt.DomainCrashed
 }
 
 // libvirtRunDir is where the local QEMU driver keeps each running

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/vfleet/vfleet/internal/doctor"
@@ -277,5 +280,79 @@ func TestDomainNICIsTheDirectVMsCard(t *testing.T) {
 	c.Accel, c.NIC.OffloadsOff = AccelKVM, false
 	if n := domainNIC(*c.NIC, c.Accel); n.Driver.Name != "" || n.Driver.Host != nil {
 		t.Errorf("under KVM with offloads: driver %+v", n.Driver)
+	}
+}
+
+// fakeDomainEvents is a libvirt connection whose lifecycle events the test
+// sends, and which counts the state queries.
+type fakeDomainEvents struct {
+	events       chan libvirt.DomainEventLifecycleMsg
+	disconnected chan struct{}
+	gets         atomic.Int32
+}
+
+func (f *fakeDomainEvents) LifecycleEvents(context.Context) (<-chan libvirt.DomainEventLifecycleMsg, error) {
+	return f.events, nil
+}
+
+func (f *fakeDomainEvents) DomainGetState(libvirt.Domain, uint32) (int32, int32, error) {
+	f.gets.Add(1)
+	return int32(libvirt.DomainRunning), 0, nil
+}
+
+func (f *fakeDomainEvents) Disconnected() <-chan struct{} { return f.disconnected }
+
+// TestWatchDomainWaitsForEvents: a domain's watch asks its state once,
+// then only reads libvirt's lifecycle events, which are every domain's:
+// another domain's stop, or its own start, does not end it; its own stop
+// does, and so does a lost connection, with an error.
+func TestWatchDomainWaitsForEvents(t *testing.T) {
+	send := func(f *fakeDomainEvents, ev libvirt.DomainEventLifecycleMsg) {
+		t.Helper()
+		select {
+		case f.events <- ev:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the watch does not read lifecycle events (%d state queries)", f.gets.Load())
+		}
+	}
+	ended := func(m *vm) bool {
+		select {
+		case <-m.exited:
+			return true
+		case <-time.After(10 * time.Second):
+			return false
+		}
+	}
+	dom := libvirt.Domain{Name: "vfleet-r-g"}
+	f := &fakeDomainEvents{events: make(chan libvirt.DomainEventLifecycleMsg), disconnected: make(chan struct{})}
+	m := &vm{exited: make(chan struct{})}
+	if err := m.watchDomain(f, dom); err != nil {
+		t.Fatal(err)
+	}
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: libvirt.Domain{Name: "vfleet-r-other"}, Event: int32(libvirt.DomainEventStopped)})
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: dom, Event: int32(libvirt.DomainEventResumed)})
+	// Taken only once the one before was handled.
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: dom, Event: int32(libvirt.DomainEventSuspended)})
+	select {
+	case <-m.exited:
+		t.Fatal("the watch ended on another domain's stop or its own resume")
+	default:
+	}
+	if n := f.gets.Load(); n != 1 {
+		t.Errorf("%d state queries, want 1: the one after subscribing", n)
+	}
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: dom, Event: int32(libvirt.DomainEventStopped)})
+	if !ended(m) || m.err != nil {
+		t.Errorf("the domain's stop: ended %v, err %v", ended(m), m.err)
+	}
+
+	f = &fakeDomainEvents{events: make(chan libvirt.DomainEventLifecycleMsg), disconnected: make(chan struct{})}
+	m = &vm{exited: make(chan struct{})}
+	if err := m.watchDomain(f, dom); err != nil {
+		t.Fatal(err)
+	}
+	close(f.disconnected)
+	if !ended(m) || !errors.Is(m.err, ErrLibvirt) {
+		t.Errorf("a lost connection: err %v", m.err)
 	}
 }
