@@ -254,7 +254,7 @@ func parseUserDomain(name, doc, hostArch string) (userDomain, error) {
 		case u.arch == "":
 			return bad("its arch %s is none vfleet runs (%s)", d.OS.Type.Arch, strings.Join(guest.Arches, ", "))
 		case u.arch != hostArch:
-			return bad("it is %s: on this %s host it could only be emulated, which a libvirt-managed guest is not yet", u.arch, hostArch)
+			return bad("it is %s: on this %s host it could only be emulated, which is for vfleet's own image (arch: %s, without image): run a user's domain on a host of its own arch", u.arch, hostArch, u.arch)
 		}
 	}
 	switch {

@@ -62,7 +62,7 @@ func TestParseUserDomainRefuses(t *testing.T) {
 		"block":    {"x86_64", kernelOS, `<disk type="block" device="disk"><driver name="qemu" type="raw"/><source dev="/dev/sdb"/><target dev="vda"/></disk>`, "a block device"},
 		"volume":   {"x86_64", kernelOS, `<disk type="volume" device="disk"><driver name="qemu" type="qcow2"/><source pool="default" volume="web.qcow2"/><target dev="vda"/></disk>`, "volume"},
 		"vmdk":     {"x86_64", kernelOS, `<disk type="file" device="disk"><driver name="qemu" type="vmdk"/><source file="/srv/web.vmdk"/><target dev="vda"/></disk>`, `"vmdk"`},
-		"arm64":    {"aarch64", kernelOS, qcow2Disk, "emulated"},
+		"arm64":    {"aarch64", kernelOS, qcow2Disk, "vfleet's own image (arch: arm64, without image)"},
 		"riscv":    {"riscv64", kernelOS, qcow2Disk, "riscv64"},
 		"no XML":   {"x86_64", "<os>", qcow2Disk, "XML"},
 		"no local": {"x86_64", kernelOS, `<disk type="network" device="disk"><driver name="qemu" type="raw"/><source protocol="nbd" name="web"><host name="nbd.lab"/></source><target dev="vda"/></disk>`, "network"},
