@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,8 @@ func startUnderAGuest(t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// libvirt keeps the QEMU log of the start it tried.
+	t.Cleanup(func() { os.Remove(filepath.Join(libvirtLogDir, name+".log")) })
 	_, err = l.DomainCreateWithFlags(dom, uint32(libvirt.DomainStartPaused))
 	if err == nil {
 		if err := l.DomainDestroy(dom); err != nil {
