@@ -999,8 +999,11 @@ func (r *run) outcome() (status, reason string) {
 }
 
 // stopGuests stops the named running guests in parallel and forgets them.
+// What a guest notes of itself as it stops (a detail its record lacks)
+// joins its record in the store.
 func (r *run) stopGuests(ctx context.Context, names []string) error {
 	var errs []error
+	noted := map[string]map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	if len(names) > 0 {
@@ -1018,14 +1021,33 @@ func (r *run) stopGuests(ctx context.Context, names []string) error {
 			err := g.Stop(ctx)
 			r.opts.Observer.GuestStopped(guestEvent(r.id, r.records[name].Group, g.Spec(), g), err)
 			r.opts.Progress.Item(name, err)
+			added := map[string]string{}
+			for k, v := range g.Info().Details {
+				if _, ok := r.records[name].Details[k]; !ok {
+					added[k] = v
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(added) > 0 {
+				noted[name] = added
+			}
 			if err != nil {
-				mu.Lock()
 				errs = append(errs, err)
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	for name, added := range noted {
+		rec := r.records[name]
+		rec.Details = mergeDetails(rec.Details, added)
+		r.records[name] = rec
+	}
+	if len(noted) > 0 {
+		if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, r.records); err != nil {
+			errs = append(errs, fmt.Errorf("record guests: %w", r.storeFailed(err)))
+		}
+	}
 	return errors.Join(errs...)
 }
 

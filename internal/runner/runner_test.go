@@ -563,3 +563,53 @@ workloads:
 		t.Errorf("progress errors = %v, want the step shown failed", progress.errs)
 	}
 }
+
+// noting is a fake kind whose guests note a detail of themselves as they
+// stop, as a VM copying a user's domain notes that the domain ran.
+var noting = func() *guesttest.Fake {
+	var f *guesttest.Fake
+	f = guesttest.NewFake("noting", func(s guest.Spec) guest.Info {
+		info := guest.Info{Kind: "noting", ScratchDir: "/scratch", Details: map[string]string{"at_start": "1"}}
+		if f.Stopped()[s.Name] > 0 {
+			info.Details["noted_at_stop"] = "it ran"
+		}
+		return info
+	})
+	return f
+}()
+
+func init() { guest.Register(noting) }
+
+// TestRunRecordsWhatAGuestNotesAsItStops: a detail a guest's record lacks
+// when the guest stops joins the stored record.
+func TestRunRecordsWhatAGuestNotesAsItStops(t *testing.T) {
+	_, opts := setup(t)
+	noting.Reset(fake.Output())
+	spec, err := scenario.Parse("t.yaml", []byte(`name: t
+repetitions: 1
+duration: 1s
+guests:
+  - {name: base, kind: fake}
+  - {name: n, kind: noting}
+baseline: base
+workloads:
+  - workload: cpu
+`), scenario.Options{KnownKinds: []string{"fake", "noting"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := Run(context.Background(), spec.Expand(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := opts.Store.GetRun(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := run.Guests["n"].Details; d["noted_at_stop"] != "it ran" || d["at_start"] != "1" {
+		t.Errorf("the stopped guest's record: %v", d)
+	}
+	if _, ok := run.Guests["base"].Details["noted_at_stop"]; ok {
+		t.Errorf("a guest that noted nothing: %v", run.Guests["base"].Details)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,6 +65,10 @@ type Guest struct {
 	sandbox bool
 	// libvirt, when set, is the URI of the libvirt that runs QEMU.
 	libvirt string
+	// stopNotes are what the guest's record gets when it stops, under
+	// their own lock: the undo that notes them runs under Base's.
+	notesMu   sync.Mutex
+	stopNotes map[string]string
 }
 
 func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
@@ -158,6 +163,20 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 			return fail(err)
 		}
 		maps.Copy(details, dom.details())
+		if diskMode == DiskOverlay {
+			// A copy is the guest's own once made; an overlay reads the
+			// domain's disk all along. QEMU's image locks keep the domain
+			// from starting while the guest's QEMU holds the overlay, where
+			// the file system has them (not all NFS mounts do), and do not
+			// cover the moments before it opens it.
+			watch, err := watchSource(g.libvirt, dom)
+			if err != nil {
+				return fail(err)
+			}
+			// First in, so last out: checked once the guest's own domain
+			// is gone.
+			undo.Push(func() error { g.checkSource(watch); return nil })
+		}
 	}
 	if spec.Image != "" {
 		user, err := g.userBoot(ctx, spec, qemuImg.Path, tscKHz, filepath.Join(img.Dir, besideDir))
@@ -376,6 +395,37 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		Kind: KindName, Runtime: g.machine, PIDs: pids,
 		ScratchDir: guest.ScratchDir, Details: details,
 	}, nil
+}
+
+// checkSource notes in the guest's record, and says, that the user's
+// domain it copies ran while the guest used its disk. Not an error: the
+// guest stopped, and what it measured is in the run, to be read with that.
+func (g *Guest) checkSource(w sourceWatch) {
+	ctx, cancel := context.WithTimeout(context.Background(), qmpTimeout)
+	defer cancel()
+	ran := w.ranMeanwhile(ctx)
+	if ran == "" {
+		return
+	}
+	g.env.Say(fmt.Sprintf("warning: guest %s: libvirt domain %s may have run while the guest ran on its disk: %s; the guest's figures may not be those of the disk it started from", g.Spec().Name, w.domain, ran))
+	g.notesMu.Lock()
+	defer g.notesMu.Unlock()
+	g.stopNotes = map[string]string{detailSourceRan: ran}
+}
+
+// Info is the guest's, with what its stop noted.
+func (g *Guest) Info() guest.Info {
+	info := g.Base.Info()
+	g.notesMu.Lock()
+	defer g.notesMu.Unlock()
+	if len(g.stopNotes) > 0 {
+		info.Details = maps.Clone(info.Details)
+		if info.Details == nil {
+			info.Details = map[string]string{}
+		}
+		maps.Copy(info.Details, g.stopNotes)
+	}
+	return info
 }
 
 // confine readies a sandboxed QEMU's start: QEMU's seccomp filter, and

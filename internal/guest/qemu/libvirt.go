@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
 )
 
@@ -50,12 +52,8 @@ func (kind) TapsInRoot(spec guest.Spec) (bool, error) {
 	return true, nil
 }
 
-// Bounds on talking to libvirt: dialling its socket, and watching a
-// domain for its end.
-const (
-	libvirtDial = 5 * time.Second
-	domainPoll  = 200 * time.Millisecond
-)
+// libvirtDial bounds dialling libvirt's socket.
+const libvirtDial = 5 * time.Second
 
 // libvirtNamespace names the element of a domain's <metadata> that says
 // which run made it.
@@ -88,8 +86,10 @@ func checkLibvirt(spec guest.Spec, env guest.Env, machine, arch string, security
 	switch {
 	case machine == MachineMicroVM:
 		return errors.New("runtime microvm: libvirt 9.0 cannot describe a microvm's virtio-mmio devices (\"No PCI buses available\"): use runtime q35 for a libvirt-managed VM, or remove libvirt")
-	case emulated(arch):
-		return fmt.Errorf("libvirt: an emulated %s guest is not supported yet: remove arch or libvirt", arch)
+	case u.Remote && emulated(arch):
+		// remoteAccel reads that host's capabilities for KVM; emulation
+		// is decided by this host's architecture.
+		return fmt.Errorf("libvirt %s: arch %s: a guest of another arch than this host's (%s) runs on this host's libvirt only, where it is emulated: use %s, or remove arch", u.URI, arch, image.HostArch, LibvirtSystem)
 	case spec.Launch == LaunchClone:
 		return errors.New("libvirt: launch clone restores vfleet's own templates through QEMU's monitor, which libvirt owns: use launch boot")
 	case spec.Tap != nil && !spec.Tap.Root:
@@ -161,10 +161,11 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 	if err != nil {
 		return "", err
 	}
-	cpu := &libvirtxml.DomainCPU{Mode: "maximum"}
+	arch := cmp.Or(c.Arch, "amd64")
+	cpu, features := domainCPU(arch, c.Accel, c.Firmware != nil)
 	domType := "qemu"
 	if c.Accel == AccelKVM {
-		cpu, domType = &libvirtxml.DomainCPU{Mode: "host-passthrough"}, "kvm"
+		domType = "kvm"
 	}
 	port := uint(0)
 	d := libvirtxml.Domain{
@@ -174,11 +175,10 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 		Memory:   &libvirtxml.DomainMemory{Value: uint(c.MemoryMiB), Unit: "MiB"},
 		VCPU:     &libvirtxml.DomainVCPU{Value: uint(c.VCPUs)},
 		OS: &libvirtxml.DomainOS{
-			Type:   &libvirtxml.DomainOSType{Arch: "x86_64", Machine: MachineQ35, Type: "hvm"},
+			Type:   &libvirtxml.DomainOSType{Arch: image.QEMUArch(arch), Machine: c.Machine, Type: "hvm"},
 			Kernel: c.Kernel, Initrd: c.Initramfs, Cmdline: c.Cmdline,
 		},
-		// ACPI: the guest's power button, which stopping it presses.
-		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}},
+		Features: features,
 		CPU:      cpu,
 		// The guest ends as the direct VM's -no-reboot does: whatever
 		// stops it, QEMU goes, and a transient domain with it.
@@ -223,6 +223,39 @@ func domainXML(name, runID, qemu string, c launchConfig, pins []int, rtPriority 
 		}
 	}
 	return d.Marshal()
+}
+
+// domainCPU is the domain's CPU and machine features as the direct VM's
+// argv has them: under KVM the host's CPU, under TCG the arch's model
+// (x86-64's "max" is libvirt's mode maximum, arm64's a named core);
+// x86-64's ACPI for the power button stopping it presses; arm64's GICv3
+// (the host's under KVM), and ACPI only with UEFI, which is what hands the
+// tables to the kernel: libvirt refuses ACPI on aarch64 without UEFI, and
+// a kernel booted directly finds its devices in the device tree, as the
+// direct VM's does.
+func domainCPU(arch, accel string, uefi bool) (*libvirtxml.DomainCPU, *libvirtxml.DomainFeatureList) {
+	var cpu *libvirtxml.DomainCPU
+	switch model := archSpecs[arch].tcgCPU; {
+	case accel == AccelKVM:
+		cpu = &libvirtxml.DomainCPU{Mode: "host-passthrough"}
+	case model == "max":
+		cpu = &libvirtxml.DomainCPU{Mode: "maximum"}
+	default:
+		cpu = &libvirtxml.DomainCPU{Mode: "custom", Match: "exact", Model: &libvirtxml.DomainCPUModel{Value: model, Fallback: "forbid"}}
+	}
+	features := &libvirtxml.DomainFeatureList{}
+	if arch != "arm64" {
+		features.ACPI = &libvirtxml.DomainFeature{}
+		return cpu, features
+	}
+	features.GIC = &libvirtxml.DomainFeatureGIC{Version: "3"}
+	if accel == AccelKVM {
+		features.GIC.Version = "host"
+	}
+	if uefi {
+		features.ACPI = &libvirtxml.DomainFeature{}
+	}
+	return cpu, features
 }
 
 // domainNIC is the guest's card on the tap libvirt's QEMU opens by name
@@ -288,7 +321,9 @@ func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfi
 			return c.readFile(ctx, path)
 		}
 	}
-	go m.watchDomain(c.Libvirt, dom)
+	if err := m.watchDomain(c.Libvirt, dom); err != nil {
+		return nil, err
+	}
 	undo.Push(func() error { m.stop(); return nil })
 	pid, err := domainPID(ctx, c, name)
 	if err != nil {
@@ -306,24 +341,75 @@ func (g *Guest) wireTap(name string) error {
 	return g.env.WireTap(name)
 }
 
-// watchDomain closes m.exited once the domain is gone (a transient
-// domain that stops is forgotten) or libvirt no longer answers for it.
-func (m *vm) watchDomain(l *libvirt.Libvirt, dom libvirt.Domain) {
-	defer close(m.exited)
-	t := time.NewTicker(domainPoll)
-	defer t.Stop()
-	for range t.C {
-		state, _, err := l.DomainGetState(dom, 0)
-		if err != nil {
-			if !libvirt.IsNotFound(err) {
-				m.err = err
-			}
-			return
-		}
-		if libvirt.DomainState(state) == libvirt.DomainShutoff || libvirt.DomainState(state) == libvirt.DomainCrashed {
-			return
-		}
+// domainEvents is what watching a domain takes of its libvirt connection.
+type domainEvents interface {
+	LifecycleEvents(ctx context.Context) (<-chan libvirt.DomainEventLifecycleMsg, error)
+	DomainGetState(dom libvirt.Domain, flags uint32) (int32, int32, error)
+	Disconnected() <-chan struct{}
+}
+
+// watchDomain closes m.exited once the domain stops (a transient domain
+// that stops is forgotten) or libvirt no longer answers for it. It is told
+// by libvirt's lifecycle events, which cost nothing while the domain runs,
+// where asking its state every so often would cost vfleet CPU time for each
+// guest all run long. It subscribes before it returns, and asks the state
+// once after that, in case the domain ended before.
+func (m *vm) watchDomain(l domainEvents, dom libvirt.Domain) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := l.LifecycleEvents(ctx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("%w: lifecycle events of domain %s: %w", ErrLibvirt, dom.Name, err)
 	}
+	go func() {
+		defer close(m.exited)
+		defer func() {
+			cancel()
+			// go-libvirt's sender blocks on an event nobody takes, so the
+			// channel is read until it closes it.
+			go func() {
+				for range events {
+				}
+			}()
+		}()
+		if m.domainEnded(l, dom) {
+			return
+		}
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					m.err = fmt.Errorf("%w: lifecycle events of domain %s ended", ErrLibvirt, dom.Name)
+					return
+				}
+				// The subscription is the connection's, for every domain
+				// (go-libvirt does not pass libvirt a domain to filter on).
+				switch libvirt.DomainEventType(ev.Event) {
+				case libvirt.DomainEventStopped, libvirt.DomainEventCrashed, libvirt.DomainEventUndefined:
+					if ev.Dom.Name == dom.Name {
+						return
+					}
+				}
+			case <-l.Disconnected():
+				m.err = fmt.Errorf("%w: connection lost while domain %s ran", ErrLibvirt, dom.Name)
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// domainEnded says whether the domain has stopped or is gone, noting in
+// m.err why libvirt could not tell.
+func (m *vm) domainEnded(l domainEvents, dom libvirt.Domain) bool {
+	state, _, err := l.DomainGetState(dom, 0)
+	if err != nil {
+		if !libvirt.IsNotFound(err) {
+			m.err = err
+		}
+		return true
+	}
+	return libvirt.DomainState(state) == libvirt.DomainShutoff || libvirt.DomainState(state) == libvirt.DomainCrashed
 }
 
 // libvirtRunDir is where the local QEMU driver keeps each running

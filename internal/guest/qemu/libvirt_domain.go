@@ -1,16 +1,20 @@
 package qemu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/tools"
 )
@@ -105,25 +109,90 @@ func inactiveDomainXML(ctx context.Context, uri, name string) (string, error) {
 		return "", err
 	}
 	defer l.Disconnect()
-	dom, err := l.DomainLookupByName(name)
-	if libvirt.IsNotFound(err) {
-		return "", fmt.Errorf("%w %s: no such domain at %s (%s)", ErrUnusableDomain, name, uri, definedDomains(l.Libvirt))
-	}
+	dom, state, err := lookupUserDomain(l, name)
 	if err != nil {
-		return "", fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, name, err)
+		return "", err
 	}
-	state, _, err := l.DomainGetState(dom, 0)
-	if err != nil {
-		return "", fmt.Errorf("%w: state of domain %s: %w", ErrLibvirt, name, err)
-	}
-	if libvirt.DomainState(state) != libvirt.DomainShutoff {
-		return "", fmt.Errorf("%w %s at %s is %s: guests run on overlays of its disk, which must not change under them: shut the domain down first", ErrUnusableDomain, name, uri, domainStateName(libvirt.DomainState(state)))
+	if state != libvirt.DomainShutoff {
+		return "", fmt.Errorf("%w %s at %s is %s: guests run on overlays of its disk, which must not change under them: shut the domain down first", ErrUnusableDomain, name, uri, domainStateName(state))
 	}
 	doc, err := l.DomainGetXMLDesc(dom, libvirt.DomainXMLInactive)
 	if err != nil {
 		return "", fmt.Errorf("%w: XML of domain %s: %w", ErrLibvirt, name, err)
 	}
 	return doc, nil
+}
+
+// lookupUserDomain looks the user's domain name up at l, and says its state.
+func lookupUserDomain(l *libvirtConn, name string) (libvirt.Domain, libvirt.DomainState, error) {
+	dom, err := l.DomainLookupByName(name)
+	if libvirt.IsNotFound(err) {
+		return dom, 0, fmt.Errorf("%w %s: no such domain at %s (%s)", ErrUnusableDomain, name, l.uri.URI, definedDomains(l.Libvirt))
+	}
+	if err != nil {
+		return dom, 0, fmt.Errorf("%w: look up domain %s: %w", ErrLibvirt, name, err)
+	}
+	state, _, err := l.DomainGetState(dom, 0)
+	if err != nil {
+		return dom, 0, fmt.Errorf("%w: state of domain %s: %w", ErrLibvirt, name, err)
+	}
+	return dom, libvirt.DomainState(state), nil
+}
+
+// detailSourceRan is the guest's record's note that the user's domain it
+// copies ran while the guest used its disk.
+const detailSourceRan = "libvirt_source_domain_ran"
+
+// sourceWatch is what a guest of a user's domain knew of the domain when
+// it started (shut off, its disk last written then), to tell when it
+// stops whether the user started the domain meanwhile: the disk under the
+// guest's overlay may then have changed, and so what the guest measured.
+type sourceWatch struct {
+	domain, disk string
+	written      time.Time
+	// state is the domain's state now.
+	state func(context.Context) (libvirt.DomainState, error)
+}
+
+// watchSource notes the user's domain's disk as it is when the guest
+// starts from it.
+func watchSource(uri string, u userDomain) (sourceWatch, error) {
+	fi, err := os.Stat(u.disk)
+	if err != nil {
+		return sourceWatch{}, fmt.Errorf("%w %s: its disk: %w", ErrUnusableDomain, u.name, err)
+	}
+	return sourceWatch{domain: u.name, disk: u.disk, written: fi.ModTime(), state: func(ctx context.Context) (libvirt.DomainState, error) {
+		l, err := dialLibvirt(ctx, uri, "")
+		if err != nil {
+			return 0, err
+		}
+		defer l.Disconnect()
+		_, state, err := lookupUserDomain(l, u.name)
+		return state, err
+	}}, nil
+}
+
+// ranMeanwhile says how the domain was seen to have run since the guest
+// started: it is not shut off now, or its disk was written; "" when
+// neither. A domain that cannot be checked is said so, as the guest's
+// figures are then not known to be its disk's.
+func (s sourceWatch) ranMeanwhile(ctx context.Context) string {
+	var seen []string
+	state, err := s.state(ctx)
+	switch {
+	case err != nil:
+		seen = append(seen, fmt.Sprintf("its state could not be read at the guest's stop (%v)", err))
+	case state != libvirt.DomainShutoff:
+		seen = append(seen, "it was "+domainStateName(state)+" at the guest's stop")
+	}
+	fi, err := os.Stat(s.disk)
+	switch {
+	case err != nil:
+		seen = append(seen, fmt.Sprintf("its disk %s could not be read at the guest's stop (%v)", s.disk, err))
+	case !fi.ModTime().Equal(s.written):
+		seen = append(seen, fmt.Sprintf("its disk %s was written at %s, after the guest started", s.disk, fi.ModTime().UTC().Format(time.RFC3339)))
+	}
+	return strings.Join(seen, "; ")
 }
 
 // definedDomains names the persistent domains l knows, for a name that
@@ -185,7 +254,7 @@ func parseUserDomain(name, doc, hostArch string) (userDomain, error) {
 		case u.arch == "":
 			return bad("its arch %s is none vfleet runs (%s)", d.OS.Type.Arch, strings.Join(guest.Arches, ", "))
 		case u.arch != hostArch:
-			return bad("it is %s: on this %s host it could only be emulated, which a libvirt-managed guest is not yet", u.arch, hostArch)
+			return bad("it is %s: on this %s host it could only be emulated, which is for vfleet's own image (arch: %s, without image): run a user's domain on a host of its own arch", u.arch, hostArch, u.arch)
 		}
 	}
 	switch {
@@ -224,7 +293,53 @@ func parseUserDomain(name, doc, hostArch string) (userDomain, error) {
 	if !slices.Contains(image.DiskFormats, u.format) {
 		return bad("its boot disk %s has format %q: guests' overlays are backed by %s only", u.disk, u.format, strings.Join(image.DiskFormats, " or "))
 	}
+	if param, dev := sdNameInCmdline(disk, u.boot.Cmdline); param != "" {
+		return bad("its cmdline's %s=%s names a disk as bus %s does (its boot disk is %s), but each guest gets that disk as virtio's vda, and its kernel would wait for %s for ever: give the domain's cmdline %s=UUID=... or %s=LABEL=..., or put its disk on bus virtio",
+			param, dev, cmp.Or(diskBus(disk), "not virtio"), diskName(disk), dev, param, param)
+	}
 	return u, nil
+}
+
+// sdNameInCmdline is the first parameter of the kernel's command line, and
+// the device it names, that names a SCSI, SATA, USB or IDE disk (/dev/sd*,
+// /dev/hd*) when the boot disk is not virtio: each guest gets the disk as
+// virtio's vda, so that name is gone. Empty when there is none, or the
+// disk is virtio already.
+func sdNameInCmdline(disk libvirtxml.DomainDisk, cmdline string) (param, dev string) {
+	if diskBus(disk) == "virtio" {
+		return "", ""
+	}
+	for _, w := range vminit.SplitCmdline(cmdline) {
+		if w == "--" {
+			break
+		}
+		k, v, ok := strings.Cut(w, "=")
+		if ok && (strings.HasPrefix(v, "/dev/sd") || strings.HasPrefix(v, "/dev/hd")) {
+			return k, v
+		}
+	}
+	return "", ""
+}
+
+// diskBus is the bus of a domain's disk: its target's, or without one,
+// what libvirt takes from the target's name (vdX virtio, sdX scsi, hdX
+// ide).
+func diskBus(d libvirtxml.DomainDisk) string {
+	if d.Target == nil {
+		return ""
+	}
+	if d.Target.Bus != "" {
+		return d.Target.Bus
+	}
+	switch {
+	case strings.HasPrefix(d.Target.Dev, "vd"):
+		return "virtio"
+	case strings.HasPrefix(d.Target.Dev, "sd"):
+		return "scsi"
+	case strings.HasPrefix(d.Target.Dev, "hd"):
+		return "ide"
+	}
+	return ""
 }
 
 // bootDisk is the index of the disk the domain boots: the one with the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -144,8 +145,12 @@ func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	if err != nil || strings.Join(strings.Fields(string(r.Stdout)), " ") != "systemd ud-a" {
 		t.Errorf("PID 1 and hostname in the copy: %v %+v", err, r)
 	}
+	startUnderAGuest(t, name)
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if ran, ok := g.Info().Details[detailSourceRan]; ok {
+		t.Errorf("the guest noted that the domain ran: %s", ran)
 	}
 	if domainExists(t, domainName("lvd", "ud-a")) {
 		t.Error("the copy outlived its stop")
@@ -153,6 +158,36 @@ func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	if after := userDomainState(t, name, disk.QCOW2); after != before {
 		t.Errorf("the user's domain changed:\nbefore %s\nafter %s", before, after)
 	}
+}
+
+// startUnderAGuest tries to start the user's domain name, paused (its
+// guest would run no code), while a guest runs on an overlay of its disk:
+// QEMU's image lock on the disk, which the guest's QEMU holds as its
+// overlay's backing file, must refuse it.
+func startUnderAGuest(t *testing.T, name string) {
+	t.Helper()
+	l, err := dialLibvirt(context.Background(), LibvirtSystem, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Disconnect()
+	dom, err := l.DomainLookupByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// libvirt keeps the QEMU log of the start it tried.
+	t.Cleanup(func() { os.Remove(filepath.Join(libvirtLogDir, name+".log")) })
+	_, err = l.DomainCreateWithFlags(dom, uint32(libvirt.DomainStartPaused))
+	if err == nil {
+		if err := l.DomainDestroy(dom); err != nil {
+			t.Errorf("destroy %s: %v", name, err)
+		}
+		t.Fatalf("the user's domain %s started while a guest ran on its disk", name)
+	}
+	if !strings.Contains(err.Error(), "lock") {
+		t.Errorf("the user's domain's start under a guest: %v, want QEMU's image lock refusing it", err)
+	}
+	t.Logf("the user's domain's start under a guest: %v", err)
 }
 
 // TestLibvirtRunsAUsersUEFIDomain: a user's domain that boots through

@@ -76,6 +76,40 @@ func TestLibvirtLifecycle(t *testing.T) {
 	}
 }
 
+// TestLibvirtArm64Guest boots vfleet's arm64 image as a domain of this
+// host's libvirt, which emulates it on aarch64's QEMU as the direct VM
+// is: the record says so, the agent answers on the domain's channel, and
+// the cpu workload runs; stopping it leaves nothing behind.
+func TestLibvirtArm64Guest(t *testing.T) {
+	img := emulatedArm64Image(t)
+	testutil.RequiresLibvirt(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	root, led := testutil.Ledger(t)
+	env := guest.Env{RunID: "lva", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	g := newVM(t, guest.Spec{Name: "lv-arm", Kind: KindName, Arch: "arm64", Libvirt: LibvirtSystem}, env)
+	ctx := context.Background()
+	info := startVM(t, g)
+	defer g.Stop(ctx)
+	if info.Runtime != MachineVirt || info.Details["arch"] != "arm64" || info.Details["accel"] != AccelTCG ||
+		info.Details["libvirt_domain"] != domainName("lva", "lv-arm") || len(info.PIDs) != 1 {
+		t.Errorf("info = %+v", info)
+	}
+	qemu, err := procfs.Find(info.PIDs[0])
+	if err != nil || !qemu.Alive() {
+		t.Fatalf("the domain's QEMU, pid %v: %v", info.PIDs, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", qemu.PID))
+	if err != nil || !strings.Contains(string(cmdline), "qemu-system-aarch64") || !strings.Contains(string(cmdline), archSpecs["arm64"].tcgCPU) {
+		t.Errorf("the domain's QEMU (%v): %q", err, strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	checkArm64Guest(t, g)
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkDomainGone(t, domainName("lva", "lv-arm"), qemu, env.StateDir)
+}
+
 // TestLibvirtCancelledStart: a start cancelled before or while the domain
 // boots leaves no domain behind.
 func TestLibvirtCancelledStart(t *testing.T) {

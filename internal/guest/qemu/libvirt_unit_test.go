@@ -6,12 +6,16 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/remote"
 )
 
@@ -24,7 +28,6 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 		"unchecked host key": {Libvirt: "qemu+ssh://root@lab2/system?no_verify=1"},
 		"clone":              {Launch: LaunchClone},
 		"sandbox":            {Security: guest.SecuritySandbox},
-		"arm64":              {Arch: "arm64"},
 		"nic":                {Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}},
 	} {
 		spec.Name, spec.Libvirt = "v", cmp.Or(spec.Libvirt, LibvirtSystem)
@@ -44,6 +47,7 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 		"copy":     {guest.Spec{Disk: DiskCopy}, env, "use disk overlay"},
 		"image":    {guest.Spec{Image: "/srv/disk.qcow2", Boot: guest.KernelBoot{Kernel: "/srv/vmlinuz"}}, env, "not uploaded"},
 		"fleet":    {guest.Spec{}, guest.Env{StateDir: env.StateDir, Detached: true}, "fleet up"},
+		"arm64":    {guest.Spec{Arch: "arm64"}, env, "this host's libvirt only"},
 	} {
 		c.spec.Name, c.spec.Libvirt = "v", lab2
 		_, err := k.New(c.spec, c.env)
@@ -81,6 +85,61 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 	}
 	if vm := g.(*Guest); vm.libvirt != LibvirtSystem || vm.machine != MachineQ35 {
 		t.Fatalf("guest = %+v", vm)
+	}
+	if image.HostArch == "amd64" {
+		g, err := k.New(guest.Spec{Name: "v", Arch: "arm64", Libvirt: LibvirtSystem}, env)
+		if err != nil {
+			t.Fatalf("an emulated arm64 guest under this host's libvirt: %v", err)
+		}
+		if vm := g.(*Guest); vm.machine != MachineVirt || filepath.Base(vm.qemu.Path) != "qemu-system-aarch64" {
+			t.Errorf("arm64 guest = %+v", vm)
+		}
+	}
+}
+
+// TestDomainXMLOfAnArm64Guest: an emulated arm64 guest is the direct
+// arm64 VM's machine and CPU on aarch64's QEMU, booting its kernel from
+// the device tree (no ACPI, which libvirt allows on aarch64 with UEFI
+// only) on the console the kernel names ttyAMA0.
+func TestDomainXMLOfAnArm64Guest(t *testing.T) {
+	c := launchConfig{
+		Name: "a-0", Arch: "arm64", Machine: MachineVirt, Accel: AccelTCG, VCPUs: 2, MemoryMiB: 512,
+		Kernel: "/img/vmlinuz", Initramfs: "/img/initrd", Cmdline: "console=ttyAMA0",
+		Disk: "/st/a-0/disk.qcow2", DiskFormat: formatQCOW2, AgentSocket: "/st/a-0/agent.sock", ConsoleLog: "/st/a-0/console.log",
+	}
+	domain := func(c launchConfig) (libvirtxml.Domain, string) {
+		t.Helper()
+		doc, err := domainXML("vfleet-r1-a-0", "r1", "/usr/bin/qemu-system-aarch64", c, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d libvirtxml.Domain
+		if err := d.Unmarshal(doc); err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		return d, doc
+	}
+	d, doc := domain(c)
+	if d.Type != "qemu" || d.OS.Type.Arch != "aarch64" || d.OS.Type.Machine != MachineVirt || d.Devices.Emulator != "/usr/bin/qemu-system-aarch64" ||
+		d.OS.Kernel != c.Kernel || d.OS.Initrd != c.Initramfs || d.OS.Cmdline != c.Cmdline {
+		t.Errorf("domain:\n%s", doc)
+	}
+	if cpu := d.CPU; cpu.Mode != "custom" || cpu.Model == nil || cpu.Model.Value != archSpecs["arm64"].tcgCPU || cpu.Model.Fallback != "forbid" {
+		t.Errorf("cpu %+v, want the direct VM's %s", cpu, archSpecs["arm64"].tcgCPU)
+	}
+	if f := d.Features; f.ACPI != nil || f.GIC == nil || f.GIC.Version != "3" {
+		t.Errorf("features %+v, want GICv3 and no ACPI", f)
+	}
+	if ch := d.Devices.Channels; len(ch) != 1 || ch[0].Target.VirtIO.Name != agentPort {
+		t.Errorf("agent channel %+v", ch)
+	}
+	c.Firmware = &firmwareFiles{Code: archSpecs["arm64"].uefi.code, Vars: "/st/a-0/vars.fd"}
+	if d, doc := domain(c); d.Features.ACPI == nil || d.OS.Loader == nil || d.OS.Loader.Path != c.Firmware.Code {
+		t.Errorf("an arm64 guest through UEFI:\n%s", doc)
+	}
+	c.Firmware, c.Accel = nil, AccelKVM
+	if d, doc := domain(c); d.Type != "kvm" || d.CPU.Mode != "host-passthrough" || d.Features.GIC.Version != "host" {
+		t.Errorf("an arm64 guest under KVM:\n%s", doc)
 	}
 }
 
@@ -277,5 +336,79 @@ func TestDomainNICIsTheDirectVMsCard(t *testing.T) {
 	c.Accel, c.NIC.OffloadsOff = AccelKVM, false
 	if n := domainNIC(*c.NIC, c.Accel); n.Driver.Name != "" || n.Driver.Host != nil {
 		t.Errorf("under KVM with offloads: driver %+v", n.Driver)
+	}
+}
+
+// fakeDomainEvents is a libvirt connection whose lifecycle events the test
+// sends, and which counts the state queries.
+type fakeDomainEvents struct {
+	events       chan libvirt.DomainEventLifecycleMsg
+	disconnected chan struct{}
+	gets         atomic.Int32
+}
+
+func (f *fakeDomainEvents) LifecycleEvents(context.Context) (<-chan libvirt.DomainEventLifecycleMsg, error) {
+	return f.events, nil
+}
+
+func (f *fakeDomainEvents) DomainGetState(libvirt.Domain, uint32) (int32, int32, error) {
+	f.gets.Add(1)
+	return int32(libvirt.DomainRunning), 0, nil
+}
+
+func (f *fakeDomainEvents) Disconnected() <-chan struct{} { return f.disconnected }
+
+// TestWatchDomainWaitsForEvents: a domain's watch asks its state once,
+// then only reads libvirt's lifecycle events, which are every domain's:
+// another domain's stop, or its own start, does not end it; its own stop
+// does, and so does a lost connection, with an error.
+func TestWatchDomainWaitsForEvents(t *testing.T) {
+	send := func(f *fakeDomainEvents, ev libvirt.DomainEventLifecycleMsg) {
+		t.Helper()
+		select {
+		case f.events <- ev:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the watch does not read lifecycle events (%d state queries)", f.gets.Load())
+		}
+	}
+	ended := func(m *vm) bool {
+		select {
+		case <-m.exited:
+			return true
+		case <-time.After(10 * time.Second):
+			return false
+		}
+	}
+	dom := libvirt.Domain{Name: "vfleet-r-g"}
+	f := &fakeDomainEvents{events: make(chan libvirt.DomainEventLifecycleMsg), disconnected: make(chan struct{})}
+	m := &vm{exited: make(chan struct{})}
+	if err := m.watchDomain(f, dom); err != nil {
+		t.Fatal(err)
+	}
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: libvirt.Domain{Name: "vfleet-r-other"}, Event: int32(libvirt.DomainEventStopped)})
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: dom, Event: int32(libvirt.DomainEventResumed)})
+	// Taken only once the one before was handled.
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: dom, Event: int32(libvirt.DomainEventSuspended)})
+	select {
+	case <-m.exited:
+		t.Fatal("the watch ended on another domain's stop or its own resume")
+	default:
+	}
+	if n := f.gets.Load(); n != 1 {
+		t.Errorf("%d state queries, want 1: the one after subscribing", n)
+	}
+	send(f, libvirt.DomainEventLifecycleMsg{Dom: dom, Event: int32(libvirt.DomainEventStopped)})
+	if !ended(m) || m.err != nil {
+		t.Errorf("the domain's stop: ended %v, err %v", ended(m), m.err)
+	}
+
+	f = &fakeDomainEvents{events: make(chan libvirt.DomainEventLifecycleMsg), disconnected: make(chan struct{})}
+	m = &vm{exited: make(chan struct{})}
+	if err := m.watchDomain(f, dom); err != nil {
+		t.Fatal(err)
+	}
+	close(f.disconnected)
+	if !ended(m) || !errors.Is(m.err, ErrLibvirt) {
+		t.Errorf("a lost connection: err %v", m.err)
 	}
 }
