@@ -105,7 +105,7 @@ func TestUplinkRefusal(t *testing.T) {
 }
 
 func TestUplinkPaths(t *testing.T) {
-	for _, ok := range [][]Path{{Routed}, {Bridge, Bridge}, {Direct, Macvlan}, {Macvtap}} {
+	for _, ok := range [][]Path{{Routed}, {Bridge, Bridge}, {Direct, Macvlan}, {Macvtap}, {OVS}} {
 		if err := CheckUplinkPaths(ok); err != nil {
 			t.Errorf("%v: %v", ok, err)
 		}
@@ -124,7 +124,7 @@ func TestUplinkPaths(t *testing.T) {
 			t.Errorf("%v: %v, want %q", c.paths, err, c.want)
 		}
 	}
-	if got := UplinkPaths(); !slices.Contains(got, Bridge) || slices.Contains(got, OVS) {
+	if got := UplinkPaths(); !slices.Contains(got, Bridge) || !slices.Contains(got, OVS) || slices.Contains(got, XDP) {
 		t.Errorf("paths taking a NIC: %v", got)
 	}
 }
@@ -260,7 +260,7 @@ func nicStateOf(t *testing.T, name string) nicState {
 func TestUplinkCarriesPathsOverANIC(t *testing.T) {
 	r, want := uplinkLab(t)
 	port := echoServer(t, r.NetNS)
-	for _, p := range []Path{Routed, Bridge, Macvlan} {
+	for _, p := range []Path{Routed, Bridge, Macvlan, OVS} {
 		t.Run(string(p), func(t *testing.T) {
 			before := testutil.TakeSnapshot(t)
 			defer testutil.CheckLeaks(t, before)
