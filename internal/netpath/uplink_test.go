@@ -328,7 +328,7 @@ func TestUplinkCarriesPathsOverANIC(t *testing.T) {
 // comes back as recorded, without the fast paths' programs.
 func TestUplinkCleanPutsTheNICBack(t *testing.T) {
 	r, want := uplinkLab(t)
-	for _, p := range []Path{Bridge, XDP, TC} {
+	for _, p := range []Path{Bridge, OVS, XDP, TC} {
 		t.Run(string(p), func(t *testing.T) {
 			before := testutil.TakeSnapshot(t)
 			defer testutil.CheckLeaks(t, before)
