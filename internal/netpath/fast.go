@@ -16,16 +16,11 @@ const (
 )
 
 func init() {
-	Register(fast{Spec{Name: XDP, Index: 2, Layout: LayoutRouted, IfPrefix: "x", NoUplink: noFastUplink,
+	Register(fast{Spec{Name: XDP, Index: 2, Layout: LayoutRouted, IfPrefix: "x",
 		VMOffloadsOff: "the XDP program on the tap sees a frame whole only when it is neither a GSO frame nor " +
 			"left with a partial checksum, and a frame it redirects carries no checksum state"}})
-	Register(fast{Spec{Name: TC, Index: 3, Layout: LayoutRouted, IfPrefix: "t", NoUplink: noFastUplink}})
+	Register(fast{Spec{Name: TC, Index: 3, Layout: LayoutRouted, IfPrefix: "t"}})
 }
-
-// noFastUplink is why the fast paths keep their veth: their programs are
-// attached at both ends of the uplink, and a NIC's far end is not ours.
-const noFastUplink = "its programs sit at both ends of the uplink veth, and a NIC's far end is across the wire; " +
-	"redirecting to a NIC (native or generic XDP) is not built yet"
 
 type fast struct{ spec Spec }
 
@@ -40,11 +35,12 @@ func (f fast) Build(sides Sides) (Live, error) {
 		return nil, err
 	}
 	live := &fastLive{routedLive: routedLive{sides: sides}, set: set, spec: f.spec}
-	u := f.spec.uplink()
-	if err := set.Attach(sides.Host.handle, u.HostIf, sides.Peer.handle, u.PeerIf); err != nil {
-		return live, err
+	// A NIC's far end is another machine's: only its own end is hooked.
+	if sides.takesNIC(f.spec) {
+		return live, set.AttachNIC(sides.Host.handle, sides.NIC)
 	}
-	return live, nil
+	u := f.spec.uplink()
+	return live, set.Attach(sides.Host.handle, u.HostIf, sides.Peer.handle, u.PeerIf)
 }
 
 type fastLive struct {

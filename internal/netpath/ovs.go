@@ -25,8 +25,7 @@ const ovsBridgeName = "ovsbr0"
 type ovs struct{}
 
 func (ovs) Spec() Spec {
-	return Spec{Name: OVS, Index: 8, Layout: LayoutSwitched, IfPrefix: "o",
-		NoUplink: "its bridge takes the uplink veth as a port of its own daemons' database; a NIC as that port is not built yet"}
+	return Spec{Name: OVS, Index: 8, Layout: LayoutSwitched, IfPrefix: "o"}
 }
 
 func (o ovs) Build(sides Sides) (Live, error) {
@@ -38,13 +37,24 @@ func (o ovs) Build(sides Sides) (Live, error) {
 	if err := setUp(sides.Host.nl, ovsBridgeName); err != nil {
 		return live, err
 	}
-	if err := uplinkVeth(sides, o.Spec(), nil); err != nil {
+	s := o.Spec()
+	// The bridge is not a kernel bridge: its port is added through the
+	// daemons' database, not by nicUplink's master.
+	if sides.takesNIC(s) {
+		if err := setUp(sides.Host.nl, sides.NIC); err != nil {
+			return live, fmt.Errorf("uplink %s: %w", sides.NIC, err)
+		}
+	} else if err := uplinkVeth(sides, s, nil); err != nil {
 		return live, err
 	}
-	if err := live.addPort(o.Spec().uplink().HostIf); err != nil {
+	if err := live.addPort(sides.uplinkIf(s)); err != nil {
 		return live, err
 	}
-	return live, addressUplink(sides, o.Spec(), ovsBridgeName)
+	if sides.takesNIC(s) {
+		// The peer across the NIC is addressed by whoever runs it.
+		return live, addAddr(sides.Host.nl, ovsBridgeName, s.uplink().Host)
+	}
+	return live, addressUplink(sides, s, ovsBridgeName)
 }
 
 // OVSDatapath is where an ovs path's bridge switches packets.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -105,7 +106,7 @@ func TestUplinkRefusal(t *testing.T) {
 }
 
 func TestUplinkPaths(t *testing.T) {
-	for _, ok := range [][]Path{{Routed}, {Bridge, Bridge}, {Direct, Macvlan}, {Macvtap}} {
+	for _, ok := range [][]Path{{Routed}, {Bridge, Bridge}, {Direct, Macvlan}, {Macvtap}, {OVS}, {XDP}, {TC}} {
 		if err := CheckUplinkPaths(ok); err != nil {
 			t.Errorf("%v: %v", ok, err)
 		}
@@ -116,7 +117,7 @@ func TestUplinkPaths(t *testing.T) {
 	}{
 		{[]Path{Routed, Bridge}, "one path per run, and this run has routed, bridge"},
 		{[]Path{Direct}, "no guest is on a data path"},
-		{[]Path{XDP}, "xdp: its programs sit at both ends"},
+		{[]Path{User}, "user: its host side confines passt's sockets"},
 		{[]Path{Veth}, "veth: its guests' links end in the peer"},
 	} {
 		err := CheckUplinkPaths(c.paths)
@@ -124,7 +125,7 @@ func TestUplinkPaths(t *testing.T) {
 			t.Errorf("%v: %v, want %q", c.paths, err, c.want)
 		}
 	}
-	if got := UplinkPaths(); !slices.Contains(got, Bridge) || slices.Contains(got, OVS) {
+	if got := UplinkPaths(); !slices.Contains(got, Bridge) || !slices.Contains(got, OVS) || slices.Contains(got, Veth) {
 		t.Errorf("paths taking a NIC: %v", got)
 	}
 }
@@ -202,6 +203,14 @@ func uplinkLab(t *testing.T) (*testutil.Remote, nicState) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A wire delivers frames with their checksums done, where a veth's
+	// end leaves them partial, and an XDP program on the NIC redirects a
+	// frame as it came; GRO gives the far end NAPI, without which the
+	// host's end could not transmit a redirected XDP frame, as a NIC's
+	// native driver can.
+	if out, err := exec.Command("nsenter", "--net="+r.NetNS, "ethtool", "-K", r.NIC.PeerName, "tx", "off", "gro", "on").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool on the far end: %v: %s", err, out)
+	}
 	for _, p := range UplinkPaths() {
 		u := specOf(p).uplink()
 		if err := fh.AddrAdd(eth, &netlink.Addr{IPNet: ipNet(u.Peer)}); err != nil {
@@ -255,12 +264,12 @@ func nicStateOf(t *testing.T, name string) nicState {
 }
 
 // TestUplinkCarriesPathsOverANIC runs each path that takes a dedicated
-// NIC over the remote machine's, a guest's TCP to the far end, and checks
-// the NIC is put back as it was.
+// NIC over the remote machine's, TCP both ways between a guest and the far
+// end, and checks the NIC is put back as it was.
 func TestUplinkCarriesPathsOverANIC(t *testing.T) {
 	r, want := uplinkLab(t)
 	port := echoServer(t, r.NetNS)
-	for _, p := range []Path{Routed, Bridge, Macvlan} {
+	for _, p := range []Path{Routed, Bridge, Macvlan, OVS, XDP, TC} {
 		t.Run(string(p), func(t *testing.T) {
 			before := testutil.TakeSnapshot(t)
 			defer testutil.CheckLeaks(t, before)
@@ -287,6 +296,21 @@ func TestUplinkCarriesPathsOverANIC(t *testing.T) {
 			if err := roundTrips(t, gns, netip.AddrPortFrom(link.Peer, uint16(port)), 3); err != nil {
 				t.Fatalf("guest on %s to the far end %s over NIC %s: %v", p, link.Peer, r.NIC.Name, err)
 			}
+			gport := echoServer(t, gns)
+			if err := roundTrips(t, r.NetNS, netip.AddrPortFrom(link.Addr.Addr(), uint16(gport)), 3); err != nil {
+				t.Fatalf("far end to the guest %s on %s over NIC %s: %v", link.Addr, p, r.NIC.Name, err)
+			}
+			if c, ok, err := n.FastPathCounters(p); err != nil || (ok && c.Redirected == 0) {
+				t.Errorf("the %s programs redirected nothing both ways over the NIC: %+v, %v", p, c, err)
+			}
+			// The NIC carries the path's program, in the mode its driver
+			// takes (a veth: driver mode), and the guests' xdp programs
+			// redirect to it since its far end has NAPI (uplinkLab).
+			wantHook := map[Path]string{XDP: "xdp driver mode", TC: "tc clsact ingress"}[p]
+			nicKey := "path." + string(p) + ".if." + r.NIC.Name
+			if d := n.Describe(); !strings.HasPrefix(d[nicKey], wantHook) || (p == XDP && !strings.HasPrefix(d[nicKey+".sent_by"], "redirected")) {
+				t.Errorf("the run's record of the NIC on %s: %q, sent by %q", p, d[nicKey], d[nicKey+".sent_by"])
+			}
 			if d := n.Describe()["path."+string(p)+".uplink"]; !strings.Contains(d, "NIC "+r.NIC.Name) {
 				t.Errorf("the run's record says the uplink is %q", d)
 			}
@@ -300,33 +324,54 @@ func TestUplinkCarriesPathsOverANIC(t *testing.T) {
 }
 
 // TestUplinkCleanPutsTheNICBack leaves a network on a NIC as a killed
-// vfleet would, and undoes its ledger as `vfleet clean` does.
+// vfleet would, and undoes its ledger as `vfleet clean` does: the NIC
+// comes back as recorded, without the fast paths' programs.
 func TestUplinkCleanPutsTheNICBack(t *testing.T) {
 	r, want := uplinkLab(t)
-	before := testutil.TakeSnapshot(t)
-	defer testutil.CheckLeaks(t, before)
-	led := newLedger(t)
-	n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: []Path{Bridge}, Uplink: r.NIC.Name})
+	for _, p := range []Path{Bridge, OVS, XDP, TC} {
+		t.Run(string(p), func(t *testing.T) {
+			before := testutil.TakeSnapshot(t)
+			defer testutil.CheckLeaks(t, before)
+			led := newLedger(t)
+			n, err := Create(context.Background(), Options{RunKey: runKey(), Ledger: led, Paths: []Path{p}, Uplink: r.NIC.Name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := n.Attach("g", p); err != nil {
+				t.Fatal(err)
+			}
+			pending := led.Pending() // newest first, as clean undoes them
+			if !slices.ContainsFunc(pending, func(e ledger.Entry) bool { return e.Kind == kindUplinkNIC }) {
+				t.Fatalf("the NIC is not in the ledger: %v", pending)
+			}
+			for _, e := range pending {
+				if err := ledger.Undo(context.Background(), e); err != nil {
+					t.Fatalf("undo %s: %v", e.Describe(), err)
+				}
+				_ = led.Done(e)
+			}
+			if got := nicStateOf(t, r.NIC.Name); !reflect.DeepEqual(got, want) {
+				t.Errorf("NIC after clean %+v, want %+v", got, want)
+			}
+			// A tc filter goes with its qdisc, which the kernel shuts
+			// down when the NIC leaves the host side.
+			if qs, err := netlink.QdiscList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: nicIndex(t, r.NIC.Name)}}); err != nil {
+				t.Fatal(err)
+			} else if slices.ContainsFunc(qs, func(q netlink.Qdisc) bool { return q.Type() == "clsact" }) {
+				t.Errorf("NIC after clean still has a clsact qdisc: %v", qs)
+			}
+			if err := n.Close(); err != nil { // releases handles; all is already undone
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func nicIndex(t *testing.T, name string) int {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := n.Attach("g", Bridge); err != nil {
-		t.Fatal(err)
-	}
-	pending := led.Pending() // newest first, as clean undoes them
-	if !slices.ContainsFunc(pending, func(e ledger.Entry) bool { return e.Kind == kindUplinkNIC }) {
-		t.Fatalf("the NIC is not in the ledger: %v", pending)
-	}
-	for _, e := range pending {
-		if err := ledger.Undo(context.Background(), e); err != nil {
-			t.Fatalf("undo %s: %v", e.Describe(), err)
-		}
-		_ = led.Done(e)
-	}
-	if got := nicStateOf(t, r.NIC.Name); !reflect.DeepEqual(got, want) {
-		t.Errorf("NIC after clean %+v, want %+v", got, want)
-	}
-	if err := n.Close(); err != nil { // releases handles; all is already undone
-		t.Error(err)
-	}
+	return l.Attrs().Index
 }

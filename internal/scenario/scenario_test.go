@@ -541,7 +541,7 @@ func TestNetworkUplink(t *testing.T) {
 		t.Fatalf("network = %+v", s.Network)
 	}
 	for src, want := range map[string]string{
-		"network: {path: xdp, uplink: lab0}":   "t.yaml:2:30: network.uplink: a dedicated NIC cannot go under these paths: xdp: its programs sit at both ends",
+		"network: {path: user, uplink: lab0}":  "t.yaml:2:31: network.uplink: a dedicated NIC cannot go under these paths: user: its host side confines passt",
 		"network: {uplink: eth0/1}":            `t.yaml:2:19: network.uplink: not a network interface name: "eth0/1"`,
 		"network: {uplink: a-name-of-16-byte}": `network.uplink: not a network interface name: "a-name-of-16-byte" (want the name of a NIC of this host, 1 to 15 bytes`,
 	} {

@@ -13,8 +13,13 @@ import (
 // How an interface is hooked, as Describe says it.
 const (
 	hookXDPDriver = "xdp driver mode"
-	hookTCIngress = "tc clsact ingress, direct action"
-	hookNone      = "nothing attached"
+	// hookXDPGeneric is a NIC's whose driver refused driver mode (most
+	// often: it has no XDP of its own): the program runs on skbs the
+	// stack already built, and the guests' programs hand frames for it to
+	// the stack, since its driver is not known to transmit redirected ones.
+	hookXDPGeneric = "xdp generic mode (the NIC's driver refused driver mode)"
+	hookTCIngress  = "tc clsact ingress, direct action"
+	hookNone       = "nothing attached"
 )
 
 // The tc filter has a fixed priority and handle, so that Attach replaces
@@ -25,7 +30,7 @@ const (
 	tcHandle   = 1
 )
 
-// iface is one end of an attached veth pair, or an attached tap.
+// iface is one end of an attached veth pair, an attached tap or NIC.
 type iface struct {
 	sp    *space
 	name  string
@@ -35,6 +40,11 @@ type iface struct {
 	far  bool
 	peer *iface
 	tap  bool
+	// nic: a NIC dedicated to the run, of any driver, its far end
+	// another machine's; sendsTo says how the guests' programs send to
+	// it, for Describe.
+	nic     bool
+	sendsTo string
 
 	hook string
 	prog *ebpf.Program
@@ -60,8 +70,11 @@ func (ifc *iface) readOffloads() offloads {
 
 // kind is what the interface was attached as.
 func (ifc *iface) kind() string {
-	if ifc.tap {
+	switch {
+	case ifc.tap:
 		return "tap"
+	case ifc.nic:
+		return "NIC"
 	}
 	return "veth"
 }
@@ -79,7 +92,7 @@ func (ifc *iface) lookup() (netlink.Link, error) {
 	switch {
 	case ifc.tap && (!isTap || tap.Mode != netlink.TUNTAP_MODE_TAP):
 		return nil, fmt.Errorf("%s is a %s link, not the tap it was attached as", ifc.name, link.Type())
-	case !ifc.tap && link.Type() != "veth":
+	case !ifc.tap && !ifc.nic && link.Type() != "veth":
 		return nil, fmt.Errorf("%s is a %s link; the fast paths attach to veth pairs and taps only", ifc.name, link.Type())
 	}
 	ifc.index = link.Attrs().Index
@@ -106,9 +119,11 @@ func (s *Set) prepareFar(far *iface, undo *undoList) error {
 }
 
 // attachHost hooks the forwarding program to the host end and only then
-// lets the other host ends send to it. A tap stays out of tc's map of
-// veths: it has no peer to redirect into, so tc hands it to the kernel's
-// neighbour code instead.
+// lets the other host ends send to it. A tap or a NIC stays out of tc's
+// map of veths: it has no peer to redirect into, so tc hands it to the
+// kernel's neighbour code instead. A NIC whose driver cannot transmit a
+// redirected XDP frame stays out of the xdp device map: the guests'
+// programs hand its frames to the stack.
 func (s *Set) attachHost(host *iface, link netlink.Link, undo *undoList) error {
 	var err error
 	switch s.mode {
@@ -117,8 +132,16 @@ func (s *Set) attachHost(host *iface, link netlink.Link, undo *undoList) error {
 	case TC:
 		err = s.attachTC(host, link, undo)
 	}
-	if err != nil || (s.mode == TC && host.tap) {
+	if err != nil || (s.mode == TC && (host.tap || host.nic)) {
+		if host.nic && err == nil {
+			host.sendsTo = "bpf_redirect_neigh from the guests' programs"
+		}
 		return err
+	}
+	if host.nic {
+		if host.sendsTo = s.nicRedirect(host); host.sendsTo != redirectedToNIC {
+			return nil
+		}
 	}
 	key := uint32(host.index)
 	if err := host.sp.do(func() error { return s.egress.Put(key, key) }); err != nil {
@@ -129,26 +152,52 @@ func (s *Set) attachHost(host *iface, link netlink.Link, undo *undoList) error {
 	return nil
 }
 
+const redirectedToNIC = "redirected by the guests' programs (in the device map; its driver transmits XDP frames)"
+
+// nicRedirect says whether the guests' xdp programs may redirect to the
+// NIC: redirectedToNIC, else why its frames go through the stack.
+func (s *Set) nicRedirect(nic *iface) string {
+	if nic.hook == hookXDPGeneric {
+		return "the stack: the guests' programs pass its frames, since its driver refused XDP in driver mode"
+	}
+	ok, err := nic.sp.xdpTransmits(nic.index)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the stack: the guests' programs pass its frames, since whether its driver transmits XDP frames is unknown: %v", err)
+	case !ok:
+		return "the stack: the guests' programs pass its frames, since its driver does not transmit XDP frames now " +
+			"(xdp-features without ndo-xmit; a veth's far end needs GRO or an XDP program)"
+	}
+	return redirectedToNIC
+}
+
 // attachXDP attaches prog in driver mode, refusing to replace a program
 // someone else attached, and checks the kernel really used driver mode:
-// generic mode would work but measure a different, slower path.
+// generic mode would work but measure a different, slower path. Only a
+// NIC, whose driver is the lab's, falls back to generic mode, which its
+// hook records.
 func (s *Set) attachXDP(ifc *iface, prog *ebpf.Program, undo *undoList) error {
-	flags := uint32(nl.XDP_FLAGS_DRV_MODE | nl.XDP_FLAGS_UPDATE_IF_NOEXIST)
-	if err := ifc.sp.setXDP(ifc.index, prog.FD(), flags); err != nil {
+	hook, flags, attached := hookXDPDriver, uint32(nl.XDP_FLAGS_DRV_MODE), uint32(nl.XDP_ATTACHED_DRV)
+	err := ifc.sp.setXDP(ifc.index, prog.FD(), flags|nl.XDP_FLAGS_UPDATE_IF_NOEXIST)
+	if ifc.nic && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)) {
+		hook, flags, attached = hookXDPGeneric, nl.XDP_FLAGS_SKB_MODE, nl.XDP_ATTACHED_SKB
+		err = ifc.sp.setXDP(ifc.index, prog.FD(), flags|nl.XDP_FLAGS_UPDATE_IF_NOEXIST)
+	}
+	if err != nil {
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("attach xdp to %s: another XDP program is attached already: %w", ifc.name, err)
 		}
-		return fmt.Errorf("attach xdp to %s in driver mode: %w: %w", ifc.name, ErrNotSupported, err)
+		return fmt.Errorf("attach xdp to %s in %s: %w: %w", ifc.name, hook, ErrNotSupported, err)
 	}
-	ifc.prog, ifc.hook, ifc.progName = prog, hookXDPDriver, s.progName(prog)
+	ifc.prog, ifc.hook, ifc.progName = prog, hook, s.progName(prog)
 	undo.push(func() error { return s.detachProg(ifc) })
 	id, mode, err := ifc.sp.attachedXDP(ifc.index)
 	if err != nil {
 		return fmt.Errorf("check xdp on %s: %w", ifc.name, err)
 	}
-	if want := s.progID(prog); id != want || mode != nl.XDP_ATTACHED_DRV {
-		return fmt.Errorf("attach xdp to %s: the kernel reports program %d in attach mode %d, want program %d in driver mode (%d): %w",
-			ifc.name, id, mode, want, nl.XDP_ATTACHED_DRV, ErrNotSupported)
+	if want := s.progID(prog); id != want || mode != attached {
+		return fmt.Errorf("attach xdp to %s: the kernel reports program %d in attach mode %d, want program %d in %s (%d): %w",
+			ifc.name, id, mode, want, hook, attached, ErrNotSupported)
 	}
 	return nil
 }
@@ -263,9 +312,13 @@ func (s *Set) detachProg(ifc *iface) error {
 		return fmt.Errorf("detach from %s: %w", ifc.name, err)
 	}
 	switch ifc.hook {
-	case hookXDPDriver:
+	case hookXDPDriver, hookXDPGeneric:
+		flags := uint32(nl.XDP_FLAGS_DRV_MODE)
+		if ifc.hook == hookXDPGeneric {
+			flags = nl.XDP_FLAGS_SKB_MODE
+		}
 		if x := link.Attrs().Xdp; x != nil && x.Attached && ebpf.ProgramID(x.ProgId) == s.progID(ifc.prog) {
-			if err := ifc.sp.setXDP(ifc.index, -1, nl.XDP_FLAGS_DRV_MODE); err != nil && !isGone(err) {
+			if err := ifc.sp.setXDP(ifc.index, -1, flags); err != nil && !isGone(err) {
 				return fmt.Errorf("detach xdp from %s: %w", ifc.name, err)
 			}
 		}

@@ -13,10 +13,11 @@ import "fmt"
 //	if.<host>.far          the far end: its name and how it is hooked
 //	if.<host>.far.offload  and so on for the far end
 //	if.<host>.far.changed
+//	if.<nic>.sent_by       a NIC's: how frames from the guests reach it
 //
 // "changed" is only present when something changed. A tap's far end is a
-// VM's NIC, which the Set does not touch: if.<tap>.far says so, and has no
-// offloads.
+// VM's NIC, a NIC's another machine's, which the Set does not touch:
+// if.<host>.far says so, and has no offloads.
 func describe(mode Mode, progs []progDesc, ifaces []*iface) map[string]string {
 	d := map[string]string{"mode": string(mode)}
 	for _, p := range progs {
@@ -45,8 +46,12 @@ func describe(mode Mode, progs []progDesc, ifaces []*iface) map[string]string {
 		if ch := ifc.after.changes(ifc.before); ch != "" {
 			d[key+".changed"] = ch
 		}
-		if ifc.tap {
+		switch {
+		case ifc.tap:
 			d[key+".far"] = "none: a tap, whose far end is a VM's NIC in its emulator"
+		case ifc.nic:
+			d[key+".far"] = "none: a NIC, whose far end is another machine's"
+			d[key+".sent_by"] = ifc.sendsTo
 		}
 	}
 	return d

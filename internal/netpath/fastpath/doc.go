@@ -19,13 +19,19 @@
 // segmentation offloads, which the caller sees to; tc reaches the tap with
 // bpf_redirect_neigh, a tap having no peer to redirect into.
 //
+// A NIC dedicated to a run (AttachNIC), whose far end is another machine's,
+// gets the program on its own end only: tc as on a tap; xdp in driver mode
+// where its driver has XDP, else generic mode, and in the device map only
+// while the kernel reports its driver transmits XDP frames, the guests'
+// programs otherwise leaving its frames to the stack. Describe records both.
+//
 // Both leave everything they cannot forward — ARP, IPv6, fragments, expiring
 // TTLs, unresolved neighbours, local destinations — to the stack, so
 // connectivity never depends on the fast path. Per-CPU counters say how
 // many packets went which way and why.
 //
 // Lifecycle: Load loads one mode's programs and maps; Attach installs them
-// on one veth pair, AttachTap on one tap (both idempotent per interface); Counters and Describe read
+// on one veth pair, AttachTap on one tap, AttachNIC on one NIC (each idempotent per interface); Counters and Describe read
 // them; Close detaches everything, restores the offload settings it
 // changed and unloads, and is safe to call twice. A Set keeps a netlink
 // socket open in every namespace it attached in, so those namespaces live

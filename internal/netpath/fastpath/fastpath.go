@@ -127,7 +127,7 @@ func (s *Set) Attach(hostNS netns.NsHandle, hostIf string, farNS netns.NsHandle,
 	if hostIf == "" || farIf == "" {
 		return fmt.Errorf("attach %s fast path: need both interface names (host %q, far %q)", s.mode, hostIf, farIf)
 	}
-	return s.attach(hostNS, hostIf, &farEnd{ns: farNS, name: farIf})
+	return s.attach(hostNS, hostIf, &farEnd{ns: farNS, name: farIf}, false)
 }
 
 // AttachTap installs the fast path on the tap tapName in namespace hostNS,
@@ -143,16 +143,31 @@ func (s *Set) AttachTap(hostNS netns.NsHandle, tapName string) error {
 	if tapName == "" {
 		return fmt.Errorf("attach %s fast path to a tap: need its name", s.mode)
 	}
-	return s.attach(hostNS, tapName, nil)
+	return s.attach(hostNS, tapName, nil, false)
 }
 
-// farEnd is where a veth's other end is; nil for a tap.
+// AttachNIC installs the fast path on nicName in namespace hostNS, a NIC
+// dedicated to the run whose far end is another machine's, which the Set
+// cannot prepare. tc hooks its ingress and sends to it with
+// bpf_redirect_neigh, as to a tap. xdp attaches in driver mode where the
+// NIC's driver takes it, else in generic mode, and puts the NIC in the
+// device map only while the kernel reports its driver transmits XDP
+// frames; Describe says which. Attaching the same NIC again does
+// nothing; a failed AttachNIC undoes what it did.
+func (s *Set) AttachNIC(hostNS netns.NsHandle, nicName string) error {
+	if nicName == "" {
+		return fmt.Errorf("attach %s fast path to a NIC: need its name", s.mode)
+	}
+	return s.attach(hostNS, nicName, nil, true)
+}
+
+// farEnd is where a veth's other end is; nil for a tap or a NIC.
 type farEnd struct {
 	ns   netns.NsHandle
 	name string
 }
 
-func (s *Set) attach(hostNS netns.NsHandle, hostIf string, farIf *farEnd) (err error) {
+func (s *Set) attach(hostNS netns.NsHandle, hostIf string, farIf *farEnd, nic bool) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -168,7 +183,7 @@ func (s *Set) attach(hostNS netns.NsHandle, hostIf string, farIf *farEnd) (err e
 			return fmt.Errorf("attach %s fast path to %s's far end %s: %w", s.mode, hostIf, farIf.name, err)
 		}
 	}
-	if done, err := s.attachedAlready(hostKey, hostIf, farKey, farIf); done || err != nil {
+	if done, err := s.attachedAlready(hostKey, hostIf, farKey, farIf, nic); done || err != nil {
 		return err
 	}
 
@@ -183,7 +198,7 @@ func (s *Set) attach(hostNS netns.NsHandle, hostIf string, farIf *farEnd) (err e
 	if err != nil {
 		return fmt.Errorf("attach %s fast path to %s: %w", s.mode, hostIf, err)
 	}
-	host := &iface{sp: hostSp, name: hostIf, tap: farIf == nil}
+	host := &iface{sp: hostSp, name: hostIf, tap: farIf == nil && !nic, nic: nic}
 	hostLink, err := host.lookup()
 	if err != nil {
 		return fmt.Errorf("attach %s fast path to %s: %w", s.mode, hostIf, err)
@@ -246,7 +261,7 @@ func (s *Set) farIface(host *iface, hostLink netlink.Link, farIf *farEnd, farKey
 // attachedAlready says whether this interface is attached as asked (a veth
 // with this far end, or a tap when farIf is nil), and refuses one that
 // overlaps an attachment made differently.
-func (s *Set) attachedAlready(hostKey nsKey, hostIf string, farKey nsKey, farIf *farEnd) (bool, error) {
+func (s *Set) attachedAlready(hostKey nsKey, hostIf string, farKey nsKey, farIf *farEnd, nic bool) (bool, error) {
 	var host, far *iface
 	for _, ifc := range s.ifaces {
 		switch {
@@ -259,7 +274,7 @@ func (s *Set) attachedAlready(hostKey nsKey, hostIf string, farKey nsKey, farIf 
 	switch {
 	case host == nil && far == nil:
 		return false, nil
-	case host != nil && host.tap != (farIf == nil):
+	case host != nil && (host.tap != (farIf == nil && !nic) || host.nic != nic):
 		return false, fmt.Errorf("attach %s fast path to %s: already attached as a %s", s.mode, hostIf, host.kind())
 	case host != nil && host.peer == far:
 		return true, nil

@@ -515,3 +515,53 @@ func TestAttachTapHooksTheTap(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachNICWithoutNativeXDP attaches xdp to a NIC whose driver has no
+// XDP of its own (a bridge, which every kernel here has): generic mode, recorded, and the NIC kept out
+// of the device map, since a frame redirected to it would be dropped
+// unseen; Close takes the generic program off.
+func TestAttachNICWithoutNativeXDP(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	t.Cleanup(func() { testutil.CheckLeaks(t, before) })
+	tp := newTopology(t, 1)
+	if err := tp.hs.nl.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "lab0"}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(XDP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 2 { // the second time changes nothing
+		if err := s.AttachNIC(tp.hs.h, "lab0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AttachTap(tp.hs.h, "lab0"); err == nil {
+		t.Error("attached the NIC as a tap")
+	}
+	l, err := tp.hs.nl.LinkByName("lab0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x == nil || !x.Attached || x.AttachMode != nl.XDP_ATTACHED_SKB {
+		t.Errorf("lab0 has XDP %+v, want our program in generic mode", x)
+	}
+	var v uint32
+	if s.egress.Lookup(uint32(l.Attrs().Index), &v) == nil {
+		t.Error("lab0 is in the device map: the guests' programs would redirect frames its driver cannot send")
+	}
+	if d := s.Describe(); !strings.HasPrefix(d["if.lab0"], hookXDPGeneric) || !strings.HasPrefix(d["if.lab0.sent_by"], "the stack") {
+		t.Errorf("Describe says of the NIC %q, sent by %q", d["if.lab0"], d["if.lab0.sent_by"])
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = tp.hs.nl.LinkByName("lab0"); err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		t.Errorf("lab0 still has XDP program %d after Close", x.ProgId)
+	}
+}

@@ -219,6 +219,12 @@ func TestDescribeGolden(t *testing.T) {
 	ifaces[len(ifaces)-1].peer = &iface{name: "eth0"}
 	ifaces = append(ifaces, &iface{sp: hs, name: "x0", index: 5, tap: true, hook: hookXDPDriver, progName: "vfleet_xdp_fwd",
 		before: offloadsOf(t, untouched), after: offloadsOf(t, untouched)})
+	// A NIC whose driver has no XDP: generic mode, and the guests'
+	// programs leave its frames to the stack.
+	nic := &iface{sp: hs, name: "lab0", index: 6, nic: true, hook: hookXDPGeneric, progName: "vfleet_xdp_fwd",
+		before: offloadsOf(t, untouched), after: offloadsOf(t, untouched)}
+	nic.sendsTo = (&Set{}).nicRedirect(nic)
+	ifaces = append(ifaces, nic)
 	got := describe(XDP, []progDesc{{"vfleet_xdp_fwd", 158, "34bc92cf1c4c75fa"}, {"vfleet_xdp_pass", 159, "614b434cd8324ecc"}}, ifaces)
 	b, err := json.MarshalIndent(got, "", "  ")
 	if err != nil {

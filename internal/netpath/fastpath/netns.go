@@ -147,3 +147,59 @@ func isGone(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.As(err, &nf) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT)
 }
+
+// The netdev generic netlink family's names for what xdpTransmits asks
+// (include/uapi/linux/netdev.h).
+const (
+	netdevCmdDevGet       = 1
+	netdevAttrIfindex     = 1
+	netdevAttrXDPFeatures = 3
+	netdevXDPActNdoXmit   = 1 << 2
+)
+
+// xdpTransmits says whether the device's driver now transmits frames an
+// XDP program redirects to it (ndo_xdp_xmit), as the kernel's netdev
+// family reports: a redirect to a device that cannot is dropped, unseen by
+// the program that made it. A veth can only while its far end has NAPI
+// (GRO, or an XDP program).
+func (sp *space) xdpTransmits(ifindex int) (bool, error) {
+	gh, err := netlink.NewHandleAt(sp.ns, unix.NETLINK_GENERIC)
+	if err != nil {
+		return false, fmt.Errorf("open generic netlink: %w", err)
+	}
+	defer gh.Close()
+	fam, err := gh.GenlFamilyGet("netdev")
+	if err != nil {
+		return false, fmt.Errorf("the kernel's netdev family: %w", err)
+	}
+	sock, err := nl.GetNetlinkSocketAt(sp.ns, netns.None(), unix.NETLINK_GENERIC)
+	if err != nil {
+		return false, fmt.Errorf("open generic netlink: %w", err)
+	}
+	defer sock.Close()
+	req := &nl.NetlinkRequest{
+		NlMsghdr: unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr), Type: fam.ID, Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK},
+		Sockets:  map[int]*nl.SocketHandle{unix.NETLINK_GENERIC: {Socket: sock}},
+	}
+	req.AddData(&nl.Genlmsg{Command: netdevCmdDevGet, Version: 1})
+	req.AddData(nl.NewRtAttr(netdevAttrIfindex, nl.Uint32Attr(uint32(ifindex))))
+	msgs, err := req.Execute(unix.NETLINK_GENERIC, 0)
+	if err != nil {
+		return false, fmt.Errorf("xdp features of ifindex %d: %w", ifindex, err)
+	}
+	for _, m := range msgs {
+		if len(m) < nl.SizeofGenlmsg {
+			continue
+		}
+		attrs, err := nl.ParseRouteAttr(m[nl.SizeofGenlmsg:])
+		if err != nil {
+			return false, fmt.Errorf("xdp features of ifindex %d: %w", ifindex, err)
+		}
+		for _, a := range attrs {
+			if a.Attr.Type == netdevAttrXDPFeatures && len(a.Value) == 8 {
+				return nl.NativeEndian().Uint64(a.Value)&netdevXDPActNdoXmit != 0, nil
+			}
+		}
+	}
+	return false, fmt.Errorf("xdp features of ifindex %d: the kernel's reply has none", ifindex)
+}
