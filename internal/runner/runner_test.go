@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vfleet/vfleet/internal/hostset"
-	"github.com/vfleet/vfleet/internal/ledger"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/hostset"
+	"github.com/vfleet/vfleet/internal/ledger"
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
