@@ -187,6 +187,15 @@ func startRun(t *testing.T, c *cli, scenario, marker string) (*exec.Cmd, *bytes.
 	cmd := c.command("run", scenario, "--html", "-")
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
+	startUntil(t, cmd, marker, 2*time.Minute, nil)
+	return cmd, &stdout
+}
+
+// startUntil starts cmd and returns once its standard error shows a line
+// containing marker, each line handed to each (when set) as it comes; a
+// command that shows none within the time is killed and the test failed.
+func startUntil(t *testing.T, cmd *exec.Cmd, marker string, within time.Duration, each func(line string)) {
+	t.Helper()
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +208,9 @@ func startRun(t *testing.T, c *cli, scenario, marker string) (*exec.Cmd, *bytes.
 		sc := bufio.NewScanner(pipe)
 		seen := false
 		for sc.Scan() {
+			if each != nil {
+				each(sc.Text())
+			}
 			if !seen && strings.Contains(sc.Text(), marker) {
 				seen = true
 				close(found)
@@ -207,12 +219,11 @@ func startRun(t *testing.T, c *cli, scenario, marker string) (*exec.Cmd, *bytes.
 	}()
 	select {
 	case <-found:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(within):
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("never saw %q", marker)
 	}
-	return cmd, &stdout
 }
 
 func TestInterruptKeepsSamplesAndLeavesNothing(t *testing.T) {

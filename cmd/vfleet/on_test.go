@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -106,32 +105,7 @@ func (m *machines) run(t *testing.T, c *cli, args ...string) (stdout, stderr str
 func (m *machines) start(t *testing.T, c *cli, marker string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := m.command(c, args...)
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		seen := false
-		for sc.Scan() {
-			t.Log(sc.Text())
-			if !seen && strings.Contains(sc.Text(), marker) {
-				seen = true
-				close(found)
-			}
-		}
-	}()
-	select {
-	case <-found:
-	case <-time.After(5 * time.Minute):
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("never saw %q", marker)
-	}
+	startUntil(t, cmd, marker, 5*time.Minute, func(line string) { t.Log(line) })
 	return cmd
 }
 
