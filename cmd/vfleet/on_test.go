@@ -109,6 +109,28 @@ func (m *machines) start(t *testing.T, c *cli, marker string, args ...string) *e
 	return cmd
 }
 
+// requireInterruptedBack interrupts cmd, a vfleet measuring on the
+// machine at url, as Ctrl-C does, and fails unless it exits as
+// interrupted and the run it was measuring came back incomplete with the
+// samples it had.
+func requireInterruptedBack(t *testing.T, c *cli, cmd *exec.Cmd, url string) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
+		t.Errorf("interrupted: %v; want exit %d", err, exitInterrupted)
+	}
+	var back *returnedRun
+	for _, r := range runsOf(t, c) {
+		if r.Origin == url && r.Status == store.StatusIncomplete {
+			back = &r
+		}
+	}
+	if back == nil || back.Samples == 0 {
+		t.Errorf("the interrupted run did not come back as incomplete with its samples: %+v", back)
+	}
+}
+
 // requireMachineClean fails unless the machine holds nothing of vfleet's
 // but what the next run reuses (binaries, images), and no vfleet runs
 // there.
@@ -251,20 +273,7 @@ func TestRunOn(t *testing.T) {
 		long := c.scenario(strings.Replace(onScenario, "%d", "8", 1))
 		t.Run("interrupted", func(t *testing.T) {
 			cmd := m.start(t, c, "cpu on container (rep 1) ok", "run", long, "--html", "-", "--on", a.URL)
-			cmd.Process.Signal(syscall.SIGINT)
-			err := cmd.Wait()
-			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
-				t.Errorf("interrupted: %v; want exit %d", err, exitInterrupted)
-			}
-			var back *returnedRun
-			for _, r := range runsOf(t, c) {
-				if r.Origin == a.URL && r.Status == store.StatusIncomplete {
-					back = &r
-				}
-			}
-			if back == nil || back.Samples == 0 {
-				t.Errorf("the interrupted run did not come back as incomplete with its samples: %+v", back)
-			}
+			requireInterruptedBack(t, c, cmd, a.URL)
 			requireMachineClean(t, a, "after Ctrl-C")
 		})
 
@@ -390,20 +399,7 @@ func TestCapacityOn(t *testing.T) {
 		// incomplete, and no search is stored.
 		long := c.scenario(strings.NewReplacer("%s", "1, 2", "repetitions: 3", "repetitions: 8").Replace(capacityScenario))
 		cmd := m.start(t, c, "cpu on 1 guests together (rep 1) ok", "capacity", long, "--slo", "cpu.events_per_sec >= 1", "--html", "-", "--on", a.URL)
-		cmd.Process.Signal(syscall.SIGINT)
-		err = cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
-			t.Errorf("interrupted: %v; want exit %d", err, exitInterrupted)
-		}
-		var back *returnedRun
-		for _, r := range runsOf(t, c) {
-			if r.Origin == a.URL && r.Status == store.StatusIncomplete {
-				back = &r
-			}
-		}
-		if back == nil || back.Samples == 0 {
-			t.Errorf("the interrupted size did not come back as incomplete with its samples: %+v", back)
-		}
+		requireInterruptedBack(t, c, cmd, a.URL)
 		if _, err := st.GetCapacitySearch(context.Background(), rec.ID+1); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("an interrupted search was stored: %v", err)
 		}
