@@ -83,6 +83,28 @@ func (c *cli) latestSamples() []reportSample {
 	return rep.Samples
 }
 
+// latestGuests are the details of each guest of the latest run's record,
+// by name.
+func (c *cli) latestGuests() map[string]map[string]string {
+	c.t.Helper()
+	out, _, code := c.run("report", "latest", "--format", "json")
+	var rep struct {
+		Run struct {
+			Guests map[string]struct {
+				Details map[string]string `json:"details"`
+			} `json:"guests"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		c.t.Fatalf("report json: %v (exit %d)", err, code)
+	}
+	guests := map[string]map[string]string{}
+	for name, g := range rep.Run.Guests {
+		guests[name] = g.Details
+	}
+	return guests
+}
+
 func (c *cli) scenario(text string) string {
 	p := filepath.Join(c.work, "s.yaml")
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {

@@ -251,9 +251,12 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 	})
 }
 
-// A microVM's tap sits on the path over the dedicated NIC as a
-// container's veth does: it reaches the remote peer, and the peer's client
-// reaches a server in it.
+// The VM latency study over a dedicated NIC, small: a container and a
+// microVM on each of two paths, which take the NIC in turn, against the
+// remote peer in both directions. The floor over the NIC leads the table;
+// a VM's tap reaches the peer as a container's veth does, on the routed
+// path and on a macvtap sitting on the NIC; the peer's record describes
+// both paths' networks; and nothing is left on either end of the wire.
 func TestVMAgainstARemotePeer(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
@@ -265,33 +268,70 @@ func TestVMAgainstARemotePeer(t *testing.T) {
 	t.Run("peer", func(t *testing.T) {
 		r := testutil.RemoteMachine(t)
 		wire := takeWire(t, r)
-		stdout, stderr, code := c.run("run", c.scenario(fmt.Sprintf(`name: lab-vm
+		stdout, stderr, code := c.run("run", c.scenario(fmt.Sprintf(`name: lab-vm-netpath
 repetitions: 1
 warmup: 0
 duration: 1s
+baseline: host
 network:
 %s
 guests:
   - {name: host, kind: host}
-  - {name: vm, kind: vm, runtime: microvm, accel: tcg}
+  - {name: vm-routed, kind: vm, runtime: microvm, accel: tcg, network: routed}
+  - {name: ct-routed, kind: container, network: routed}
+  - {name: vm-macvtap, kind: vm, runtime: microvm, accel: tcg, network: macvtap}
+  - {name: ct-macvtap, kind: container, network: macvtap}
 workloads:
-  - {id: rr, workload: net-latency, params: {proto: tcp}}
-  - {id: rr-from-peer, workload: net-latency, params: {proto: tcp, client: peer}}
+  - {id: to-peer, workload: net-latency, params: {proto: tcp, msg_size: 64, client: guest}}
+  - {id: from-peer, workload: net-latency, params: {proto: tcp, msg_size: 64, client: peer}}
 `, remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts))), "--html", "-")
 		if code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 		}
+		if !strings.Contains(stderr+stdout, "macvtap on "+r.NIC.Name+": building the network") {
+			t.Errorf("no word of the second path taking the NIC:\n%s", stderr)
+		}
+		groups := []string{"host", "vm-routed", "ct-routed", "vm-macvtap", "ct-macvtap"}
 		got := map[string]bool{}
 		for _, s := range c.latestSamples() {
 			got[s.Group+" "+s.WorkloadID+" "+s.Metric] = true
 		}
-		for _, want := range []string{"vm rr net.rtt_us", "vm rr-from-peer net.rtt_us", "host rr net.rtt_us"} {
-			if !got[want] {
-				t.Errorf("no %s sample (have %v)", want, got)
+		for _, g := range groups {
+			for _, w := range []string{"to-peer", "from-peer"} {
+				if !got[g+" "+w+" net.rtt_us"] {
+					t.Errorf("no %s %s sample (have %v)", g, w, got)
+				}
 			}
+		}
+		report, _, _ := c.run("report", "latest")
+		if first := firstOf(report, groups); first != "host" {
+			t.Errorf("the table starts with %q, want the floor (host):\n%s", first, report)
+		}
+		guests := c.latestGuests()
+		if paths := guests["peer"]["paths"]; paths != "routed,macvtap" {
+			t.Errorf("the peer's record has paths %q, want both in turn", paths)
+		}
+		if floor := guests["host"]["net.peer"]; floor != netpath.UplinkOf(netpath.Routed).Peer.Addr().String() {
+			t.Errorf("the floor reached the peer at %q, not across the NIC on the first path", floor)
+		}
+		if p := guests["vm-macvtap"]["net.path"]; p != "macvtap" {
+			t.Errorf("vm-macvtap on %q", p)
 		}
 		wire.check(t)
 	})
+}
+
+// firstOf is the name of names that text mentions first at the start of
+// a line.
+func firstOf(text string, names []string) string {
+	for _, line := range strings.Split(text, "\n") {
+		for _, n := range names {
+			if strings.HasPrefix(strings.TrimSpace(line), n+" ") {
+				return n
+			}
+		}
+	}
+	return ""
 }
 
 // A remote peer that cannot serve the run is refused before anything is

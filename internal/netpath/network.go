@@ -36,7 +36,8 @@ type Options struct {
 	// must the daemons its paths start.
 	Detached bool
 	// Uplink is a NIC of the host dedicated to testing, which replaces
-	// the uplink veth of the run's one guest path (CheckUplinkPaths); ""
+	// the uplink veth of the network's one guest path (a run on several
+	// builds one network per path, in turn: CheckUplinkPaths); ""
 	// keeps the veth. The peer is then across the NIC, another machine's:
 	// no local peer namespace is made, nor the baseline's direct link.
 	Uplink string
@@ -87,6 +88,9 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 	if o.Uplink != "" {
 		if err := CheckUplinkPaths(o.Paths); err != nil {
 			return n, err
+		}
+		if guest, _ := uplinkGuestPaths(o.Paths); len(guest) > 1 {
+			return n, fmt.Errorf("%w: one network puts it under one path, and this one has %s", ErrUplinkPath, strings.Join(names(guest), ", "))
 		}
 		if err := CheckUplink(o.Uplink, netip.Addr{}); err != nil {
 			return n, err

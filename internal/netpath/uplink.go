@@ -461,32 +461,40 @@ func returnNIC(nic, nsName string) error {
 }
 
 // CheckUplinkPaths says whether a run on paths can have a dedicated NIC:
-// exactly one guest path, which must take it. A NIC under several paths would
-// need a child device per path (a macvlan, a VLAN), which changes what
-// a bridge or a macvlan path measures; one path per run keeps it.
+// at least one guest path, each of which takes it. A Network puts the NIC
+// under one of them (Create): a NIC under several at once would need a
+// child device per path (a macvlan, a VLAN), which changes what a bridge
+// or a macvlan path measures, so a run on several takes them in turn.
 func CheckUplinkPaths(paths []Path) error {
+	guest, err := uplinkGuestPaths(paths)
+	if err != nil {
+		return err
+	}
+	if len(guest) == 0 {
+		return fmt.Errorf("%w: no guest is on a data path, and the bare baseline keeps its direct link", ErrUplinkPath)
+	}
+	return nil
+}
+
+// uplinkGuestPaths are the distinct guest paths of paths, refusing one
+// that cannot sit on a NIC.
+func uplinkGuestPaths(paths []Path) ([]Path, error) {
 	var guest []Path
 	for _, p := range paths {
 		d, err := lookup(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s := d.Spec()
 		if s.Baseline || slices.Contains(guest, p) {
 			continue
 		}
 		if s.NoUplink != "" {
-			return fmt.Errorf("%w: %s: %s (paths that take one: %s)", ErrUplinkPath, p, s.NoUplink, strings.Join(names(UplinkPaths()), ", "))
+			return nil, fmt.Errorf("%w: %s: %s (paths that take one: %s)", ErrUplinkPath, p, s.NoUplink, strings.Join(names(UplinkPaths()), ", "))
 		}
 		guest = append(guest, p)
 	}
-	if len(guest) == 0 {
-		return fmt.Errorf("%w: no guest is on a data path, and the bare baseline keeps its direct link", ErrUplinkPath)
-	}
-	if len(guest) > 1 {
-		return fmt.Errorf("%w: it goes under one path per run, and this run has %s", ErrUplinkPath, strings.Join(names(guest), ", "))
-	}
-	return nil
+	return guest, nil
 }
 
 // UplinkPaths lists the guest paths that can sit on a dedicated NIC.

@@ -45,6 +45,12 @@ func (r *run) placeGuests() error {
 // and, in a fleet, stores how long the launch took.
 func (r *run) startPhase(ctx context.Context, phase int) error {
 	ph := r.plan.Phases[phase]
+	if ph.Path != "" {
+		r.opts.Progress.Logf("%s%s on %s: building the network and starting its peer", r.label, ph.Path, r.plan.Spec.Network.Uplink)
+		if err := r.buildNetwork(ctx, ph.Guests); err != nil {
+			return err
+		}
+	}
 	var missing []string
 	for _, name := range ph.Guests {
 		if r.guests[name] == nil {
@@ -142,14 +148,21 @@ func (r *run) noiseGuests() map[string]bool {
 	return noise
 }
 
-// endPhase stops the guests that belong to this fleet size alone, so the
-// next size is launched afresh; the last phase's guests are left to the
-// run's teardown.
+// endPhase stops the guests that belong to this phase alone, so the next
+// fleet size is launched afresh, and takes down a path's network, so the
+// next path gets the NIC; the last phase's are left to the run's
+// teardown.
 func (r *run) endPhase(ctx context.Context, phase int) error {
 	if phase == len(r.plan.Phases)-1 {
 		return nil
 	}
-	return r.stopGuests(ctx, r.plan.Phases[phase].Scaled)
+	ph := r.plan.Phases[phase]
+	err := r.stopGuests(ctx, ph.Scaled)
+	if ph.Path != "" {
+		// The NIC goes back to the host before the next path takes it.
+		err = errors.Join(err, r.closeNetwork(ctx))
+	}
+	return err
 }
 
 // Timing of a synchronized start: the moment is set far enough ahead for

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -65,17 +66,16 @@ type server struct {
 	cancel context.CancelFunc
 }
 
-// newNetRun builds the network, attaches every guest of the run's plan
-// (setting the namespace or tap it joins in its spec) and starts the peer:
-// a local one, or the remote one across the dedicated NIC, which is
-// reached and checked before anything is made. On error, what was made
-// is left for close.
-func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key string, agentFor func(string) (string, error)) (*netRun, error) {
+// newNetRun builds the network, attaches the guests of the run's plan
+// that only names, or every one when nil (setting the namespace or tap it
+// joins in its spec), and starts the peer: a local one, or the remote one
+// across the dedicated NIC, which is reached and checked before anything
+// is made. On error, what was made is left for close.
+func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env guest.Env, key string, agentFor func(string) (string, error)) (*netRun, error) {
+	attached := func(pg scenario.PlannedGuest) bool { return only == nil || slices.Contains(only, pg.Spec.Name) }
 	var paths []netpath.Path
-	seen := map[string]bool{}
 	for _, pg := range plan.Guests {
-		if pg.Network != "" && !seen[pg.Network] {
-			seen[pg.Network] = true
+		if pg.Network != "" && attached(pg) && !slices.Contains(paths, netpath.Path(pg.Network)) {
 			paths = append(paths, netpath.Path(pg.Network))
 		}
 	}
@@ -88,7 +88,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 		if env.Detached {
 			return n, ErrDetachedPeer
 		}
-		if m, found, err = dialPeer(ctx, plan.Spec); err != nil {
+		if m, found, err = dialPeer(ctx, plan.Spec, paths); err != nil {
 			return n, err
 		}
 	}
@@ -102,12 +102,16 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 	// The bare baseline is the floor: the host's own link to the peer,
 	// which for a remote peer is the dedicated NIC itself, with no guest
 	// in between (netpath makes no direct link then).
+	// A network on a dedicated NIC has one guest path (netpath.Create).
 	floor := netpath.UplinkOf(netpath.Direct)
 	if m != nil {
-		floor = netpath.UplinkOf(uplinkPath(plan.Spec))
+		floor = netpath.UplinkOf(paths[0])
 	}
 	for i := range plan.Guests {
 		pg := &plan.Guests[i]
+		if !attached(*pg) {
+			continue
+		}
 		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: floor.Peer.Addr(), Port: firstServerPort + i*workload.PortsPerGuest},
 			addr: floor.Host.Addr(), hostSide: floor.Host.Addr()}
 		switch {
@@ -138,7 +142,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, env guest.Env, key stri
 		n.views[pg.Spec.Name] = view
 	}
 	if m != nil {
-		if n.remote, err = startRemotePeer(ctx, m, found, n.cfg, uplinkPath(plan.Spec), env, agentFor); err != nil {
+		if n.remote, err = startRemotePeer(ctx, m, found, n.cfg, paths[0], env, agentFor); err != nil {
 			return n, err
 		}
 		n.peer = n.remote

@@ -41,9 +41,9 @@ type remotePeer struct {
 // anything is made, when a program the scenario's network workloads run
 // there is missing (naming its Debian package), when the dedicated NIC
 // carries the SSH session to it, or when the peer's NIC is missing or
-// has the wiring's address or routes already. It returns the programs
-// found.
-func dialPeer(ctx context.Context, spec *scenario.Spec) (*remote.Machine, []remote.Found, error) {
+// has the address or routes of a path's wiring already. It returns the
+// programs found.
+func dialPeer(ctx context.Context, spec *scenario.Spec, paths []netpath.Path) (*remote.Machine, []remote.Found, error) {
 	nw := spec.Network
 	t, err := remote.ParseURL(nw.Peer)
 	if err != nil {
@@ -57,8 +57,10 @@ func dialPeer(ctx context.Context, spec *scenario.Spec) (*remote.Machine, []remo
 	if err == nil {
 		err = netpath.CheckUplink(nw.Uplink, m.Addr())
 	}
-	if err == nil {
-		err = m.CheckWire(ctx, peerWiring(nw, uplinkPath(spec)))
+	for _, p := range paths {
+		if err == nil {
+			err = m.CheckWire(ctx, peerWiring(nw, p))
+		}
 	}
 	if err != nil {
 		m.Close(context.WithoutCancel(ctx))
@@ -73,7 +75,11 @@ func CheckPeer(ctx context.Context, spec *scenario.Spec) error {
 	if spec.Network == nil || spec.Network.Peer == "" {
 		return nil
 	}
-	m, _, err := dialPeer(ctx, spec)
+	var paths []netpath.Path
+	for _, p := range spec.GuestPaths() {
+		paths = append(paths, netpath.Path(p))
+	}
+	m, _, err := dialPeer(ctx, spec, paths)
 	if err != nil {
 		return err
 	}
@@ -135,17 +141,6 @@ func startRemotePeer(ctx context.Context, m *remote.Machine, found []remote.Foun
 func peerWiring(nw *scenario.Network, path netpath.Path) remote.Wiring {
 	u := netpath.UplinkOf(path)
 	return remote.Wiring{NIC: nw.PeerNIC, Addr: u.Peer, Via: u.Host.Addr(), Routes: u.Routes}
-}
-
-// uplinkPath is the one guest path of a scenario with a dedicated NIC
-// (the scenario refuses more than one).
-func uplinkPath(spec *scenario.Spec) netpath.Path {
-	for _, g := range spec.Guests {
-		if g.Network != "" {
-			return netpath.Path(g.Network)
-		}
-	}
-	return ""
 }
 
 func (p *remotePeer) Spec() guest.Spec {

@@ -444,11 +444,14 @@ type run struct {
 	env      guest.Env
 	guests   map[string]guest.Guest // started guests by name
 	audited  bool                   // the host's own audit evidence is stored
-	net      *netRun                // nil when the scenario has no network
-	ksm      *ledger.Entry          // the run's hold on KSM, nil without one
-	rtHold   *ledger.Entry          // the run's hold on the host's real-time settings (host_settings), nil without one
-	records  map[string]store.GuestRecord
-	placed   placement
+	net      *netRun                // nil when the scenario has no network, or between paths in turn
+	// pastNet describes the networks taken down before r.net, as the
+	// peer's record does.
+	pastNet map[string]string
+	ksm     *ledger.Entry // the run's hold on KSM, nil without one
+	rtHold  *ledger.Entry // the run's hold on the host's real-time settings (host_settings), nil without one
+	records map[string]store.GuestRecord
+	placed  placement
 	// launched holds, for the guests of the latest start, how long after
 	// it began each one was ready.
 	launched map[string]time.Duration
@@ -492,19 +495,60 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.holdHostSettings(ctx); err != nil {
 		return err
 	}
-	if r.plan.Spec.Network != nil {
+	// Paths that take a dedicated NIC in turn get their network as their
+	// phase begins (startPhase).
+	if r.plan.Spec.Network != nil && r.plan.Phases[0].Path == "" {
 		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
-		nr, err := newNetRun(ctx, r.plan, env, r.key, r.opts.PeerAgent)
-		r.net = nr
-		if err != nil {
-			return fmt.Errorf("network: %w", err)
-		}
-		r.env.WireTap = nr.net.WireRootTap
-		if no, ok := r.opts.Observer.(NetworkObserver); ok {
-			no.NetworkReady(r.id, nr.net)
-		}
+		return r.buildNetwork(ctx, nil)
 	}
 	return nil
+}
+
+// buildNetwork builds the run's network for the guests only names (every
+// one when nil) and starts its peer.
+func (r *run) buildNetwork(ctx context.Context, only []string) error {
+	nr, err := newNetRun(ctx, r.plan, only, r.env, r.key, r.opts.PeerAgent)
+	r.net = nr
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	r.env.WireTap = nr.net.WireRootTap
+	if no, ok := r.opts.Observer.(NetworkObserver); ok {
+		no.NetworkReady(r.id, nr.net)
+	}
+	return nil
+}
+
+// closeNetwork stores the peer's record with the data paths' final
+// counters, then takes the network down and stops its peer.
+func (r *run) closeNetwork(ctx context.Context) error {
+	var errs []error
+	if r.records != nil {
+		r.records[scenario.PeerName] = r.netRecord()
+		if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, r.records); err != nil {
+			errs = append(errs, fmt.Errorf("record network: %w", err))
+		}
+	}
+	r.pastNet = r.records[scenario.PeerName].Details
+	if err := r.net.close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	r.net = nil
+	return errors.Join(errs...)
+}
+
+// netRecord is the peer's stored record: the network's description,
+// following those of the networks the run has taken down already (one a
+// path, when the paths took a dedicated NIC in turn).
+func (r *run) netRecord() store.GuestRecord {
+	rec := r.net.record()
+	if r.pastNet == nil {
+		return rec
+	}
+	d := mergeDetails(r.pastNet, rec.Details)
+	d["paths"] = r.pastNet["paths"] + "," + rec.Details["paths"]
+	rec.Details = d
+	return rec
 }
 
 // runSteps interleaves the runs' steps: step i of each run in turn, the
@@ -519,8 +563,10 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 		}
 	}
 	name := "measure"
-	if size := runs[0].plan.Phases[phase].FleetSize; size > 0 {
-		name = fmt.Sprintf("measure at fleet size %d", size)
+	if ph := runs[0].plan.Phases[phase]; ph.FleetSize > 0 {
+		name = fmt.Sprintf("measure at fleet size %d", ph.FleetSize)
+	} else if ph.Path != "" {
+		name = fmt.Sprintf("measure on %s over %s", ph.Path, runs[0].plan.Spec.Network.Uplink)
 	}
 	progress.Phase(name, total)
 	for i := 0; ; i++ {
@@ -652,7 +698,7 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 	}
 	wg.Wait()
 	if r.net != nil {
-		records[scenario.PeerName] = r.net.record()
+		records[scenario.PeerName] = r.netRecord()
 	}
 	if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, records); err != nil {
 		return fmt.Errorf("record guests: %w", r.storeFailed(err))
@@ -1067,14 +1113,7 @@ func (r *run) teardown(ctx context.Context) (err error) {
 		errs = append(errs, err)
 	}
 	if r.net != nil {
-		// The peer's record gets the final counters of the data paths.
-		if r.records != nil {
-			r.records[scenario.PeerName] = r.net.record()
-			if err := r.opts.Store.SetRunGuests(ctx, r.id, r.records); err != nil {
-				errs = append(errs, fmt.Errorf("record network: %w", err))
-			}
-		}
-		if err := r.net.close(ctx); err != nil {
+		if err := r.closeNetwork(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/vfleet/vfleet/internal/guest"
@@ -72,6 +73,10 @@ func (s *Spec) Expand() *Plan {
 		plan.Guests = append(plan.Guests, PlannedGuest{Group: NoiseGuest, Spec: guest.Spec{Name: NoiseGuest, Kind: BaselineKind}})
 		plan.NoiseGuests = append(plan.NoiseGuests, NoiseGuest)
 	}
+	if paths := s.pathsInTurn(); len(paths) > 1 {
+		s.expandByPath(plan, paths, fixed)
+		return plan
+	}
 	sizes := []int{0}
 	if s.Fleet != nil && len(s.Fleet.Scale) > 0 {
 		sizes = s.Fleet.Scale
@@ -106,6 +111,49 @@ func (s *Spec) Expand() *Plan {
 		}
 	}
 	return plan
+}
+
+// pathsInTurn are the guests' data paths in the order the scenario first
+// names them, when a dedicated NIC carries them one at a time; nil
+// without one.
+func (s *Spec) pathsInTurn() []string {
+	if s.Network == nil || s.Network.Uplink == "" {
+		return nil
+	}
+	return s.GuestPaths()
+}
+
+// GuestPaths are the data paths of the guests, each once, in the order
+// the scenario first names them.
+func (s *Spec) GuestPaths() []string {
+	var paths []string
+	for _, g := range s.Guests {
+		if g.Network != "" && !slices.Contains(paths, g.Network) {
+			paths = append(paths, g.Network)
+		}
+	}
+	return paths
+}
+
+// expandByPath makes a phase of each path: its guests alone, and in the
+// first also the guests on no path (the bare baseline's floor over the
+// NIC, measured once as the studies' first row). The scenario has
+// neither fleet sizes nor aggressors then (checkUplink).
+func (s *Spec) expandByPath(plan *Plan, paths, fixed []string) {
+	pathOf := map[string]string{}
+	for _, pg := range plan.Guests {
+		pathOf[pg.Spec.Name] = pg.Network
+	}
+	for i, path := range paths {
+		var measured []string
+		for _, name := range fixed {
+			if pathOf[name] == path || i == 0 && pathOf[name] == "" {
+				measured = append(measured, name)
+			}
+		}
+		plan.Phases = append(plan.Phases, Phase{Guests: measured, Scaled: measured, Path: path})
+		plan.Steps = append(plan.Steps, s.phaseSteps(plan, len(plan.Phases)-1, 0, measured)...)
+	}
 }
 
 // phaseSteps lists one phase's steps over its measured guests.

@@ -519,8 +519,10 @@ func (p *parser) checkPeer(n *yaml.Node, nw *Network) {
 	}
 }
 
-// checkUplink refuses a dedicated NIC under paths that cannot take one,
-// or under more than one path, at network.uplink.
+// checkUplink refuses, at network.uplink, a dedicated NIC under paths
+// that cannot take one, and under paths in turn (see Expand) in a run
+// whose phases are already its fleet sizes or whose aggressors would
+// have to follow the NIC from path to path.
 func (p *parser) checkUplink(s *Spec) {
 	if p.uplinkAt == nil {
 		return
@@ -533,7 +535,22 @@ func (p *parser) checkUplink(s *Spec) {
 	}
 	if err := netpath.CheckUplinkPaths(paths); err != nil {
 		p.errorf(p.uplinkAt, "network.uplink", "%v", err)
+		return
 	}
+	inTurn := s.pathsInTurn()
+	if len(inTurn) < 2 {
+		return
+	}
+	why := ""
+	switch {
+	case s.Fleet != nil && len(s.Fleet.Scale) > 0:
+		why = "fleet.scale sweeps sizes"
+	case s.Noise != nil:
+		why = "noise runs aggressors"
+	default:
+		return
+	}
+	p.errorf(p.uplinkAt, "network.uplink", "the NIC carries %s one at a time, and %s across them: keep one path on the NIC, or run each path on its own", strings.Join(inTurn, ", "), why)
 }
 
 // adaptive reads the `adaptive:` section. reps is the scenario's

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -549,13 +550,74 @@ func TestNetworkUplink(t *testing.T) {
 			t.Errorf("%s: %v, want %q", src, err, want)
 		}
 	}
-	two := "name: t\nnetwork: {path: bridge, uplink: lab0}\nguests:\n  - {kind: container}\n  - {name: r, kind: container, network: routed}\nworkloads:\n  - workload: scenario-test\n"
-	if _, err := Parse("t.yaml", []byte(two), opts); err == nil || !strings.Contains(err.Error(), "t.yaml:2:33: network.uplink: a dedicated NIC cannot go under these paths: it goes under one path per run, and this run has bridge, routed") {
-		t.Errorf("two paths on one NIC: %v", err)
+	// Paths in turn cannot also be fleet sizes or have aggressors follow
+	// them.
+	const lab = "network: {path: bridge, uplink: lab0, peer: ssh://lab@peer.example, peer_nic: eth1}\n"
+	const two = "guests:\n  - {kind: container}\n  - {name: r, kind: container, network: routed}\nworkloads:\n  - workload: scenario-test\n"
+	for extra, want := range map[string]string{
+		"fleet: {scale: [1, 2]}\n":             "t.yaml:2:33: network.uplink: the NIC carries bridge, routed one at a time, and fleet.scale sweeps sizes across them",
+		"noise: {profiles: [cpu], on: host}\n": "t.yaml:2:33: network.uplink: the NIC carries bridge, routed one at a time, and noise runs aggressors across them",
+	} {
+		if _, err := Parse("t.yaml", []byte("name: t\n"+lab+extra+two), opts); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", extra, err, want)
+		}
 	}
 	bare := "name: t\nnetwork: {uplink: lab0}\nguests:\n  - {kind: host}\nworkloads:\n  - workload: scenario-test\n"
 	if _, err := Parse("t.yaml", []byte(bare), opts); err == nil || !strings.Contains(err.Error(), "network.uplink: a dedicated NIC cannot go under these paths: no guest is on a data path") {
 		t.Errorf("the baseline alone: %v", err)
+	}
+}
+
+// On a dedicated NIC, a run's paths are its phases, in the order the
+// scenario names them: each phase has its path's guests alone, the first
+// also the bare baseline, whose floor over the NIC is measured once.
+func TestPathsTakeTheNICInTurn(t *testing.T) {
+	src := `name: t
+network: {path: bridge, uplink: lab0, peer: ssh://lab@peer.example, peer_nic: eth1}
+repetitions: 2
+warmup: 0
+guests:
+  - {name: host, kind: host}
+  - {name: c, kind: container}
+  - {name: r, kind: container, network: routed}
+  - {name: b2, kind: container, count: 2}
+workloads:
+  - workload: scenario-test
+`
+	s, err := Parse("t.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := s.Expand()
+	type phase struct {
+		path   string
+		guests []string
+	}
+	var got []phase
+	for _, ph := range plan.Phases {
+		if !slices.Equal(ph.Guests, ph.Scaled) {
+			t.Errorf("phase %s: guests %v, stopped after it %v; want all", ph.Path, ph.Guests, ph.Scaled)
+		}
+		got = append(got, phase{ph.Path, ph.Guests})
+	}
+	want := []phase{{"bridge", []string{"host", "c", "b2-0", "b2-1"}}, {"routed", []string{"r"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("phases %+v, want %+v", got, want)
+	}
+	steps := map[int][]string{}
+	for _, st := range plan.Steps {
+		steps[st.Phase] = append(steps[st.Phase], st.Guest)
+	}
+	if !slices.Equal(steps[0], []string{"host", "c", "b2-0", "b2-1", "host", "c", "b2-0", "b2-1"}) || !slices.Equal(steps[1], []string{"r", "r"}) {
+		t.Errorf("steps by phase %v", steps)
+	}
+	// One path on the NIC stays one phase, as without a NIC.
+	one, err := Parse("t.yaml", []byte(strings.Replace(src, "  - {name: r, kind: container, network: routed}\n", "", 1)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phases := one.Expand().Phases; len(phases) != 1 || phases[0].Path != "" {
+		t.Errorf("one path: phases %+v", phases)
 	}
 }
 

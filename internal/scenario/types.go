@@ -136,7 +136,8 @@ type WorkloadEntry struct {
 // Plan is a Spec expanded into the guests to start and the ordered steps to run.
 type Plan struct {
 	Spec *Spec
-	// Guests are every guest any phase runs, the network built for all.
+	// Guests are every guest any phase runs, the network built for all
+	// (for a phase's alone when the paths take a NIC in turn).
 	Guests []PlannedGuest
 	// Phases run in order; a scenario without fleet.scale has one.
 	Phases []Phase
@@ -145,13 +146,19 @@ type Plan struct {
 	NoiseGuests []string
 }
 
-// Phase is one fleet size of a sweep: its guests are started before its
-// steps, and those of scaled groups stopped after them.
+// Phase is one fleet size of a sweep, or one data path of a run whose
+// paths take a dedicated NIC in turn: its guests are started before its
+// steps, and those that belong to it alone stopped after them.
 type Phase struct {
 	FleetSize int // 0 without fleet.scale
 	Guests    []string
 	// Scaled are the phase's guests that belong to it alone.
 	Scaled []string
+	// Path, when set, is the one data path on network.uplink while the
+	// phase runs: the phase's network is built for it before its guests
+	// start and taken down after they stop, so that the next phase's path
+	// gets the NIC.
+	Path string
 }
 
 // PlannedGuest is one guest to start, with the group it came from.
