@@ -32,6 +32,7 @@ import (
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/scenarios"
 )
 
 // doctor --peer checks a remote machine, starting nothing there: every
@@ -317,6 +318,41 @@ workloads:
 		if p := guests["vm-macvtap"]["net.path"]; p != "macvtap" {
 			t.Errorf("vm-macvtap on %q", p)
 		}
+		wire.check(t)
+	})
+}
+
+// TestLatencyStudyOverTheWire runs the built-in vm-netpath-latency, as
+// it is, against the tests' remote machine across its NIC, and prints the
+// study's table: the figures behind docs/network.md. Opt-in
+// (VFLEET_LAB_STUDY=1): about half an hour here.
+func TestLatencyStudyOverTheWire(t *testing.T) {
+	if os.Getenv("VFLEET_LAB_STUDY") != "1" {
+		t.Skip("a measurement: set VFLEET_LAB_STUDY=1 to run it")
+	}
+	testutil.RequiresRoot(t)
+	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
+	testutil.Image(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	study, err := scenarios.Lookup("vm-netpath-latency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t)
+	t.Run("peer", func(t *testing.T) {
+		r := testutil.RemoteMachine(t)
+		wire := takeWire(t, r)
+		// The study's own network section, with the lab's fields added.
+		text := string(study)
+		if !strings.Contains(text, "\nnetwork:\n") {
+			t.Fatal("vm-netpath-latency has no network section to add the lab to")
+		}
+		text = strings.Replace(text, "\nnetwork:\n", "\nnetwork:\n"+remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts)+"\n", 1)
+		stdout, stderr, code := c.run("run", c.scenario(text), "--html", "-")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		t.Log(stdout)
 		wire.check(t)
 	})
 }
