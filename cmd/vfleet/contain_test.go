@@ -32,9 +32,8 @@ func awaitDaemon(t *testing.T, id string) bool {
 	return true
 }
 
-// latestRunKey is the key of the latest run in c's database: it names the
-// run's ledger and cgroups.
-func (c *cli) latestRunKey() string {
+// latestRun is the latest run in c's database as stored.
+func (c *cli) latestRun() store.Run {
 	c.t.Helper()
 	st, err := store.OpenReadOnly(c.db)
 	if err != nil {
@@ -47,8 +46,19 @@ func (c *cli) latestRunKey() string {
 		c.t.Fatal(err)
 	}
 	r, err := st.GetRun(ctx, id)
-	if err != nil || r.Key == "" {
-		c.t.Fatalf("latest run %d: key %q, %v", id, r.Key, err)
+	if err != nil {
+		c.t.Fatalf("latest run %d: %v", id, err)
+	}
+	return r
+}
+
+// latestRunKey is the key of the latest run in c's database: it names the
+// run's ledger and cgroups.
+func (c *cli) latestRunKey() string {
+	c.t.Helper()
+	r := c.latestRun()
+	if r.Key == "" {
+		c.t.Fatalf("latest run %d: no key", r.ID)
 	}
 	return r.Key
 }

@@ -153,9 +153,10 @@ func remotePeerScenario(r *testutil.Remote, uplink, identity, knownHosts string)
 
 // A run whose peer is another machine: the servers run there, over the
 // dedicated NIC, the bare host measures the NIC itself as the floor, the
-// peer's fingerprint is stored; and afterwards, as after an interrupt or
-// a killed vfleet and `vfleet clean`, nothing of the run is left on the
-// peer and both ends of the wire are as they were.
+// peer's fingerprint is stored; and afterwards, as after a run that
+// fails once the peer served it, an interrupt or a killed vfleet and
+// `vfleet clean`, nothing of the run is left on the peer and both ends of
+// the wire are as they were.
 func TestRunAgainstARemotePeer(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
@@ -247,6 +248,66 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 		cmd.Wait()
 		if stdout, stderr, code := c.run("clean"); code != 0 || !strings.Contains(stdout, remote.KindPeerWire+" "+r.URL) {
 			t.Errorf("vfleet clean: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		wire.check(t)
+	})
+	t.Run("failed", func(t *testing.T) {
+		// A fleet launched group by group: the container measures against
+		// the peer's servers, then the VM's QEMU refuses its kernel, and
+		// all_or_nothing fails the run.
+		dir := t.TempDir()
+		disk, notAKernel := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "vmlinuz")
+		if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(notAKernel, make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := c.run("run", c.scenario(fmt.Sprintf(`name: lab-failed
+repetitions: 1
+warmup: 0
+duration: 1s
+network:
+%s
+fleet: {scale: [1], groups: apart, concurrency: alone, all_or_nothing: true}
+guests:
+  - {name: host, kind: host}
+  - {name: routed, kind: container}
+  - {name: broken, kind: vm, runtime: microvm, accel: tcg, image: %s, kernel: %s}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+`, remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts), disk, notAKernel)), "--html", "-")
+		t.Logf("vfleet run (exit %d):\n%s", code, stderr)
+		if code != exitFailed || !strings.Contains(stderr, "fleet.all_or_nothing: a guest failed to start") {
+			t.Errorf("exit %d, want %d and the failed start named:\n%s\n%s", code, exitFailed, stdout, stderr)
+		}
+		if run := c.latestRun(); run.Status != store.StatusFailed || !strings.Contains(run.StatusReason, "fleet.all_or_nothing: a guest failed to start") {
+			t.Errorf("stored as %s (%q), want %s naming the guest that did not start", run.Status, run.StatusReason, store.StatusFailed)
+		}
+		// What was measured before is kept, beside why the VM did not start.
+		stdout, _, code = c.run("report", "latest", "--format", "json")
+		var rep struct {
+			Samples  []reportSample `json:"samples"`
+			Failures []struct {
+				Group      string `json:"group"`
+				WorkloadID string `json:"workload_id"`
+				Error      string `json:"error"`
+			} `json:"failures"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 {
+			t.Fatalf("report json: %v (exit %d)\n%s", err, code, stdout)
+		}
+		got := map[string]bool{}
+		for _, s := range rep.Samples {
+			got[s.Group+" "+s.WorkloadID+" "+s.Metric] = true
+		}
+		for _, want := range []string{"host rr net.rtt_us", "routed rr net.rtt_us"} {
+			if !got[want] {
+				t.Errorf("no %s sample kept (have %v)", want, got)
+			}
+		}
+		if len(rep.Failures) != 1 || rep.Failures[0].Group != "broken" || rep.Failures[0].WorkloadID != "" || !strings.Contains(rep.Failures[0].Error, "qemu") {
+			t.Errorf("failures %+v, want the start of broken's VM, refused by QEMU", rep.Failures)
 		}
 		wire.check(t)
 	})
