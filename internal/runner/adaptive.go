@@ -29,14 +29,15 @@ func (r *run) noteHeadline(st scenario.Step, parsed []workload.Sample) {
 }
 
 // extendIfImprecise is called after step i. When it ends a round of its
-// workload (every guest did that repetition) and some group's headline
-// is still less precise than the scenario's target (until the scenario's
-// maximum number of repetitions), or Options.MoreRounds asks for another,
-// it inserts another round right after.
+// workload in its phase (every guest of the phase did that repetition)
+// and some group's headline is still less precise than the scenario's
+// target (until the scenario's maximum number of repetitions), or
+// Options.MoreRounds asks for another, it inserts another round of the
+// phase right after: the guests of other phases are not running.
 func (r *run) extendIfImprecise(ctx context.Context, i int, progress Progress) {
 	steps := r.plan.Steps
 	st := steps[i]
-	if st.Warmup || (i+1 < len(steps) && steps[i+1].WorkloadID == st.WorkloadID) {
+	if st.Warmup || (i+1 < len(steps) && steps[i+1].WorkloadID == st.WorkloadID && steps[i+1].Phase == st.Phase) {
 		return
 	}
 	done := st.Repetition + 1
@@ -49,7 +50,7 @@ func (r *run) extendIfImprecise(ctx context.Context, i int, progress Progress) {
 	}
 	var round []scenario.Step
 	for _, s := range steps {
-		if s.WorkloadID == st.WorkloadID && !s.Warmup && s.Repetition == st.Repetition {
+		if s.WorkloadID == st.WorkloadID && s.Phase == st.Phase && !s.Warmup && s.Repetition == st.Repetition {
 			next := s
 			next.Repetition = done
 			round = append(round, next)

@@ -73,6 +73,38 @@ func TestScaleSweepLaunchesEachSizeAfreshAndSumsTheFleet(t *testing.T) {
 	assertNoState(t, opts.StateRoot)
 }
 
+// Rounds added to a sweep stay in the fleet size that asked for them:
+// each size gets its own, numbered on from its own repetitions, and no
+// step of another size (whose guests are stopped) is repeated.
+func TestMoreRoundsStayInTheirPhase(t *testing.T) {
+	_, opts := setup(t)
+	opts.MoreRounds = func(_ context.Context, _ int64, _ string, done int) string {
+		if done < 3 {
+			return "undecided"
+		}
+		return ""
+	}
+	id, err := Run(context.Background(), fleetPlan(t, `{scale: [1, 2], concurrency: alone}`, 0), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, _ := opts.Store.Samples(context.Background(), id)
+	reps := map[string][]int{}
+	for _, s := range samples {
+		if s.Metric == "events_per_sec" {
+			k := s.Params[scenario.LabelFleetSize] + " " + s.Guest
+			reps[k] = append(reps[k], s.Repetition)
+		}
+	}
+	want := map[string][]int{"1 c-0": {0, 1, 2}, "2 c-0": {0, 1, 2}, "2 c-1": {0, 1, 2}}
+	if fmt.Sprint(reps) != fmt.Sprint(want) {
+		t.Errorf("repetitions by size and guest %v, want %v", reps, want)
+	}
+	if failures, _ := opts.Store.Failures(context.Background(), id); len(failures) > 0 {
+		t.Errorf("failures %+v: a step of a stopped guest ran", failures)
+	}
+}
+
 // Guests whose clocks are seconds apart must still be asked to start at
 // one host moment: the offsets are measured and applied per guest.
 func TestTogetherStartsAtOneMomentWhateverTheGuestClocks(t *testing.T) {
