@@ -22,6 +22,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
@@ -251,6 +252,40 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 		}
 		wire.check(t)
 	})
+	t.Run("audit of paths in turn", func(t *testing.T) {
+		// Each path has guests of its own, so the audit alone goes
+		// through every path, not the first only.
+		jsonPath := filepath.Join(t.TempDir(), "audit.json")
+		stdout, stderr, code := c.run("audit", c.scenario(fmt.Sprintf(`name: lab-audit
+network:
+%s
+guests:
+  - {name: host, kind: host}
+  - {name: routed, kind: container}
+  - {name: bridged, kind: container, network: bridge}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+`, remoteNetwork(r, r.NIC.Name, r.Identity, r.KnownHosts))), "--json", jsonPath)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		b, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Audit audit.Report }
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		audited := map[string]bool{}
+		for _, g := range out.Audit.Groups {
+			audited[g.Group] = len(g.Findings) > 0
+		}
+		if !audited["routed"] || !audited["bridged"] {
+			t.Errorf("audited %v, want both paths' containers", audited)
+		}
+		wire.check(t)
+	})
 	t.Run("failed", func(t *testing.T) {
 		// A fleet launched group by group: the container measures against
 		// the peer's servers, then the VM's QEMU refuses its kernel, and
@@ -372,6 +407,11 @@ workloads:
 		guests := c.latestGuests()
 		if paths := guests["peer"]["paths"]; paths != "routed,macvtap" {
 			t.Errorf("the peer's record has paths %q, want both in turn", paths)
+		}
+		for _, p := range []string{"routed", "macvtap"} {
+			if guests["peer"]["path."+p+".host_side"] == "" {
+				t.Errorf("the peer's record does not describe %s's host side: %v", p, guests["peer"])
+			}
 		}
 		if floor := guests["host"]["net.peer"]; floor != netpath.UplinkOf(netpath.Routed).Peer.Addr().String() {
 			t.Errorf("the floor reached the peer at %q, not across the NIC on the first path", floor)

@@ -71,7 +71,7 @@ type server struct {
 // joins in its spec), and starts the peer: a local one, or the remote one
 // across the dedicated NIC, which is reached and checked before anything
 // is made. On error, what was made is left for close.
-func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env guest.Env, key string, agentFor func(string) (string, error)) (*netRun, error) {
+func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env guest.Env, key string, agentFor func(string) (string, error)) (_ *netRun, err error) {
 	attached := func(pg scenario.PlannedGuest) bool { return only == nil || slices.Contains(only, pg.Spec.Name) }
 	var paths []netpath.Path
 	for _, pg := range plan.Guests {
@@ -83,7 +83,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 		serverLife: serverLifetime(plan)}
 	var m *remote.Machine
 	var found []remote.Found
-	var err error
+	handedOver := false
 	if n.cfg.Peer != "" {
 		if env.Detached {
 			return n, ErrDetachedPeer
@@ -91,18 +91,22 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 		if m, found, err = dialPeer(ctx, plan.Spec, paths); err != nil {
 			return n, err
 		}
+		// The connection is this function's to close on error until
+		// startRemotePeer takes it (and closes it on its own error).
+		defer func() {
+			if err != nil && !handedOver {
+				err = errors.Join(err, m.Close(context.WithoutCancel(ctx)))
+			}
+		}()
 	}
 	if n.net, err = netpath.Create(ctx, netpath.Options{RunKey: key, Ledger: env.Ledger, Paths: paths, StateDir: env.StateDir, Detached: env.Detached,
 		Uplink: n.cfg.Uplink, Passthrough: n.cfg.Passthrough}); err != nil {
-		if m != nil {
-			err = errors.Join(err, m.Close(context.WithoutCancel(ctx)))
-		}
 		return n, err
 	}
 	// The bare baseline is the floor: the host's own link to the peer,
 	// which for a remote peer is the dedicated NIC itself, with no guest
-	// in between (netpath makes no direct link then).
-	// A network on a dedicated NIC has one guest path (netpath.Create).
+	// in between (netpath makes no direct link then), under the network's
+	// one guest path (netpath.Create).
 	floor := netpath.UplinkOf(netpath.Direct)
 	if m != nil {
 		floor = netpath.UplinkOf(paths[0])
@@ -142,6 +146,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 		n.views[pg.Spec.Name] = view
 	}
 	if m != nil {
+		handedOver = true
 		if n.remote, err = startRemotePeer(ctx, m, found, n.cfg, paths[0], env, agentFor); err != nil {
 			return n, err
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,6 +178,11 @@ func guestEvent(runID int64, group string, spec guest.Spec, g guest.Guest) Guest
 // ErrNoGuests is returned when not a single guest could be started.
 var ErrNoGuests = errors.New("no guest started")
 
+// errNetwork is wrapped by a failure to build or take down the run's
+// network, which fails the run: a path in turn that could not have the
+// NIC measured nothing, and the next must not take a NIC not given back.
+var errNetwork = errors.New("network")
+
 // Run executes plan and returns the stored run's id. The id is valid even
 // when err is not nil, unless it is 0: an interrupted run keeps its samples.
 func Run(ctx context.Context, plan *scenario.Plan, opts Options) (int64, error) {
@@ -198,6 +204,11 @@ func RunAB(ctx context.Context, a, b *scenario.Plan, opts Options) ([2]int64, er
 // fleet down`, `vfleet clean`) is what ends it. On failure, whatever was
 // started is torn down before Launch returns. The plan's steps are not run.
 func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, key string, err error) {
+	// Paths in turn go with a remote peer, which lives as long as this
+	// process's SSH connection.
+	if plan.Phases[0].Path != "" {
+		return 0, "", ErrDetachedPeer
+	}
 	opts = withDefaults(opts)
 	r, err := newRun(ctx, plan, opts)
 	if err != nil {
@@ -327,15 +338,27 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 			stopAll(ctx, active, nil, cerr)
 			return ids, errors.Join(append(errs, cerr)...)
 		}
-		if opts.AuditOnly {
+		// An audit needs the guests started once: the first fleet size
+		// is the fleet, but each path in turn has guests of its own.
+		if opts.AuditOnly && inPhase[0].plan.Phases[phase].Path == "" {
 			break
 		}
-		if serr := runSteps(ctx, inPhase, phase, opts.Progress); serr != nil {
-			stopAll(ctx, active, nil, serr)
-			return ids, errors.Join(append(errs, serr)...)
+		if !opts.AuditOnly {
+			if serr := runSteps(ctx, inPhase, phase, opts.Progress); serr != nil {
+				stopAll(ctx, active, nil, serr)
+				return ids, errors.Join(append(errs, serr)...)
+			}
 		}
 		for _, r := range inPhase {
-			if eerr := r.endPhase(ctx, phase); eerr != nil {
+			eerr := r.endPhase(ctx, phase)
+			switch {
+			case eerr == nil:
+			case errors.Is(eerr, errNetwork):
+				// The NIC or the peer may still hold this path's wiring:
+				// the next path must not take them.
+				stopAll(ctx, active, r, eerr)
+				return ids, errors.Join(append(errs, eerr)...)
+			default:
 				errs = append(errs, eerr)
 			}
 		}
@@ -361,7 +384,7 @@ func stopAll(ctx context.Context, active []*run, culprit *run, cause error) {
 	for _, r := range active {
 		r.status, r.reason = store.StatusIncomplete, reason
 	}
-	if culprit != nil && (errors.Is(cause, ErrNoGuests) || errors.Is(cause, errAllOrNothing)) {
+	if culprit != nil && (errors.Is(cause, ErrNoGuests) || errors.Is(cause, errAllOrNothing) || errors.Is(cause, errNetwork) && ctx.Err() == nil) {
 		culprit.status = store.StatusFailed
 	}
 }
@@ -510,7 +533,7 @@ func (r *run) buildNetwork(ctx context.Context, only []string) error {
 	nr, err := newNetRun(ctx, r.plan, only, r.env, r.key, r.opts.PeerAgent)
 	r.net = nr
 	if err != nil {
-		return fmt.Errorf("network: %w", err)
+		return fmt.Errorf("%w: %w", errNetwork, err)
 	}
 	r.env.WireTap = nr.net.WireRootTap
 	if no, ok := r.opts.Observer.(NetworkObserver); ok {
@@ -520,33 +543,55 @@ func (r *run) buildNetwork(ctx context.Context, only []string) error {
 }
 
 // closeNetwork stores the peer's record with the data paths' final
-// counters, then takes the network down and stops its peer.
+// counters, then takes the network down and stops its peer, whatever
+// ctx: an interrupt must not leave the NIC or the peer's wiring behind.
+// Its errors wrap errNetwork.
 func (r *run) closeNetwork(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.TeardownTimeout)
+	defer cancel()
 	var errs []error
-	if r.records != nil {
+	// A network that was never built (its dial or creation failed) has
+	// nothing to add to the record of those before it.
+	if r.records != nil && r.net.net != nil {
 		r.records[scenario.PeerName] = r.netRecord()
-		if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, r.records); err != nil {
+		if err := r.opts.Store.SetRunGuests(ctx, r.id, r.records); err != nil {
 			errs = append(errs, fmt.Errorf("record network: %w", err))
 		}
+		r.pastNet = r.records[scenario.PeerName].Details
 	}
-	r.pastNet = r.records[scenario.PeerName].Details
 	if err := r.net.close(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	r.net = nil
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", errNetwork, err)
+	}
+	return nil
 }
 
 // netRecord is the peer's stored record: the network's description,
-// following those of the networks the run has taken down already (one a
-// path, when the paths took a dedicated NIC in turn).
+// following those of the networks the run has taken down already. When
+// the paths take a dedicated NIC in turn, each has a network, whose own
+// host side is described under its path.
 func (r *run) netRecord() store.GuestRecord {
 	rec := r.net.record()
-	if r.pastNet == nil {
+	if r.plan.Phases[0].Path == "" {
 		return rec
 	}
-	d := mergeDetails(r.pastNet, rec.Details)
-	d["paths"] = r.pastNet["paths"] + "," + rec.Details["paths"]
+	path := rec.Details["paths"]
+	d := maps.Clone(r.pastNet)
+	if d == nil {
+		d = map[string]string{}
+	}
+	for k, v := range rec.Details {
+		if k == "host_side" || strings.HasPrefix(k, "host_side.") {
+			k = "path." + path + "." + k
+		}
+		d[k] = v
+	}
+	if past := r.pastNet["paths"]; past != "" {
+		d["paths"] = past + "," + path
+	}
 	rec.Details = d
 	return rec
 }

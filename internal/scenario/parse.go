@@ -521,8 +521,9 @@ func (p *parser) checkPeer(n *yaml.Node, nw *Network) {
 
 // checkUplink refuses, at network.uplink, a dedicated NIC under paths
 // that cannot take one, and under paths in turn (see Expand) in a run
-// whose phases are already its fleet sizes or whose aggressors would
-// have to follow the NIC from path to path.
+// that is one fleet (its sizes, placement and launch), whose aggressors would have
+// to follow the NIC from path to path, or whose adaptive rounds would be
+// asked for in one path by the groups of another.
 func (p *parser) checkUplink(s *Spec) {
 	if p.uplinkAt == nil {
 		return
@@ -543,10 +544,12 @@ func (p *parser) checkUplink(s *Spec) {
 	}
 	why := ""
 	switch {
-	case s.Fleet != nil && len(s.Fleet.Scale) > 0:
-		why = "fleet.scale sweeps sizes"
+	case s.Fleet != nil:
+		why = "fleet places and launches its guests as one fleet"
 	case s.Noise != nil:
 		why = "noise runs aggressors"
+	case s.Adaptive != nil:
+		why = "adaptive weighs the precision of every group"
 	default:
 		return
 	}

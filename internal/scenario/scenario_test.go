@@ -555,8 +555,9 @@ func TestNetworkUplink(t *testing.T) {
 	const lab = "network: {path: bridge, uplink: lab0, peer: ssh://lab@peer.example, peer_nic: eth1}\n"
 	const two = "guests:\n  - {kind: container}\n  - {name: r, kind: container, network: routed}\nworkloads:\n  - workload: scenario-test\n"
 	for extra, want := range map[string]string{
-		"fleet: {scale: [1, 2]}\n":             "t.yaml:2:33: network.uplink: the NIC carries bridge, routed one at a time, and fleet.scale sweeps sizes across them",
+		"fleet: {scale: [1, 2]}\n":             "t.yaml:2:33: network.uplink: the NIC carries bridge, routed one at a time, and fleet places and launches its guests as one fleet across them",
 		"noise: {profiles: [cpu], on: host}\n": "t.yaml:2:33: network.uplink: the NIC carries bridge, routed one at a time, and noise runs aggressors across them",
+		"adaptive: {target: 5%}\n":             "t.yaml:2:33: network.uplink: the NIC carries bridge, routed one at a time, and adaptive weighs the precision of every group across them",
 	} {
 		if _, err := Parse("t.yaml", []byte("name: t\n"+lab+extra+two), opts); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", extra, err, want)
