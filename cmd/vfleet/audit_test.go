@@ -46,16 +46,8 @@ func TestAuditEveryKindAndProfile(t *testing.T) {
 	if !strings.Contains(stdout, "isolation audit") || !strings.Contains(stdout, "reachability") {
 		t.Errorf("audit output lacks its tables:\n%s", stdout)
 	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out struct{ Audit audit.Report }
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
 	groups := map[string]audit.Group{}
-	for _, g := range out.Audit.Groups {
+	for _, g := range readAudit(t, jsonPath).Groups {
 		groups[g.Group] = g
 	}
 	value := func(group, property string) string {
@@ -115,4 +107,18 @@ func TestAuditEveryKindAndProfile(t *testing.T) {
 	if d := rep.Run.Guests["default-0"].Details; !strings.HasPrefix(d["seccomp"], "containerd default profile") || d["no_new_privileges"] != "true" {
 		t.Errorf("the default container's record = %v", d)
 	}
+}
+
+// readAudit reads the audit `vfleet audit --json` wrote to path.
+func readAudit(t *testing.T, path string) audit.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Audit audit.Report }
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Audit
 }

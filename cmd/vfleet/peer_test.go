@@ -22,7 +22,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
@@ -269,16 +268,8 @@ workloads:
 		if code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 		}
-		b, err := os.ReadFile(jsonPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out struct{ Audit audit.Report }
-		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatal(err)
-		}
 		audited := map[string]bool{}
-		for _, g := range out.Audit.Groups {
+		for _, g := range readAudit(t, jsonPath).Groups {
 			audited[g.Group] = len(g.Findings) > 0
 		}
 		if !audited["routed"] || !audited["bridged"] {
