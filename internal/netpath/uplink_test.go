@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -203,14 +202,6 @@ func uplinkLab(t *testing.T) (*testutil.Remote, nicState) {
 	eth, err := fh.LinkByName(r.NIC.PeerName)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// A wire delivers frames with their checksums done, where a veth's
-	// end leaves them partial, and an XDP program on the NIC redirects a
-	// frame as it came; GRO gives the far end NAPI, without which the
-	// host's end could not transmit a redirected XDP frame, as a NIC's
-	// native driver can.
-	if out, err := exec.Command("nsenter", "--net="+r.NetNS, "ethtool", "-K", r.NIC.PeerName, "tx", "off", "gro", "on").CombinedOutput(); err != nil {
-		t.Fatalf("ethtool on the far end: %v: %s", err, out)
 	}
 	for _, p := range UplinkPaths() {
 		u := specOf(p).uplink()

@@ -340,6 +340,15 @@ func makeRemoteSlot(t testing.TB, r *Remote, slot int) error {
 			return err
 		}
 	}
+	// The NIC's far end behaves as a wire does: it delivers frames with
+	// their checksums done, where a veth's end leaves them partial and an
+	// XDP program on the NIC redirects a frame as it came; and GRO gives
+	// it NAPI, without which this end could not transmit a redirected XDP
+	// frame, as a NIC's native driver can. Without this the xdp path over
+	// the NIC loses the peer's frames.
+	if out, err := exec.Command("nsenter", "--net="+r.NetNS, "ethtool", "-K", r.NIC.PeerName, "tx", "off", "gro", "on").CombinedOutput(); err != nil {
+		return fmt.Errorf("ethtool on the NIC's far end: %w: %s", err, out)
+	}
 	return nil
 }
 
