@@ -89,6 +89,7 @@ func Create(ctx context.Context, o Options) (n *Network, err error) {
 		if err := CheckUplinkPaths(o.Paths); err != nil {
 			return n, err
 		}
+		// Checked: the paths all take the NIC, and one at least does.
 		if guest, _ := uplinkGuestPaths(o.Paths); len(guest) > 1 {
 			return n, fmt.Errorf("%w: one network puts it under one path, and this one has %s", ErrUplinkPath, strings.Join(names(guest), ", "))
 		}

@@ -206,7 +206,7 @@ func RunAB(ctx context.Context, a, b *scenario.Plan, opts Options) ([2]int64, er
 func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, key string, err error) {
 	// Paths in turn go with a remote peer, which lives as long as this
 	// process's SSH connection.
-	if plan.Phases[0].Path != "" {
+	if plan.PathsInTurn() {
 		return 0, "", ErrDetachedPeer
 	}
 	opts = withDefaults(opts)
@@ -340,7 +340,7 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 		}
 		// An audit needs the guests started once: the first fleet size
 		// is the fleet, but each path in turn has guests of its own.
-		if opts.AuditOnly && inPhase[0].plan.Phases[phase].Path == "" {
+		if opts.AuditOnly && !inPhase[0].plan.PathsInTurn() {
 			break
 		}
 		if !opts.AuditOnly {
@@ -520,7 +520,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	// Paths that take a dedicated NIC in turn get their network as their
 	// phase begins (startPhase).
-	if r.plan.Spec.Network != nil && r.plan.Phases[0].Path == "" {
+	if r.plan.Spec.Network != nil && !r.plan.PathsInTurn() {
 		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
 		return r.buildNetwork(ctx, nil)
 	}
@@ -575,7 +575,7 @@ func (r *run) closeNetwork(ctx context.Context) error {
 // host side is described under its path.
 func (r *run) netRecord() store.GuestRecord {
 	rec := r.net.record()
-	if r.plan.Phases[0].Path == "" {
+	if !r.plan.PathsInTurn() {
 		return rec
 	}
 	path := rec.Details["paths"]

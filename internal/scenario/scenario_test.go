@@ -617,8 +617,8 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if phases := one.Expand().Phases; len(phases) != 1 || phases[0].Path != "" {
-		t.Errorf("one path: phases %+v", phases)
+	if plan := one.Expand(); len(plan.Phases) != 1 || plan.PathsInTurn() {
+		t.Errorf("one path: phases %+v", plan.Phases)
 	}
 }
 

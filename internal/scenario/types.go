@@ -146,6 +146,12 @@ type Plan struct {
 	NoiseGuests []string
 }
 
+// PathsInTurn says whether the plan's phases are its data paths, which
+// take a dedicated NIC one at a time (see Phase.Path).
+func (p *Plan) PathsInTurn() bool {
+	return len(p.Phases) > 0 && p.Phases[0].Path != ""
+}
+
 // Phase is one fleet size of a sweep, or one data path of a run whose
 // paths take a dedicated NIC in turn: its guests are started before its
 // steps, and those that belong to it alone stopped after them.
