@@ -1,48 +1,114 @@
 #!/usr/bin/env bash
-# Installs what vfleet needs on a Debian 12 host, idempotently: when every
-# package is already there it only checks and returns (well under a second).
+# Installs what vfleet needs on a Debian 12 host, per need and idempotently:
+# when every package of the asked needs is already there it only checks and
+# returns (well under a second).
+#
+# usage: scripts/deps.sh [NEED|PACKAGE ...]
+#   no argument     what the default scenario needs (the bare host and runc)
+#   NEED            one of the needs below, e.g. scripts/deps.sh lxc vm
+#   PACKAGE         a Debian package of a need, e.g. qemu-system-x86: its
+#                   whole need is installed (a refused scenario names the package)
+#   all             every need: every guest kind, data path and architecture
+#   --test          all, and what only the tests use
+#
+# A need installs whole or not at all (apt-get installs atomically), with
+# the host set-up it asks for (a service that must not run, an emulator
+# registered), so a host is never left half-ready for a guest kind.
 set -euo pipefail
 
-# Host packages: OCI runtimes (runc, crun, and gVisor's runsc), LXC's
-# tools for the lxc kind, the image builder (with the recommends it
-# uses as root: mount, gpg for the archive keys, libdpkg-perl, arch-test),
-# QEMU and e2fsprogs (the base disk) for VM guests and the KVM/TCG probe,
-# Open vSwitch for the ovs data path, passt for the user one, sqlite3 for poking at results,
-# ethtool to describe a dedicated NIC (network.uplink) and iproute2.
-# Recommends are otherwise skipped: QEMU's would pull in firmware for
-# machines vfleet never emulates.
-# qemu-system-arm and qemu-user-static (with binfmt-support) are for arm64
-# guests on an x86-64 host (and x86-64 guests on an arm64 one): QEMU
-# emulates the guest, qemu-user runs its packages' scripts while its image
-# is built.
-# ovmf and qemu-efi-aarch64 are the UEFI firmware of users' disks that
-# boot through their own boot loader, genisoimage makes their cloud-init
-# seed.
-# gcc and libc6-dev build vfleet's own programs (STREAM, the pinned
-# context switch) into the host architecture's image, the other
-# architecture's cross compiler and C library into its image.
-# libvirt-daemon-system (and libvirt-clients' virsh) run libvirt-managed
-# VMs (guests[].libvirt).
-packages=(runc crun runsc lxc mmdebstrap mount gpg libdpkg-perl arch-test qemu-system-x86 qemu-system-arm qemu-user-static binfmt-support qemu-utils e2fsprogs ovmf qemu-efi-aarch64 genisoimage libvirt-daemon-system libvirt-clients openvswitch-switch passt sqlite3 ca-certificates gcc libc6-dev ethtool iproute2)
+# The needs, each a list of Debian packages. Recommends are skipped:
+# QEMU's would pull in firmware for machines vfleet never emulates.
+declare -A need=(
+  # The default scenario: the image builder (with the recommends it uses as
+  # root: mount, gpg for the archive keys, libdpkg-perl), gcc and libc6-dev
+  # for vfleet's own programs (STREAM, the pinned context switch) compiled
+  # into the image, runc for the container, iproute2.
+  [base]="runc mmdebstrap mount gpg libdpkg-perl ca-certificates gcc libc6-dev iproute2"
+  [crun]="crun"
+  [gvisor]="runsc"
+  [lxc]="lxc"
+  # VM guests of the host's architecture: QEMU, its disk tool, e2fsprogs
+  # (the base disk), UEFI firmware and genisoimage (users' disks that boot
+  # through their own boot loader, with a cloud-init seed).
+  [vm]="qemu-system-x86 qemu-utils e2fsprogs ovmf genisoimage"
+  # Guests of the other architecture: QEMU emulates them, qemu-user runs
+  # their packages' scripts while the image is built (registered with
+  # binfmt_misc below), a cross compiler builds vfleet's programs for them.
+  [cross]="qemu-system-arm qemu-efi-aarch64 qemu-user-static binfmt-support arch-test"
+  [libvirt]="libvirt-daemon-system libvirt-clients"
+  [ovs]="openvswitch-switch"
+  [passt]="passt"
+  # A dedicated NIC under a data path (network.uplink) is described by ethtool.
+  [nic]="ethtool"
+  [sqlite]="sqlite3"
+  # Only a change to the eBPF fast paths' C needs the compiler: their
+  # objects are generated and committed. Not part of all.
+  [bpf]="clang"
+  # What only the tests use: a browser that renders the HTML report, a
+  # Prometheus server that scrapes the metrics endpoint, what makes a
+  # partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image,
+  # OpenSSH's server, which the tests' remote machine runs in a namespace,
+  # and the programs a remote peer runs, which that machine, sharing this
+  # host's file system, finds here: iperf3 and sockperf.
+  [test]="chromium prometheus fdisk dosfstools mtools openssh-server iperf3 sockperf"
+)
 case "$(dpkg --print-architecture)" in
-  amd64) packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
-  arm64) packages+=(gcc-x86-64-linux-gnu libc6-dev-amd64-cross) ;;
+  amd64) need[cross]+=" gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;;
+  arm64)
+    need[vm]="qemu-system-arm qemu-utils e2fsprogs qemu-efi-aarch64 genisoimage"
+    need[cross]="qemu-system-x86 ovmf qemu-user-static binfmt-support arch-test gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;;
 esac
-# --test adds what only the tests use: a browser that renders the HTML report,
-# a Prometheus server that scrapes the metrics endpoint, what makes a
-# partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image,
-# OpenSSH's server, which the tests' remote machine runs in a namespace, and
-# the programs a remote peer runs, which that machine, sharing this host's
-# file system, finds here: iperf3 and sockperf (ethtool and iproute2 are
-# this host's own).
-if [ "${1:-}" = "--test" ]; then
-  packages+=(chromium prometheus fdisk dosfstools mtools openssh-server iperf3 sockperf)
+order=(base crun gvisor lxc vm cross libvirt ovs passt nic sqlite)
+
+usage() {
+  echo "usage: $0 [NEED|PACKAGE ...]   NEED: ${order[*]} bpf all (--test: all and the tests' own)" >&2
+  exit 2
+}
+
+wanted=()
+if [ $# -eq 0 ]; then
+  wanted=(base)
 fi
+for arg in "$@"; do
+  case $arg in
+    --test) wanted+=("${order[@]}" test) ;;
+    all) wanted+=("${order[@]}") ;;
+    -h|--help) usage ;;
+    *)
+      if [ -n "${need[$arg]+x}" ]; then
+        wanted+=("$arg")
+        continue
+      fi
+      found=""
+      for n in "${order[@]}" bpf test; do
+        if [[ " ${need[$n]} " == *" $arg "* ]]; then found=$n; break; fi
+      done
+      if [ -z "$found" ]; then
+        echo "deps: $arg is neither a need nor a package of one" >&2
+        usage
+      fi
+      wanted+=("$found") ;;
+  esac
+done
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "deps: run as root (sudo $0): packages, namespaces and containers need it" >&2
   exit 1
 fi
+
+# apt-get update once per call, and only when something is to be installed.
+updated=""
+apt_update() {
+  if [ -z "$updated" ]; then apt-get update -qq; updated=1; fi
+}
+
+has() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
+
+packages=()
+for n in $(printf '%s\n' "${wanted[@]}" | sort -u); do
+  read -ra p <<<"${need[$n]}"
+  packages+=("${p[@]}")
+done
 
 missing=()
 for p in "${packages[@]}"; do
@@ -53,22 +119,21 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  apt_update
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # The tests start their own Prometheus on a free loopback port; the
   # package's system service would only hold port 9090 and scrape nothing.
-  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
-    systemctl disable --now prometheus >/dev/null 2>&1 || true
-  fi
   # vfleet wires LXC guests into its own data paths; the package's lxc-net
   # service would only add a bridge (lxcbr0) and a DHCP server nobody uses.
-  if [[ " ${missing[*]} " == *" lxc "* ]] && [ -d /run/systemd/system ]; then
-    systemctl disable --now lxc-net >/dev/null 2>&1 || true
-  fi
   # Each run on the ovs path starts Open vSwitch daemons of its own; the
   # package's system service would only run a switch nobody uses.
-  if [[ " ${missing[*]} " == *" openvswitch-switch "* ]] && [ -d /run/systemd/system ]; then
-    systemctl disable --now openvswitch-switch ovs-vswitchd ovsdb-server >/dev/null 2>&1 || true
+  if [ -d /run/systemd/system ]; then
+    for pair in "prometheus:prometheus" "lxc:lxc-net" "openvswitch-switch:openvswitch-switch ovs-vswitchd ovsdb-server"; do
+      if [[ " ${missing[*]} " == *" ${pair%%:*} "* ]]; then
+        # shellcheck disable=SC2086
+        systemctl disable --now ${pair#*:} >/dev/null 2>&1 || true
+      fi
+    done
   fi
 fi
 
@@ -76,7 +141,7 @@ fi
 # starts no libvirt network. The package's `default` network (virbr0,
 # 192.168.122.0/24, with dnsmasq) may be marked to autostart: unmark it,
 # and stop it where a daemon already runs it.
-if dpkg-query -W -f='${Status}' libvirt-daemon-system 2>/dev/null | grep -q 'install ok installed'; then
+if has libvirt; then
   rm -f /etc/libvirt/qemu/networks/autostart/default.xml
   if virsh -c qemu:///system net-info default 2>/dev/null | grep -q '^Active: *yes'; then
     virsh -q -c qemu:///system net-destroy default >/dev/null 2>&1 || true
@@ -102,21 +167,24 @@ fi
 # qemu-user, which the kernel's binfmt_misc must hand them to. Where no
 # init mounted binfmt_misc and registered the emulators, do it (until the
 # next boot).
-case "$(dpkg --print-architecture)" in
-  amd64) other=arm64 emulator=qemu-aarch64 ;;
-  arm64) other=amd64 emulator=qemu-x86_64 ;;
-  *) other="" ;;
-esac
-if [ -n "$other" ] && ! arch-test "$other" >/dev/null 2>&1; then
-  mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
-  update-binfmts --enable "$emulator" >/dev/null 2>&1 || true
-  arch-test "$other" >/dev/null 2>&1 || echo "deps: this host cannot run $other programs ($emulator not registered with binfmt_misc): building $other guest images will fail" >&2
+if has cross; then
+  case "$(dpkg --print-architecture)" in
+    amd64) other=arm64 emulator=qemu-aarch64 ;;
+    arm64) other=amd64 emulator=qemu-x86_64 ;;
+    *) other="" ;;
+  esac
+  if [ -n "$other" ] && ! arch-test "$other" >/dev/null 2>&1; then
+    mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
+    update-binfmts --enable "$emulator" >/dev/null 2>&1 || true
+    arch-test "$other" >/dev/null 2>&1 || echo "deps: this host cannot run $other programs ($emulator not registered with binfmt_misc): building $other guest images will fail" >&2
+  fi
 fi
 
 # Go: the module needs a recent toolchain; Go fetches the exact one go.mod
 # names through the module proxy when the installed one is at least 1.21.
 if ! command -v go >/dev/null 2>&1; then
   echo "deps: installing Debian's Go (it fetches the toolchain go.mod asks for)"
+  apt_update
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
 fi
 goversion=$(go env GOVERSION 2>/dev/null || echo go0)

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
-scripts/build.sh
+scripts/build.sh --cross
 
 unformatted=$(gofmt -l cmd internal scenarios)
 if [ -n "$unformatted" ]; then

@@ -21,6 +21,7 @@ import (
 	"github.com/vfleet/vfleet/internal/flock"
 	"github.com/vfleet/vfleet/internal/image/native"
 	"github.com/vfleet/vfleet/internal/regfile"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 // AgentPath is where the agent lives inside every image.
@@ -161,7 +162,7 @@ func buildDirPrefix(final string) string {
 func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 	bin, err := exec.LookPath("mmdebstrap")
 	if err != nil {
-		return fmt.Errorf("%w: mmdebstrap not found in PATH: install the Debian package mmdebstrap", ErrMissingTool)
+		return fmt.Errorf("%w: mmdebstrap not found in PATH: %s", ErrMissingTool, tools.DebianInstall("mmdebstrap"))
 	}
 	if err := CheckCanRun(ctx, o.Recipe.Arch); err != nil {
 		return err
@@ -264,7 +265,7 @@ func CheckCanRun(ctx context.Context, arch string) error {
 	}
 	archTest, err := exec.LookPath("arch-test")
 	if err != nil {
-		return fmt.Errorf("%w: arch-test not found in PATH: install the Debian package arch-test", ErrMissingTool)
+		return fmt.Errorf("%w: arch-test not found in PATH: %s", ErrMissingTool, tools.DebianInstall("arch-test"))
 	}
 	out, err := exec.CommandContext(ctx, archTest, arch).CombinedOutput()
 	if err == nil {

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 // vmFormat changes whenever the way a VM's boot files are made changes, so
@@ -150,11 +152,11 @@ func EnsureVMBoot(ctx context.Context, img *Image, progress func(string)) (VMBoo
 	removeStaleVMBoots(img.Dir, filepath.Base(final))
 	mkfs, err := exec.LookPath("mkfs.ext4")
 	if err != nil {
-		return VMBoot{}, fmt.Errorf("%w: mkfs.ext4 not found in PATH: install the Debian package e2fsprogs", ErrMissingTool)
+		return VMBoot{}, fmt.Errorf("%w: mkfs.ext4 not found in PATH: %s", ErrMissingTool, tools.DebianInstall("e2fsprogs"))
 	}
 	qemuImg, err := exec.LookPath("qemu-img")
 	if err != nil {
-		return VMBoot{}, fmt.Errorf("%w: qemu-img not found in PATH: install the Debian package qemu-utils", ErrMissingTool)
+		return VMBoot{}, fmt.Errorf("%w: qemu-img not found in PATH: %s", ErrMissingTool, tools.DebianInstall("qemu-utils"))
 	}
 	tmp, err := os.MkdirTemp(img.Dir, ".vm-build-")
 	if err != nil {

@@ -36,6 +36,19 @@ type Spec struct {
 	versionRE   *regexp.Regexp
 }
 
+// DebianInstall tells a user how to install Debian packages that vfleet
+// needs on this host. vfleet's checkout installs what each need takes,
+// with the host set-up it asks for, through scripts/deps.sh, which takes
+// the name of any one of the need's packages: a fresh host gets only what
+// the default scenario needs, and a refused scenario names the step.
+func DebianInstall(pkgs ...string) string {
+	what := "package " + pkgs[0]
+	if len(pkgs) > 1 {
+		what = "packages " + strings.Join(pkgs[:len(pkgs)-1], ", ") + " and " + pkgs[len(pkgs)-1]
+	}
+	return "install the Debian " + what + " (from vfleet's checkout: scripts/deps.sh " + pkgs[0] + ")"
+}
+
 // upstream is the install hint of a tool Debian does not ship.
 func upstream(project, where string) string {
 	return project + " is not packaged in Debian: install it from " + where
@@ -97,10 +110,7 @@ var known = func() map[string]Spec {
 		{Name: "ethtool", Package: "ethtool", versionRE: regexp.MustCompile(`(?m)^ethtool version (\S+)`)},
 	} {
 		if s.Package != "" {
-			s.Install = "install the Debian package " + s.Package
-			if strings.Contains(s.Package, " and ") {
-				s.Install = "install the Debian packages " + s.Package
-			}
+			s.Install = DebianInstall(strings.Split(s.Package, " and ")...)
 		}
 		// Every tool in the table prints its banner for --version.
 		s.VersionArgs = []string{"--version"}

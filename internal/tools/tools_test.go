@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -63,13 +65,45 @@ func TestEveryToolSaysHowToInstallIt(t *testing.T) {
 func TestFindMissingNamesThePackage(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	for name, msg := range map[string]string{
-		"runc":     "runc not found in PATH: install the Debian package runc",
-		"qemu-img": "qemu-img not found in PATH: install the Debian package qemu-utils",
-		"runsc":    "runsc not found in PATH: install the Debian package runsc",
+		"runc":     "runc not found in PATH: install the Debian package runc (from vfleet's checkout: scripts/deps.sh runc)",
+		"qemu-img": "qemu-img not found in PATH: install the Debian package qemu-utils (from vfleet's checkout: scripts/deps.sh qemu-utils)",
+		"runsc":    "runsc not found in PATH: install the Debian package runsc (from vfleet's checkout: scripts/deps.sh runsc)",
 	} {
 		_, err := Find(name)
 		if !errors.Is(err, ErrMissing) || err.Error() != msg {
 			t.Errorf("%s: err = %v, want ErrMissing saying %q", name, err, msg)
+		}
+	}
+}
+
+// The hint a missing tool gives names scripts/deps.sh with one of the
+// tool's packages: the script must know every such package as part of a
+// need, or a user following the hint gets a usage error.
+func TestDepsScriptKnowsEveryPackageAHintNames(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join("..", "..", "scripts", "deps.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inNeed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(?:\[\w+\]=|need\[\w+\]\+?=)"([^"]*)"`).FindAllStringSubmatch(string(script), -1) {
+		for _, p := range strings.Fields(m[1]) {
+			inNeed[p] = true
+		}
+	}
+	if len(inNeed) < 20 {
+		t.Fatalf("read only %d packages from the needs of scripts/deps.sh: has its layout changed?", len(inNeed))
+	}
+	for _, name := range Known() {
+		s, _ := Lookup(name)
+		if s.Package == "" {
+			continue
+		}
+		for _, p := range strings.Split(s.Package, " and ") {
+			// The other architecture's cross compiler is in the need
+			// of the host the script runs on.
+			if !inNeed[p] && !strings.Contains(p, "-cross") && !strings.Contains(p, "-linux-gnu") {
+				t.Errorf("%s: its package %s is in no need of scripts/deps.sh", name, p)
+			}
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 // DefaultRuntime is used when a scenario names none.
@@ -21,9 +22,9 @@ const DefaultRuntime = "runc"
 // runtimeInfo says where a runtime comes from, for errors that tell the
 // user what to install.
 var runtimeInfo = map[string]string{
-	"runc":         "install the Debian package runc",
-	"crun":         "install the Debian package crun",
-	"runsc":        "install the Debian package runsc",
+	"runc":         tools.DebianInstall("runc"),
+	"crun":         tools.DebianInstall("crun"),
+	"runsc":        tools.DebianInstall("runsc"),
 	"kata-runtime": "Kata Containers is not packaged in Debian; install it from the Kata releases",
 }
 

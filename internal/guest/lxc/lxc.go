@@ -19,6 +19,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest/identity"
 	"github.com/vfleet/vfleet/internal/guest/overlay"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 // KindName is the name scenarios use.
@@ -42,7 +43,7 @@ var lxcSecurity = []string{guest.SecurityDefault, guest.SecurityUnconfined, gues
 const MinMemory = 16 << 20
 
 // installHint says where LXC's tools come from.
-const installHint = "install the Debian package lxc"
+var installHint = tools.DebianInstall("lxc")
 
 type kind struct{}
 

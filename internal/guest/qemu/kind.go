@@ -81,7 +81,7 @@ func (kind) Probe(_ context.Context, runtime string) error {
 		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
 	}
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		return fmt.Errorf("%w: mkfs.ext4 not found in PATH: install the Debian package e2fsprogs", guest.ErrNotSupported)
+		return fmt.Errorf("%w: mkfs.ext4 not found in PATH: %s", guest.ErrNotSupported, tools.DebianInstall("e2fsprogs"))
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 // LibvirtSystem is the URI of the host's own system libvirt; another
@@ -527,7 +528,7 @@ func libvirtVerdict(version uint64, activeNets []string, err error) doctor.Resul
 	case err != nil:
 		r.Status = doctor.Warn
 		r.Detail = fmt.Sprintf("%s does not answer (%v): VM groups with libvirt cannot start", LibvirtSystem, err)
-		r.Fix = "install libvirt-daemon-system (scripts/deps.sh) and start it: virtlogd -d && libvirtd -d, or systemctl start libvirtd"
+		r.Fix = tools.DebianInstall("libvirt-daemon-system") + " and start it: virtlogd -d && libvirtd -d, or systemctl start libvirtd"
 	case len(activeNets) > 0:
 		r.Status = doctor.Warn
 		r.Detail = fmt.Sprintf("libvirt %s runs network %s: vfleet starts no libvirt network and puts its VMs on its own paths", libvirtVersion(version), strings.Join(activeNets, ", "))
