@@ -19,16 +19,12 @@ import (
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
-// binaries builds vfleet and its agent side by side, as scripts/build.sh does.
+// binaries builds vfleet and its agent side by side, as scripts/build.sh
+// does, once for all the tests of this process.
 func binaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	for pkg, name := range map[string]string{"cmd/vfleet": "vfleet", "cmd/vfleet-agent": "vfleet-agent"} {
-		if err := os.Rename(testutil.BuildBinary(t, pkg, name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "vfleet")
+	testutil.BuildAgent(t)
+	return testutil.BuildBinary(t, "cmd/vfleet", "vfleet")
 }
 
 type cli struct {

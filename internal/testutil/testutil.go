@@ -3,11 +3,16 @@ package testutil
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,29 +44,89 @@ func RequiresTool(t testing.TB, name, debianPackage string) {
 // ModuleRoot is the repository's top directory.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+	moduleRoot.once.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			moduleRoot.err = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		moduleRoot.dir = filepath.Dir(strings.TrimSpace(string(out)))
+	})
+	if moduleRoot.err != nil {
+		t.Fatal(moduleRoot.err)
 	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
+	return moduleRoot.dir
 }
 
-// BuildBinary builds a command of this module, static, into a temporary
-// directory and returns its path. Go's build cache makes repeats cheap.
+var moduleRoot struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// BuildBinary builds a command of this module, static, and returns its
+// path. A test process builds each command once, however many of its
+// tests ask: the binary is shared, so a test must not change it.
 func BuildBinary(t testing.TB, pkg, name string) string {
 	return buildFor(t, pkg, name, runtime.GOARCH)
 }
 
+// builtBinaries holds what this test process built, each in a directory of
+// its own (so that a command finds its siblings, as vfleet its agent) under
+// a directory named for the process.
+var builtBinaries struct {
+	sync.Mutex
+	dir   string
+	paths map[string]string
+}
+
+// builtPrefix names the directories of built binaries: the process id
+// follows, so that a later test process can remove those of processes
+// that are gone.
+const builtPrefix = "vfleet-test-bin-"
+
 func buildFor(t testing.TB, pkg, name, arch string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), name)
+	b := &builtBinaries
+	b.Lock()
+	defer b.Unlock()
+	key := pkg + " " + name + " " + arch
+	if p, ok := b.paths[key]; ok {
+		return p
+	}
+	if b.dir == "" {
+		removeStaleBuilds()
+		dir, err := os.MkdirTemp("", builtPrefix+strconv.Itoa(os.Getpid())+"-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.dir, b.paths = dir, map[string]string{}
+	}
+	out := filepath.Join(b.dir, arch, name)
 	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
 	cmd.Dir = ModuleRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+arch)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}
+	b.paths[key] = out
 	return out
+}
+
+// removeStaleBuilds removes the binaries of test processes that have
+// ended: nothing else would, since a test process has no last cleanup.
+func removeStaleBuilds() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), builtPrefix+"*"))
+	for _, d := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), builtPrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if err != nil || n == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // BuildAgent builds the static agent.
