@@ -129,6 +129,16 @@ func TestVMsOnTheNetworkPaths(t *testing.T) {
 		if d["net.tap"] == "" || d["net.addr"] == "" || d["net.peer"] == "" || d["net.vhost"] == "" {
 			t.Errorf("%s record lacks its link: %v", g, d)
 		}
+		// The device and offloads the path gives a VM; internal/guest/qemu
+		// checks the paths this test does not boot a VM on.
+		if p := netpath.Path(strings.TrimPrefix(g, "vm-")); g != "clone-routed" {
+			if want := netpath.VMDeviceOf(p).String(); d["net.device"] != want {
+				t.Errorf("%s record says device %q, want %q", g, d["net.device"], want)
+			}
+			if off := netpath.VMOffloadsOffOf(p) != ""; off != strings.Contains(d["net.offload"], "csum=off") {
+				t.Errorf("%s record says offloads %q; want them off: %v", g, d["net.offload"], off)
+			}
+		}
 		// Under TCG the emulator's user time is the guest running the
 		// client: it must show in the CPU split.
 		if emulatorUser[g] <= 0 {

@@ -259,6 +259,10 @@ func names(ps []Path) []string {
 // VMDeviceOf is what a VM's NIC sits on when path p is registered.
 func VMDeviceOf(p Path) VMDevice { return specOf(p).VMDevice }
 
+// VMOffloadsOffOf is why path p turns a VM's NIC's offloads off, empty
+// when it leaves them on: what a VM's record must say.
+func VMOffloadsOffOf(p Path) string { return specOf(p).VMOffloadsOff }
+
 // ParsePath checks a scenario's path name.
 func ParsePath(s string) (Path, error) {
 	d, err := lookup(Path(s))
