@@ -19,6 +19,10 @@ import (
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
+// The package's tests share what testutil starts for a test process (the
+// system libvirt's daemons).
+func TestMain(m *testing.M) { testutil.Main(m) }
+
 // binaries builds vfleet and its agent side by side, as scripts/build.sh
 // does, once for all the tests of this process.
 func binaries(t *testing.T) string {

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -34,7 +35,10 @@ const libvirtWait = 30 * time.Second
 
 // RequiresLibvirt makes sure the system libvirt answers on its socket:
 // where no init started it, the test starts virtlogd and libvirtd and
-// stops them when it ends. It skips where libvirt is not installed.
+// stops them when it ends, or, in a package whose TestMain is Main, when
+// the package's last test has run: each start is a daemon's whole
+// start-up, paid once a package that way. It skips where libvirt is not
+// installed.
 // It refuses to start libvirtd while a network is marked to autostart
 // (scripts/deps.sh unmarks them).
 func RequiresLibvirt(t testing.TB) {
@@ -61,7 +65,14 @@ func RequiresLibvirt(t testing.TB) {
 		if !ok {
 			t.Fatalf("%s did not write %s within %s", d.program, d.pidFile, libvirtWait)
 		}
-		t.Cleanup(func() { stopDaemon(t, d.program, p) })
+		stop := func() error { return stopDaemon(d.program, p) }
+		if !atProcessEnd(stop) {
+			t.Cleanup(func() {
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
 	}
 	deadline := time.Now().Add(libvirtWait)
 	for !libvirtAnswers() {
@@ -110,18 +121,18 @@ func waitDaemon(pidFile string) (procfs.Process, bool) {
 }
 
 // stopDaemon ends a daemon the test started, and waits until it has.
-func stopDaemon(t testing.TB, program string, p procfs.Process) {
+func stopDaemon(program string, p procfs.Process) error {
 	if !p.Alive() {
-		return
+		return nil
 	}
 	_ = syscall.Kill(p.PID, syscall.SIGTERM)
 	deadline := time.Now().Add(libvirtWait)
 	for p.Alive() {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
-			t.Errorf("%s (pid %d) ignored SIGTERM for %s: killed", program, p.PID, libvirtWait)
-			return
+			return fmt.Errorf("%s (pid %d) ignored SIGTERM for %s: killed", program, p.PID, libvirtWait)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return nil
 }

@@ -54,7 +54,7 @@ func Main(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testutil.Main(m)
 }
 
 // launchDetached starts the guest with a ledger of its own and returns
