@@ -19,9 +19,11 @@ GOARCH=arm64 CGO_ENABLED=0 go build ./...
 # deps.sh installed what every guest kind needs: the conformance suite
 # fails for a kind this host refuses instead of skipping it.
 export VFLEET_TEST_KINDS="${VFLEET_TEST_KINDS:-all}"
-# -p 1: the integration tests share the machine's two cores and its runc;
-# running packages one at a time keeps their timing sane.
-go test -p 1 -count=1 -timeout 20m ./... "$@"
+# Packages run two at a time: one's build and unit tests beside another's
+# integration tests, which take the machine in turn (testutil.RequiresRoot
+# holds it for the test, so that leak checks see only their own test's
+# work). The timeout counts a package's wait for the machine too.
+go test -p 2 -count=1 -timeout 60m ./... "$@"
 # A thousand executions of every fuzz target, seeds first: enough to catch
 # a parser that a small change to its seeds makes panic; a count, not a
 # duration (see scripts/fuzz.sh). make fuzz is the long pass.

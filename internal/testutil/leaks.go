@@ -33,6 +33,9 @@ type Snapshot struct {
 // TakeSnapshot records the current state.
 func TakeSnapshot(t testing.TB) Snapshot {
 	t.Helper()
+	// What another test process's integration test makes meanwhile is not
+	// this test's leak.
+	holdMachine(t)
 	cgroups := vfleetCgroups()
 	runs := map[string]bool{}
 	for dir := range cgroups {

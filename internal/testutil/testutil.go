@@ -22,7 +22,8 @@ import (
 )
 
 // RequiresRoot skips an integration test that needs root, saying why; with
-// -short every integration test is skipped.
+// -short every integration test is skipped. A test that runs holds the
+// machine until it ends (see holdMachine).
 func RequiresRoot(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
@@ -31,6 +32,7 @@ func RequiresRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("integration test: needs root (namespaces, mounts, containers)")
 	}
+	holdMachine(t)
 }
 
 // RequiresTool skips when an external program is not installed.
