@@ -15,4 +15,16 @@
 // the guest to power off (ACPI power button), then QEMU to quit, then
 // kills it, and removes the state directory; it is idempotent and bounded
 // in time. Everything a killed vfleet leaves is found through the ledger.
+//
+// Start works out once what every way of starting shares (launch.go: the
+// boot files, the accelerator, the guest's directory, QEMU's launch
+// config, a user's disk or libvirt domain in place of vfleet's image) and
+// hands it to the launcher of the guest's way, which stages the disk and
+// the card, starts QEMU, waits for the agent and finishes the start, each
+// step's undo on the guest's teardown: vfleet's own QEMU booting the
+// guest (launch_direct.go: a card QEMU inherits open, the sandbox, vCPU
+// pinning), or resuming a template (launch_clone.go), or this host's
+// libvirt (launch_libvirt.go: a tap opened by name in the host's own
+// namespace) or another host's (launch_remote.go: the files uploaded
+// there).
 package qemu

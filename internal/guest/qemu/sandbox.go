@@ -32,6 +32,27 @@ func checkSandbox(spec guest.Spec) error {
 	return nil
 }
 
+// confine readies a sandboxed QEMU's start: QEMU's seccomp filter, and
+// an unprivileged user that owns the guest's directory and can read every
+// other file QEMU opens.
+func (g *Guest) confine(cfg *launchConfig, accel string, img *image.Image, baseDisk string) (*syscall.Credential, error) {
+	cred, err := sandboxCredential(accel)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Sandbox = true
+	fwVars := ""
+	if cfg.Firmware != nil {
+		fwVars = g.archSpec.uefi.vars
+	}
+	reads, err := sandboxReads(*cfg, g.Spec().Boot.Initrd, fwVars, baseDisk)
+	if err != nil {
+		return nil, err
+	}
+	roots := []string{filepath.Dir(filepath.Dir(g.env.StateDir)), filepath.Dir(filepath.Dir(img.Dir))}
+	return cred, openToSandbox(g.dir, roots, reads)
+}
+
 // sandboxCredential is who a sandboxed QEMU runs as: an unprivileged user
 // of its own, and the group of /dev/kvm when KVM is used, so that the
 // device opens as it does for libvirt's qemu user.

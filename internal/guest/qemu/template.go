@@ -190,16 +190,7 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 	}
 	defer state.Close()
 
-	cfg := b.cfg
-	cfg.Name = "template-" + t.Key[:8]
-	cfg.Disk = t.Disk
-	cfg.RAM = &ramFile{Path: t.RAM, Shared: true}
-	cfg.AgentSocket, cfg.QMPSocket = filepath.Join(work, "agent.sock"), filepath.Join(work, "qmp.sock")
-	cfg.ConsoleLog = filepath.Join(work, "console.log")
-	cfg.NIC = nil
-	if shape.NIC {
-		cfg.NIC = &nicConfig{MAC: templateMAC, OffloadsOff: shape.OffloadsOff, Unplugged: true}
-	}
+	cfg := templateConfig(b.cfg, t, work, shape)
 	m, err := startQEMU(b.qemu, cfg, nil, nil, filepath.Join(work, "qemu.log"), b.env, &undo)
 	if err != nil {
 		return t, err
@@ -261,6 +252,28 @@ func buildTemplate(ctx context.Context, b templateBuilder, shape templateShape, 
 	done := templateIn(final, t.Key)
 	done.Built, done.BuildTime, done.SaveTime, done.StateBytes = true, t.BuildTime, t.SaveTime, t.StateBytes
 	return done, nil
+}
+
+// templateConfig is the launch of template t, whose sockets and logs are
+// in work, made from the launch of the clone that needs it: the clone's
+// machine, kernel and command line, but the template's own files, a card
+// that leads nowhere, and a boot rather than a resume. Its disk is a
+// qcow2 overlay whatever the clone's disk mode, and its RAM is never
+// offered to KSM: the file is every clone's, and the clones merge what
+// they write if they say so.
+func templateConfig(clone launchConfig, t template, work string, shape templateShape) launchConfig {
+	cfg := clone
+	cfg.Name = "template-" + t.Key[:8]
+	cfg.Disk, cfg.DiskFormat = t.Disk, formatQCOW2
+	cfg.RAM = &ramFile{Path: t.RAM, Shared: true}
+	cfg.Incoming, cfg.MemoryMerge = false, false
+	cfg.AgentSocket, cfg.QMPSocket = filepath.Join(work, "agent.sock"), filepath.Join(work, "qmp.sock")
+	cfg.ConsoleLog = filepath.Join(work, "console.log")
+	cfg.NIC = nil
+	if shape.NIC {
+		cfg.NIC = &nicConfig{MAC: templateMAC, OffloadsOff: shape.OffloadsOff, Unplugged: true}
+	}
+	return cfg
 }
 
 // RemoveTemplates removes every template kept beside the VM boot files in

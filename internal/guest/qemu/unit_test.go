@@ -446,6 +446,31 @@ func TestArgvOfTemplatesAndClones(t *testing.T) {
 	}
 }
 
+// A template is booted from its clone's launch but as itself: whatever
+// the clone's disk mode, memory merging, resume and card, the template
+// boots on its qcow2 overlay, its RAM file shared and out of KSM's reach,
+// with a card that leads nowhere.
+func TestTemplateConfigIsTheTemplatesOwn(t *testing.T) {
+	clone := launchConfig{Name: "g", Machine: MachineMicroVM, Accel: AccelTCG, VCPUs: 1, MemoryMiB: 256, TranslationMiB: 32,
+		Disk: "/s/g/disk.raw", DiskFormat: formatRaw, MemoryMerge: true, Incoming: true,
+		RAM: &ramFile{Path: "/t/ram"}, NIC: &nicConfig{FD: 4, MAC: "02:76:01:00:01:01"}}
+	tpl := templateIn("/cache/templates/0123456789ab", "0123456789abcdef")
+	cfg := templateConfig(clone, tpl, "/s/template-01234567", templateShape{NIC: true, OffloadsOff: true})
+	argv := strings.Join(qemuArgv(cfg), " ")
+	for _, w := range []string{"file=/cache/templates/0123456789ab/disk.qcow2,format=qcow2",
+		"mem-path=/cache/templates/0123456789ab/ram,share=on,merge=off", "tcg,tb-size=32", "hubport,id=net0,hubid=0",
+		"-name vfleet-template-01234567,", "/s/template-01234567/qmp.sock", "csum=off"} {
+		if !strings.Contains(argv, w) {
+			t.Errorf("template argv lacks %q: %s", w, argv)
+		}
+	}
+	for _, n := range []string{"-incoming", "fd=4", "format=raw", "merge=on", "/s/g/"} {
+		if strings.Contains(argv, n) {
+			t.Errorf("template argv has %q: %s", n, argv)
+		}
+	}
+}
+
 // RemoveTemplates takes complete and half-made templates and keeps the
 // locks, which a builder waiting for one may hold open.
 func TestRemoveTemplates(t *testing.T) {

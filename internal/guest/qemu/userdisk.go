@@ -3,6 +3,7 @@ package qemu
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,6 +31,45 @@ type userDiskBoot struct {
 // besideDir, beside vfleet's image, holds the initramfs files of users'
 // initrds with the agent appended, which guests share.
 const besideDir = "initramfs-beside"
+
+// userDisk puts in the launch, in place of vfleet's image, the user's
+// disk the spec names, or the disk of the user's libvirt domain.
+func (g *Guest) userDisk(ctx context.Context, s *launch, undo *guest.Teardown) error {
+	if _, ok := s.spec.LibvirtDomain(); ok {
+		var dom userDomain
+		var err error
+		if s.spec, dom, err = domainSpec(ctx, s.spec); err != nil {
+			return err
+		}
+		maps.Copy(s.details, dom.details())
+		if s.diskMode == DiskOverlay {
+			// A copy is the guest's own once made; an overlay reads the
+			// domain's disk all along. QEMU's image locks keep the domain
+			// from starting while the guest's QEMU holds the overlay, where
+			// the file system has them (not all NFS mounts do), and do not
+			// cover the moments before it opens it.
+			watch, err := watchSource(g.libvirt, dom)
+			if err != nil {
+				return err
+			}
+			// First in, so last out: checked once the guest's own domain
+			// is gone.
+			undo.Push(func() error { g.checkSource(watch); return nil })
+		}
+	}
+	if s.spec.Image == "" {
+		return nil
+	}
+	user, err := g.userBoot(ctx, s.spec, s.qemuImg, s.accel.tscKHz, filepath.Join(s.img.Dir, besideDir))
+	if err != nil {
+		return err
+	}
+	s.cfg.Kernel, s.cfg.Initramfs, s.cfg.Cmdline = s.spec.Boot.Kernel, user.initramfs, user.cmdline
+	s.cfg.Firmware, s.cfg.Seed = user.firmware, user.seed
+	s.base, s.baseFormat = s.spec.Image, user.disk.Format
+	maps.Copy(s.details, user.details())
+	return nil
+}
 
 // userBoot prepares the boot of the user's disk spec names in the
 // guest's directory, or for the initramfs, in shared, where guests of the
