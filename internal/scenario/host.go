@@ -5,9 +5,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/vfleet/vfleet/internal/procfs"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/vfleet/vfleet/internal/hostinfo"
 )
 
 // Host is what the machine a scenario runs on has. A CPU list naming a
@@ -25,7 +24,7 @@ func ThisHost() (Host, error) {
 	if err != nil {
 		return Host{}, fmt.Errorf("online cpus: %w", err)
 	}
-	cpus, err := hostinfo.ParseCPUList(string(b))
+	cpus, err := procfs.ParseCPUList(string(b))
 	if err != nil {
 		return Host{}, fmt.Errorf("online cpus: %w", err)
 	}
@@ -34,7 +33,7 @@ func ThisHost() (Host, error) {
 		return Host{}, fmt.Errorf("host memory: %w", err)
 	}
 	defer f.Close()
-	kib, err := hostinfo.ParseMemTotal(f)
+	kib, err := procfs.ParseMemTotal(f)
 	if err != nil {
 		return Host{}, fmt.Errorf("host memory: %w", err)
 	}
@@ -79,7 +78,7 @@ func (p *parser) cpuList(n *yaml.Node, path, list string) {
 		p.errorf(n, path, "%q is not allowed: %v", list, err)
 		return
 	}
-	cpus, err := hostinfo.ParseCPUList(list)
+	cpus, err := procfs.ParseCPUList(list)
 	if err != nil {
 		return // checkCPUSet takes no list this cannot read
 	}
@@ -89,7 +88,7 @@ func (p *parser) cpuList(n *yaml.Node, path, list string) {
 	}
 	for _, c := range cpus {
 		if !slices.Contains(h.CPUs, c) {
-			p.errorf(n, path, "%q is not allowed: this host has no CPU %d (its CPUs: %s)", list, c, hostinfo.FormatCPUList(h.CPUs))
+			p.errorf(n, path, "%q is not allowed: this host has no CPU %d (its CPUs: %s)", list, c, procfs.FormatCPUList(h.CPUs))
 			return
 		}
 	}
