@@ -8,4 +8,8 @@
 // It is also vfleet's one reader of /proc/PID/stat: Process names a
 // process by its pid and start time, so that a pid the kernel has since
 // given to another process is never taken for the one vfleet recorded.
+//
+// What only this host's code reads (its mount table) is read through
+// github.com/prometheus/procfs, from a proc root that tests point at a
+// fixture tree.
 package procfs
