@@ -9,7 +9,8 @@
 // process by its pid and start time, so that a pid the kernel has since
 // given to another process is never taken for the one vfleet recorded.
 //
-// What only this host's code reads (its mount table) is read through
-// github.com/prometheus/procfs, from a proc root that tests point at a
-// fixture tree.
+// What only this host's code reads is read from a proc root that tests
+// point at a fixture tree: its mount table through
+// github.com/prometheus/procfs, and its file system types, which that
+// package does not read.
 package procfs
