@@ -298,7 +298,7 @@ func (n *netRun) waitListening(ctx context.Context, g guest.Guest, s workload.Se
 	for {
 		reply, err := g.Exec(wctx, agent.Request{Argv: append([]string{"cat"}, tables...), TimeoutMS: 5000})
 		if err == nil && reply.Succeeded() {
-			up, perr := netpath.Listening(reply.Stdout, s.Proto, s.Port)
+			up, perr := procfs.Listening(reply.Stdout, s.Proto, s.Port)
 			if perr != nil {
 				return perr
 			}
