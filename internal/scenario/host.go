@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/vfleet/vfleet/internal/procfs"
@@ -19,8 +20,12 @@ type Host struct {
 }
 
 // ThisHost reads the online CPUs and the memory of the machine vfleet runs on.
-func ThisHost() (Host, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+func ThisHost() (Host, error) { return HostAt("/proc", "/sys") }
+
+// HostAt reads the online CPUs and the memory under procRoot and sysRoot:
+// /proc and /sys, or a fixture tree in tests.
+func HostAt(procRoot, sysRoot string) (Host, error) {
+	b, err := os.ReadFile(filepath.Join(sysRoot, "devices", "system", "cpu", "online"))
 	if err != nil {
 		return Host{}, fmt.Errorf("online cpus: %w", err)
 	}
@@ -28,7 +33,7 @@ func ThisHost() (Host, error) {
 	if err != nil {
 		return Host{}, fmt.Errorf("online cpus: %w", err)
 	}
-	f, err := os.Open("/proc/meminfo")
+	f, err := os.Open(filepath.Join(procRoot, "meminfo"))
 	if err != nil {
 		return Host{}, fmt.Errorf("host memory: %w", err)
 	}
