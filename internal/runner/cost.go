@@ -1,12 +1,9 @@
 package runner
 
 import (
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/workload"
 )
-
-// userHZ is the unit of /proc/stat: clock ticks of 1/100 s on every Linux
-// architecture, whatever the kernel's internal HZ.
-const userHZ = 100
 
 // costSamples derives what a network measurement cost the host from its
 // CPU use over the measurement: busy cores, throughput per busy core, and
@@ -53,7 +50,7 @@ func costSamples(parsed []workload.Sample, use cpuUse) []workload.Sample {
 				out = append(out, workload.Sample{Metric: "net.cpu.kernel_ms_per_gbit", Unit: "ms", Value: kernelCores / (s.Value / 1e9) * 1e3, Better: workload.LowerIsBetter})
 			}
 		case s.Hist != nil && s.Hist.Count() > 0:
-			perTx := func(ticks uint64) float64 { return float64(ticks) / userHZ * 1e6 / float64(s.Hist.Count()) }
+			perTx := func(ticks uint64) float64 { return float64(ticks) / procfs.UserHZ * 1e6 / float64(s.Hist.Count()) }
 			out = append(out,
 				workload.Sample{Metric: "net.cpu_us_per_transaction", Unit: "us", Value: perTx(use.BusyTicks), Better: workload.LowerIsBetter},
 				workload.Sample{Metric: "net.cpu.kernel_us_per_transaction", Unit: "us", Value: perTx(use.KernelTicks), Better: workload.LowerIsBetter})
