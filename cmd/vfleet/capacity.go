@@ -118,14 +118,12 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags, eof io.Reader) e
 	if err := requireRoot("vfleet capacity"); err != nil {
 		return err
 	}
-	st, err := store.Open(g.db())
+	wk, err := g.begin(workOptions{eof: eof})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	progress := newProgress()
-	ctx, cancel := interruptible(progress, eof)
-	defer cancel()
+	defer wk.end()
+	st, progress, ctx := wk.st, wk.progress, wk.ctx
 	sess, err := session.Prepare(ctx, g.session(progress), spec)
 	if err != nil {
 		return err

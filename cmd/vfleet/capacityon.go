@@ -17,7 +17,6 @@ import (
 	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
-	"github.com/vfleet/vfleet/internal/telemetry"
 )
 
 // capacityOutput is the file, in the remote search's scratch directory,
@@ -46,14 +45,12 @@ func capacityOn(g *globalOptions, ref string, f capacityFlags, on *onFlags) erro
 	if err := checkCapacityOutputs(f); err != nil {
 		return err
 	}
-	st, err := store.Open(g.db())
+	wk, err := g.begin(workOptions{plain: true})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	progress := telemetry.NewProgress(os.Stderr, false)
-	ctx, cancel := signalContext(progress)
-	defer cancel()
+	defer wk.end()
+	st, ctx := wk.st, wk.ctx
 
 	opts := on.options(g, st, ref)
 	opts.Command = []string{"capacity", "--html", "-", "--json", capacityOutput,

@@ -105,11 +105,21 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 		}
 	}
 	if os.Geteuid() == 0 {
-		// As root the run gets as far as the database, which it must refuse
-		// without writing a journal beside the device.
-		_, stderr, code := c.run("--db", os.DevNull, "run", scenario(ok, "{}"))
-		if code != exitFailed || !strings.Contains(stderr, "not a regular file") {
-			t.Errorf("run --db /dev/null: exit %d, %q", code, stderr)
+		// As root each command that measures gets as far as the database,
+		// which it must refuse without writing a journal beside the device,
+		// and before it makes an image in its state directory.
+		for _, args := range [][]string{
+			{"run", scenario(ok, "{}")},
+			{"fleet", "up", scenario(ok, "{}")},
+		} {
+			state := t.TempDir()
+			_, stderr, code := c.run(append([]string{"--state-dir", state, "--db", os.DevNull}, args...)...)
+			if code != exitFailed || !strings.Contains(stderr, "not a regular file") {
+				t.Errorf("%v --db /dev/null: exit %d, %q", args[:len(args)-1], code, stderr)
+			}
+			if _, err := os.Stat(filepath.Join(state, "images")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%v --db /dev/null made images in its state directory (%v)", args[:len(args)-1], err)
+			}
 		}
 	}
 	if _, err := os.Stat(os.DevNull + "-journal"); !errors.Is(err, os.ErrNotExist) {

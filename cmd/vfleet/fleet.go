@@ -21,7 +21,6 @@ import (
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/session"
-	"github.com/vfleet/vfleet/internal/store"
 )
 
 func newFleetCommand(g *globalOptions) *cobra.Command {
@@ -216,19 +215,16 @@ func fleetUp(g *globalOptions, ref, name string) error {
 	if err != nil {
 		return err
 	}
-
-	progress := newProgress()
-	ctx, cancel := signalContext(progress)
-	defer cancel()
+	wk, err := g.begin(workOptions{})
+	if err != nil {
+		return err
+	}
+	defer wk.end()
+	st, progress, ctx := wk.st, wk.progress, wk.ctx
 	sess, err := session.Prepare(ctx, g.session(progress), spec)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	up, err := fleets.Up(ctx, spec, name, db, sess.Options(ctx, st), progress.Done)
 	if err != nil {
 		return err

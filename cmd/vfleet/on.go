@@ -23,7 +23,6 @@ import (
 	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
-	"github.com/vfleet/vfleet/internal/telemetry"
 	"github.com/vfleet/vfleet/scenarios"
 )
 
@@ -187,15 +186,12 @@ func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
 	if err := checkHTMLPath(htmlPath); err != nil {
 		return usageError{err}
 	}
-	st, err := store.Open(g.db())
+	wk, err := g.begin(workOptions{plain: true})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	// Plain: the machines' lines are the progress, one after another.
-	progress := telemetry.NewProgress(os.Stderr, false)
-	ctx, cancel := signalContext(progress)
-	defer cancel()
+	defer wk.end()
+	st, ctx := wk.st, wk.ctx
 	results := f.each(ctx, targets, f.options(g, st, ref))
 
 	rctx := context.WithoutCancel(ctx)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/interrupt"
 	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/telemetry"
@@ -447,8 +448,8 @@ func TestInterruptibleStopsAtEOF(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the input ended and the run goes on")
 	}
-	var s signalled
-	if !errors.As(context.Cause(ctx), &s) || s.sig != syscall.SIGINT || !interrupted(ctx.Err()) {
+	var s interrupt.Signalled
+	if !errors.As(context.Cause(ctx), &s) || s.Signal != syscall.SIGINT || !interrupted(ctx.Err()) {
 		t.Errorf("cause %v; want SIGINT, an interruption", context.Cause(ctx))
 	}
 }

@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/vfleet/vfleet/internal/interrupt"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/session"
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/telemetry"
 	"github.com/vfleet/vfleet/internal/version"
 )
@@ -136,54 +134,59 @@ func requireRoot(what string) error {
 	return nil
 }
 
-// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
-// is left to its default action, so an impatient user can still kill vfleet
-// (and then run 'vfleet clean').
-//
-// The signal is the context's cause, so that the stored run can say what
-// interrupted it.
+// work is what run, capacity, fleet up and their --on forms hold while
+// they work: the results store, their progress and their context.
+type work struct {
+	st       *store.Store
+	progress *telemetry.Progress
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+// workOptions say how a command's work is shown and stopped.
+type workOptions struct {
+	// plain: a line for each thing said, never a status line; --on's
+	// machines say theirs one after another.
+	plain bool
+	// eof, when not nil, stops the work at its end as a SIGINT does
+	// (interruptible).
+	eof io.Reader
+}
+
+// begin opens the results store, before anything is built, so that a
+// database the command cannot write is known at once; then the progress,
+// and the context the first SIGINT or SIGTERM cancels.
+func (g *globalOptions) begin(o workOptions) (*work, error) {
+	st, err := store.Open(g.db())
+	if err != nil {
+		return nil, err
+	}
+	progress := telemetry.NewProgress(os.Stderr, !o.plain && isTerminal(os.Stderr))
+	ctx, cancel := interruptible(progress, o.eof)
+	return &work{st: st, progress: progress, ctx: ctx, cancel: cancel}, nil
+}
+
+// end lets the signals go, then closes the store.
+func (w *work) end() {
+	w.cancel()
+	w.st.Close()
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM, which
+// progress reports; a second one is left to its default action, so an
+// impatient user can still kill vfleet (and then run 'vfleet clean').
 func signalContext(progress *telemetry.Progress) (context.Context, context.CancelFunc) {
 	return interruptible(progress, nil)
 }
 
 // interruptible is signalContext, with the end of eof, when not nil, a
-// SIGINT too: how `run --on` stops a run on another machine, since sshd
-// passes no signal to the session of a root login. Output nobody reads
-// any more (the connection is gone) is then no reason to die before the
-// teardown: SIGPIPE is ignored.
+// SIGINT too (interrupt.OnSignal): how `run --on` stops a run on another
+// machine.
 func interruptible(progress *telemetry.Progress, eof io.Reader) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	if eof != nil {
-		signal.Ignore(syscall.SIGPIPE)
-		go func() {
-			io.Copy(io.Discard, eof)
-			select {
-			case ch <- syscall.SIGINT:
-			default: // a signal is there already
-			}
-		}()
-	}
-	go func() {
-		select {
-		case s := <-ch:
-			signal.Stop(ch)
-			progress.Logf("%s: stopping after tearing everything down (again to abort; then run 'vfleet clean')", s)
-			cancel(signalled{s.(syscall.Signal)})
-		case <-ctx.Done():
-			signal.Stop(ch)
-		}
-	}()
-	return ctx, func() { cancel(nil) }
+	return interrupt.OnSignal(func(s os.Signal) {
+		progress.Logf("%s: stopping after tearing everything down (again to abort; then run 'vfleet clean')", s)
+	}, eof)
 }
-
-// signalled is the cause of a context cancelled by a signal: it is
-// context.Canceled to errors.Is, and names the signal.
-type signalled struct{ sig syscall.Signal }
-
-func (s signalled) Error() string { return unix.SignalName(s.sig) }
-func (s signalled) Unwrap() error { return context.Canceled }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 

@@ -131,15 +131,12 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	if err := requireRoot("vfleet run"); err != nil {
 		return err
 	}
-	// Before anything is built: a database the run cannot write is known now.
-	st, err := store.Open(g.db())
+	wk, err := g.begin(workOptions{eof: eof})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	progress := newProgress()
-	ctx, cancel := interruptible(progress, eof)
-	defer cancel()
+	defer wk.end()
+	st, progress, ctx := wk.st, wk.progress, wk.ctx
 
 	sess, err := session.Prepare(ctx, g.session(progress), specs...)
 	if err != nil {

@@ -8,11 +8,9 @@
 package cgroup
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -54,59 +52,27 @@ type Mount struct {
 	Freezer bool
 }
 
-// Mounts lists the cgroup hierarchies (v1 and v2) in a
-// /proc/self/mountinfo text.
-func Mounts(mountinfo io.Reader) ([]Mount, error) {
-	var out []Mount
-	sc := bufio.NewScanner(mountinfo)
-	for sc.Scan() {
-		// Fields: id parent major:minor root mountpoint options [optional...] - fstype source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 1 {
-			continue
-		}
-		switch qf[0] {
-		case "cgroup2":
-			out = append(out, Mount{Dir: unescapeMountPath(pf[4]), V2: true})
-		case "cgroup":
-			var opts []string
-			if len(qf) >= 3 {
-				opts = strings.Split(qf[2], ",")
-			}
-			out = append(out, Mount{Dir: unescapeMountPath(pf[4]), Freezer: contains(opts, "freezer")})
-		}
-	}
-	return out, sc.Err()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes of space, tab, newline
-// and backslash.
-func unescapeMountPath(s string) string {
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
-}
-
-func hostMounts() ([]Mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+// Mounts lists the cgroup hierarchies (v1 and v2) in this process's mount
+// table, read under procRoot (/proc, or a fixture tree in tests).
+func Mounts(procRoot string) ([]Mount, error) {
+	all, err := procfs.Mounts(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup mounts: %w", err)
 	}
-	defer f.Close()
-	return Mounts(f)
+	var out []Mount
+	for _, m := range all {
+		switch m.FSType {
+		case "cgroup2":
+			out = append(out, Mount{Dir: m.Point, V2: true})
+		case "cgroup":
+			_, freezer := m.Super["freezer"]
+			out = append(out, Mount{Dir: m.Point, Freezer: freezer})
+		}
+	}
+	return out, nil
 }
+
+func hostMounts() ([]Mount, error) { return Mounts("/proc") }
 
 // holders are the hierarchies a contained process is put in: the v2
 // hierarchy, whose cgroup.kill ends every process at once, and the v1

@@ -2,17 +2,11 @@ package cgroup
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 )
 
 func TestMountsAndHolders(t *testing.T) {
-	info := "35 25 0:30 / /sys/fs/cgroup/cpu rw,relatime shared:12 - cgroup cgroup rw,cpu\n" +
-		"36 25 0:31 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n" +
-		"37 25 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer\n" +
-		"38 25 0:35 / /sys/fs/cgroup/my\\040tree rw - cgroup cgroup rw,name=mine\n" +
-		"39 25 0:32 / /proc rw - proc proc rw\n"
-	got, err := Mounts(strings.NewReader(info))
+	got, err := Mounts("testdata/proc")
 	want := []Mount{{Dir: "/sys/fs/cgroup/cpu"}, {Dir: "/sys/fs/cgroup/unified", V2: true},
 		{Dir: "/sys/fs/cgroup/freezer", Freezer: true}, {Dir: "/sys/fs/cgroup/my tree"}}
 	if err != nil || !reflect.DeepEqual(got, want) {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -195,7 +196,7 @@ func TestCPUTimeKeepsReapedChildren(t *testing.T) {
 	}
 	childCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	// Each of the four counters is truncated to whole ticks.
-	if grew := after - before; grew < childCPU-4*time.Second/userHZ {
+	if grew := after - before; grew < childCPU-4*time.Second/procfs.UserHZ {
 		t.Fatalf("cpu time grew by %v while a reaped child used %v", grew, childCPU)
 	}
 }

@@ -16,10 +16,6 @@ import (
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
-// userHZ is the unit of the CPU times in /proc/PID/stat: the kernel fixes
-// it at 100 in its user ABI, whatever its internal HZ.
-const userHZ = 100
-
 // ErrNoProcess says none of the processes asked about exists any more.
 var ErrNoProcess = errors.New("no such process")
 
@@ -155,7 +151,7 @@ func CPUTime(pids []int) (time.Duration, error) {
 	if counted == 0 && len(pids) > 0 {
 		return 0, fmt.Errorf("cpu time of processes %v: %w", pids, ErrNoProcess)
 	}
-	return time.Duration(ticks) * (time.Second / userHZ), nil
+	return time.Duration(ticks) * (time.Second / procfs.UserHZ), nil
 }
 
 func procPath(pid int, elem ...string) string {

@@ -1,8 +1,6 @@
 package doctor
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/netpath"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/tools"
 	"github.com/vfleet/vfleet/internal/workload/programs"
 )
@@ -55,7 +54,7 @@ func Checks(o Options, kinds ...Contributor) []Check {
 	checks := []Check{
 		{Name: "root", Run: func(context.Context) Result { return checkRoot(os.Geteuid()) }},
 		{Name: "cgroups", Run: func(context.Context) Result { return checkCgroups(o.SysRoot) }},
-		{Name: "overlayfs", Run: func(context.Context) Result { return checkOverlay("/proc/filesystems") }},
+		{Name: "overlayfs", Run: func(context.Context) Result { return checkOverlay("/proc") }},
 		{Name: "network namespaces", Run: checkNetns},
 		{Name: "BPF", Run: checkBPF},
 		{Name: "XDP native on veth", Run: checkXDPNative},
@@ -230,29 +229,18 @@ func cgroupControllers(sysRoot, mode string) (map[string]bool, error) {
 	return have, nil
 }
 
-func checkOverlay(procFilesystems string) Result {
-	b, err := os.ReadFile(procFilesystems)
+// checkOverlay looks for overlayfs among the file systems the kernel
+// under procRoot offers.
+func checkOverlay(procRoot string) Result {
+	fss, err := procfs.Filesystems(procRoot)
 	if err != nil {
 		return Result{Status: Fail, Detail: err.Error()}
 	}
-	if listsFilesystem(b, "overlay") {
+	if fss["overlay"] {
 		return Result{Status: OK, Detail: "available (copy-on-write guest root filesystems)"}
 	}
 	return Result{Status: Missing, Detail: "the kernel lists no overlay filesystem",
 		Fix: "modprobe overlay (module shipped with the Debian linux-image package)"}
-}
-
-// listsFilesystem reports whether /proc/filesystems content names fs. Each
-// line is a filesystem name, optionally after "nodev" and a tab.
-func listsFilesystem(procFilesystems []byte, fs string) bool {
-	sc := bufio.NewScanner(bytes.NewReader(procFilesystems))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) > 0 && f[len(f)-1] == fs {
-			return true
-		}
-	}
-	return false
 }
 
 // installFix is the command or step that provides a known tool.

@@ -128,19 +128,10 @@ func TestCgroupsOnRecordedTrees(t *testing.T) {
 }
 
 func TestOverlayOnRecordedProcFilesystems(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("testdata", "proc-filesystems"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for fs, want := range map[string]bool{"overlay": true, "ext4": true, "nodev": false, "lay": false, "zfs": false} {
-		if got := listsFilesystem(b, fs); got != want {
-			t.Errorf("%s: listed = %v, want %v", fs, got, want)
-		}
-	}
-	if r := checkOverlay(filepath.Join("testdata", "proc-filesystems")); r.Status != OK {
+	if r := checkOverlay(filepath.Join("testdata", "proc")); r.Status != OK {
 		t.Errorf("recorded host: %+v", r)
 	}
-	if r := checkOverlay(filepath.Join(t.TempDir(), "missing")); r.Status != Fail {
+	if r := checkOverlay(t.TempDir()); r.Status != Fail {
 		t.Errorf("unreadable file: %+v", r)
 	}
 }

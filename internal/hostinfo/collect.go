@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +56,7 @@ func Collect(opts Options) (Fingerprint, error) {
 	fp.KernelFull = unix.ByteSliceToString(uts.Version[:])
 	fp.Arch = unix.ByteSliceToString(uts.Machine[:])
 
-	cpu, err := parseWith(filepath.Join(opts.ProcRoot, "cpuinfo"), ParseCPUInfo)
+	cpu, err := parseWith(filepath.Join(opts.ProcRoot, "cpuinfo"), procfs.ParseCPUInfo)
 	if err != nil {
 		return fp, err
 	}
@@ -69,11 +70,11 @@ func Collect(opts Options) (Fingerprint, error) {
 		return fp, err
 	}
 
-	if fp.MemTotalKiB, err = parseWith(filepath.Join(opts.ProcRoot, "meminfo"), ParseMemTotal); err != nil {
+	if fp.MemTotalKiB, err = parseWith(filepath.Join(opts.ProcRoot, "meminfo"), procfs.ParseMemTotal); err != nil {
 		return fp, err
 	}
 	cpuDir := filepath.Join(opts.SysRoot, "devices", "system", "cpu")
-	if fp.OnlineCPUs, err = parseWith(filepath.Join(cpuDir, "online"), ParseCPUListCount); err != nil {
+	if fp.OnlineCPUs, err = parseWith(filepath.Join(cpuDir, "online"), procfs.ParseCPUListCount); err != nil {
 		return fp, err
 	}
 	// Both are absent on many hosts (no SMT control, no cpufreq driver in a

@@ -6,7 +6,8 @@
 // kernel has its latency tracers.
 //
 // Every read goes through the proc, sys and boot roots of Options, and
-// every file is parsed by a pure function, so the whole fingerprint can be
+// every file is parsed by a pure function (internal/procfs has those a
+// remote machine's fingerprint shares), so the whole fingerprint can be
 // tested on recorded fixture trees instead of on whatever host runs the
 // tests. Only the uname fields and the cgroup filesystem type come from
 // system calls.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -297,7 +298,7 @@ func irqAffinity(dir string) []int {
 		if err != nil {
 			continue
 		}
-		if cpus, err := ParseCPUList(string(b)); err == nil {
+		if cpus, err := procfs.ParseCPUList(string(b)); err == nil {
 			return cpus
 		}
 	}
@@ -399,7 +400,7 @@ func collectRealTime(opts Options, release, version string) RealTime {
 	cpuDir := filepath.Join(opts.SysRoot, "devices", "system", "cpu")
 	rt.IsolatedCPUs = cpuListFile(filepath.Join(cpuDir, "isolated"))
 	rt.NohzFull = cpuListFile(filepath.Join(cpuDir, "nohz_full"))
-	online, _ := ParseCPUList(cpuListFile(filepath.Join(cpuDir, "online")))
+	online, _ := procfs.ParseCPUList(cpuListFile(filepath.Join(cpuDir, "online")))
 	rt.IRQsPerCPU = irqsPerCPU(filepath.Join(opts.ProcRoot, "irq"), online)
 
 	rt.Tracers = kernelTracers(opts, kc, complete)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/flock"
 	"github.com/vfleet/vfleet/internal/image/native"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/tools"
 )
@@ -372,14 +373,9 @@ func removeStaleBuilds(final string) {
 // builder mounted inside its chroot (/proc, /sys, /dev binds) and did not
 // unmount: removing through such a mount would delete the host's own files.
 func removeBuildDir(dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
+	points, err := mountPointsBelow("/proc", dir)
 	if err != nil {
 		return // without a mount table it is not safe to remove anything
-	}
-	points, err := mountPointsBelow(f, dir)
-	f.Close()
-	if err != nil {
-		return
 	}
 	for _, p := range points {
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
@@ -389,21 +385,19 @@ func removeBuildDir(dir string) {
 	os.RemoveAll(dir)
 }
 
-// mountPointsBelow lists the mount points strictly below dir in a
-// mountinfo text, deepest first.
-func mountPointsBelow(mountinfo io.Reader, dir string) ([]string, error) {
+// mountPointsBelow lists the mount points strictly below dir in this
+// process's mount table, read under procRoot, deepest first.
+func mountPointsBelow(procRoot, dir string) ([]string, error) {
+	mounts, err := procfs.Mounts(procRoot)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	sc := bufio.NewScanner(mountinfo)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		p := strings.ReplaceAll(f[4], `\040`, " ")
-		if strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
+	for _, m := range mounts {
+		if strings.HasPrefix(m.Point, dir+"/") {
+			out = append(out, m.Point)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
+	return out, nil
 }

@@ -107,12 +107,7 @@ func TestParseDpkgStatusRejectsGarbage(t *testing.T) {
 }
 
 func TestMountPointsBelowDeepestFirst(t *testing.T) {
-	info := "1 0 8:1 / / rw - ext4 /dev/vda rw\n" +
-		"2 1 0:5 / /b/.build-1/rootfs/proc rw - proc proc rw\n" +
-		"3 1 0:6 / /b/.build-1/rootfs/dev rw - devtmpfs udev rw\n" +
-		"4 3 0:7 / /b/.build-1/rootfs/dev/pts rw - devpts devpts rw\n" +
-		"5 1 0:8 / /b/.build-10/rootfs/proc rw - proc proc rw\n"
-	got, err := mountPointsBelow(strings.NewReader(info), "/b/.build-1")
+	got, err := mountPointsBelow("testdata/proc", "/b/.build-1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,6 @@ import (
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
-// userHZ is the unit of the CPU times in /proc/PID/stat. The kernel fixes it
-// at 100 for every architecture's user ABI, whatever its internal HZ.
-const userHZ = 100
-
 // Usage is what a guest uses at the moment it is read.
 type Usage struct {
 	CPUSeconds  float64 // user+system time since the guest started
@@ -275,7 +271,7 @@ func ParseProcStat(b []byte) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
-	return float64(st.CPUTicks()) / userHZ, nil
+	return float64(st.CPUTicks()) / procfs.UserHZ, nil
 }
 
 // ParseProcStatusRSS returns VmRSS of /proc/PID/status in bytes. A kernel

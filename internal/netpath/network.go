@@ -17,6 +17,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/netpath/fastpath"
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 var errClosed = errors.New("network already closed")
@@ -347,7 +348,7 @@ func (n *Network) ForwardedPackets() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return ParseForwarded(b)
+	return procfs.ParseForwarded(b)
 }
 
 // FastPathCounters returns the counters of a path's eBPF programs, false
@@ -424,7 +425,7 @@ func (n *Network) forwardedLocked() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return ParseForwarded(b)
+	return procfs.ParseForwarded(b)
 }
 
 func formatCounters(c fastpath.Counters) string {

@@ -9,6 +9,11 @@ import (
 	"strings"
 )
 
+// UserHZ is the unit of the CPU times in /proc/stat and /proc/PID/stat:
+// clock ticks of 1/100 s, fixed by the kernel's user ABI on every
+// architecture, whatever its internal HZ.
+const UserHZ = 100
+
 // ErrFormat is returned for a stat text that is not in the kernel's format.
 var ErrFormat = errors.New("malformed /proc/PID/stat")
 

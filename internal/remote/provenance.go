@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/workload/programs"
 )
 
@@ -33,7 +34,7 @@ func (m *Machine) Fingerprint(ctx context.Context, nic string, found []Found) (h
 	}
 	fp.KernelFull = strings.TrimSpace(string(out))
 
-	cpu, err := parseRemote(ctx, m, "/proc/cpuinfo", hostinfo.ParseCPUInfo)
+	cpu, err := parseRemote(ctx, m, "/proc/cpuinfo", procfs.ParseCPUInfo)
 	if err != nil {
 		return fp, err
 	}
@@ -43,10 +44,10 @@ func (m *Machine) Fingerprint(ctx context.Context, nic string, found []Found) (h
 		// there is DMI at all.
 		fp.Virtualized = cmp.Or(m.optionalLine(ctx, "/sys/class/dmi/id/sys_vendor"), "yes")
 	}
-	if fp.MemTotalKiB, err = parseRemote(ctx, m, "/proc/meminfo", hostinfo.ParseMemTotal); err != nil {
+	if fp.MemTotalKiB, err = parseRemote(ctx, m, "/proc/meminfo", procfs.ParseMemTotal); err != nil {
 		return fp, err
 	}
-	if fp.OnlineCPUs, err = parseRemote(ctx, m, "/sys/devices/system/cpu/online", hostinfo.ParseCPUListCount); err != nil {
+	if fp.OnlineCPUs, err = parseRemote(ctx, m, "/sys/devices/system/cpu/online", procfs.ParseCPUListCount); err != nil {
 		return fp, err
 	}
 	fp.SMT = m.optionalLine(ctx, "/sys/devices/system/cpu/smt/control")

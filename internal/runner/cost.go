@@ -1,62 +1,9 @@
 package runner
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"strconv"
-	"strings"
-
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/workload"
 )
-
-// userHZ is the unit of /proc/stat: clock ticks of 1/100 s on every Linux
-// architecture, whatever the kernel's internal HZ.
-const userHZ = 100
-
-// parseCPUStat sums the aggregate "cpu" line of /proc/stat: busy is every
-// column but idle and iowait (steal included: on a VM, time the hypervisor
-// took is time the measurement did not get).
-func parseCPUStat(b []byte) (cpuTimes, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	var t cpuTimes
-	found := false
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") {
-			continue
-		}
-		if f[0] != "cpu" {
-			t.cpus++
-			continue
-		}
-		// user nice system idle iowait irq softirq steal [guest guest_nice]:
-		// guest time is already inside user, so only the first eight count.
-		if len(f) < 9 {
-			return cpuTimes{}, errors.New("/proc/stat: short cpu line")
-		}
-		for i := 1; i <= 8; i++ {
-			v, err := strconv.ParseUint(f[i], 10, 64)
-			if err != nil {
-				return cpuTimes{}, errors.New("/proc/stat: malformed cpu line")
-			}
-			t.total += v
-			if i != 4 && i != 5 {
-				t.busy += v
-			}
-			// system, irq and softirq: the kernel's work, whichever task
-			// or interrupt it was done for.
-			if i == 3 || i == 6 || i == 7 {
-				t.kernel += v
-			}
-		}
-		found = true
-	}
-	if !found || t.cpus == 0 {
-		return cpuTimes{}, errors.New("/proc/stat: no cpu lines")
-	}
-	return t, nil
-}
 
 // costSamples derives what a network measurement cost the host from its
 // CPU use over the measurement: busy cores, throughput per busy core, and
@@ -103,7 +50,7 @@ func costSamples(parsed []workload.Sample, use cpuUse) []workload.Sample {
 				out = append(out, workload.Sample{Metric: "net.cpu.kernel_ms_per_gbit", Unit: "ms", Value: kernelCores / (s.Value / 1e9) * 1e3, Better: workload.LowerIsBetter})
 			}
 		case s.Hist != nil && s.Hist.Count() > 0:
-			perTx := func(ticks uint64) float64 { return float64(ticks) / userHZ * 1e6 / float64(s.Hist.Count()) }
+			perTx := func(ticks uint64) float64 { return float64(ticks) / procfs.UserHZ * 1e6 / float64(s.Hist.Count()) }
 			out = append(out,
 				workload.Sample{Metric: "net.cpu_us_per_transaction", Unit: "us", Value: perTx(use.BusyTicks), Better: workload.LowerIsBetter},
 				workload.Sample{Metric: "net.cpu.kernel_us_per_transaction", Unit: "us", Value: perTx(use.KernelTicks), Better: workload.LowerIsBetter})

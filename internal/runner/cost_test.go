@@ -2,32 +2,11 @@ package runner
 
 import (
 	"math"
-	"os"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/workload"
 )
-
-func TestParseCPUStatOnRecordedFile(t *testing.T) {
-	b, err := os.ReadFile("testdata/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := parseCPUStat(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The recorded machine had two CPUs; busy excludes idle and iowait.
-	if got.cpus != 2 || got.busy == 0 || got.busy >= got.total || got.kernel == 0 || got.kernel >= got.busy {
-		t.Fatalf("parsed %+v", got)
-	}
-	for _, bad := range []string{"", "intr 1 2\n", "cpu  1 2 3\ncpu0 1 2 3 4 5 6 7 8\n", "cpu  a b c d e f g h\ncpu0 1\n"} {
-		if _, err := parseCPUStat([]byte(bad)); err == nil {
-			t.Errorf("parsed %q", bad)
-		}
-	}
-}
 
 func TestCostSamples(t *testing.T) {
 	h := stats.NewHistogram("us")

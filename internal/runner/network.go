@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -299,7 +298,7 @@ func (n *netRun) waitListening(ctx context.Context, g guest.Guest, s workload.Se
 	for {
 		reply, err := g.Exec(wctx, agent.Request{Argv: append([]string{"cat"}, tables...), TimeoutMS: 5000})
 		if err == nil && reply.Succeeded() {
-			up, perr := netpath.Listening(reply.Stdout, s.Proto, s.Port)
+			up, perr := procfs.Listening(reply.Stdout, s.Proto, s.Port)
 			if perr != nil {
 				return perr
 			}
@@ -429,7 +428,8 @@ func readGuestCPU(ctx context.Context, g guest.Guest) (cpuTimes, error) {
 	if err != nil {
 		return cpuTimes{}, err
 	}
-	return parseCPUStat(reply.Stdout)
+	st, err := procfs.ParseCPUStat(reply.Stdout)
+	return cpuTimes{CPUStat: st}, err
 }
 
 // cores is the busy share of an interval in CPUs, nil for an empty one.
@@ -463,20 +463,16 @@ func (n *netRun) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// cpuTimes are the host's CPU counters from /proc/stat, in clock ticks,
-// with the user time of the measured guest's host processes.
+// cpuTimes are the host's CPU counters from /proc/stat, with the user
+// time of the measured guest's host processes, in clock ticks.
 type cpuTimes struct {
-	busy, total, kernel uint64
-	guestUser           uint64
-	cpus                int
+	procfs.CPUStat
+	guestUser uint64
 }
 
 func readCPU() (cpuTimes, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}, err
-	}
-	return parseCPUStat(b)
+	st, err := procfs.ReadCPUStat("/proc")
+	return cpuTimes{CPUStat: st}, err
 }
 
 // cpuUse is the host's CPU consumption over an interval. KernelTicks and
@@ -491,7 +487,7 @@ type cpuUse struct {
 }
 
 func (a cpuTimes) since(b cpuTimes) cpuUse {
-	u := cpuUse{BusyTicks: a.busy - b.busy, TotalTicks: a.total - b.total, KernelTicks: a.kernel - b.kernel, CPUs: a.cpus}
+	u := cpuUse{BusyTicks: a.Busy - b.Busy, TotalTicks: a.Total - b.Total, KernelTicks: a.Kernel - b.Kernel, CPUs: a.CPUs}
 	if a.guestUser >= b.guestUser {
 		u.GuestUserTicks = a.guestUser - b.guestUser
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/workload/programs"
 )
@@ -46,7 +46,7 @@ func (r *run) startNoise(ctx context.Context, st scenario.Step) (stop func()) {
 	if st.Noise == "" || st.Noise == scenario.NoiseNone || len(r.plan.NoiseGuests) == 0 {
 		return func() {}
 	}
-	cpus, err := hostinfo.ParseCPUList(r.placed.noiseCPUs)
+	cpus, err := procfs.ParseCPUList(r.placed.noiseCPUs)
 	if err != nil {
 		r.opts.Progress.Logf("%snoise %s not started: %v", r.label, st.Noise, err)
 		return func() {}

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/procfs"
 
-	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/scenario"
 )
 
@@ -25,7 +25,7 @@ func readTopology(sysDir string) ([]hostCPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("online CPUs: %w", err)
 	}
-	ids, err := hostinfo.ParseCPUList(string(b))
+	ids, err := procfs.ParseCPUList(string(b))
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 		for _, id := range noise {
 			taken[id] = true
 		}
-		pl.noiseCPUs = hostinfo.FormatCPUList(noise)
+		pl.noiseCPUs = procfs.FormatCPUList(noise)
 	}
 	var pool []int
 	for _, id := range spreadOrder(cpus) {
@@ -178,7 +178,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 	sortedPool := append([]int(nil), pool...)
 	sort.Ints(sortedPool)
 	if len(pool) < len(online) {
-		pl.hostCPUs = hostinfo.FormatCPUList(sortedPool)
+		pl.hostCPUs = procfs.FormatCPUList(sortedPool)
 	}
 	noiseGuests := map[string]bool{}
 	for _, n := range plan.NoiseGuests {
@@ -215,7 +215,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 		if mine == nil {
 			continue
 		}
-		list := hostinfo.FormatCPUList(mine)
+		list := procfs.FormatCPUList(mine)
 		if guest.TraitsOf(g.Kind).PinsVCPUs {
 			g.PinVCPUs = list
 		} else {
@@ -223,7 +223,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 		}
 		pl.details[g.Name] = map[string]string{"pinning": pin.Strategy, "pinned_cpus": list}
 	}
-	pl.summary = fmt.Sprintf("pinning %s over CPUs %s", pin.Strategy, hostinfo.FormatCPUList(sortedPool))
+	pl.summary = fmt.Sprintf("pinning %s over CPUs %s", pin.Strategy, procfs.FormatCPUList(sortedPool))
 	if wanted > len(pool) {
 		ratio := fmt.Sprintf("%.2f", float64(wanted)/float64(len(pool)))
 		pl.summary += fmt.Sprintf(", oversubscribed %s× (%d CPUs wanted)", ratio, wanted)
@@ -248,7 +248,7 @@ func noiseCPUs(list string, online []int) ([]int, error) {
 	if list == "" {
 		return online[:len(online)/2], nil
 	}
-	cpus, err := hostinfo.ParseCPUList(list)
+	cpus, err := procfs.ParseCPUList(list)
 	if err != nil {
 		return nil, fmt.Errorf("noise.cpus: %w", err)
 	}
@@ -258,7 +258,7 @@ func noiseCPUs(list string, online []int) ([]int, error) {
 	}
 	for _, id := range cpus {
 		if !isOnline[id] {
-			return nil, fmt.Errorf("noise.cpus %q: CPU %d is not online (online: %s)", list, id, hostinfo.FormatCPUList(online))
+			return nil, fmt.Errorf("noise.cpus %q: CPU %d is not online (online: %s)", list, id, procfs.FormatCPUList(online))
 		}
 	}
 	return cpus, nil

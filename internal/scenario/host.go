@@ -3,11 +3,11 @@ package scenario
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
+	"github.com/vfleet/vfleet/internal/procfs"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/vfleet/vfleet/internal/hostinfo"
 )
 
 // Host is what the machine a scenario runs on has. A CPU list naming a
@@ -20,21 +20,25 @@ type Host struct {
 }
 
 // ThisHost reads the online CPUs and the memory of the machine vfleet runs on.
-func ThisHost() (Host, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+func ThisHost() (Host, error) { return HostAt("/proc", "/sys") }
+
+// HostAt reads the online CPUs and the memory under procRoot and sysRoot:
+// /proc and /sys, or a fixture tree in tests.
+func HostAt(procRoot, sysRoot string) (Host, error) {
+	b, err := os.ReadFile(filepath.Join(sysRoot, "devices", "system", "cpu", "online"))
 	if err != nil {
 		return Host{}, fmt.Errorf("online cpus: %w", err)
 	}
-	cpus, err := hostinfo.ParseCPUList(string(b))
+	cpus, err := procfs.ParseCPUList(string(b))
 	if err != nil {
 		return Host{}, fmt.Errorf("online cpus: %w", err)
 	}
-	f, err := os.Open("/proc/meminfo")
+	f, err := os.Open(filepath.Join(procRoot, "meminfo"))
 	if err != nil {
 		return Host{}, fmt.Errorf("host memory: %w", err)
 	}
 	defer f.Close()
-	kib, err := hostinfo.ParseMemTotal(f)
+	kib, err := procfs.ParseMemTotal(f)
 	if err != nil {
 		return Host{}, fmt.Errorf("host memory: %w", err)
 	}
@@ -79,7 +83,7 @@ func (p *parser) cpuList(n *yaml.Node, path, list string) {
 		p.errorf(n, path, "%q is not allowed: %v", list, err)
 		return
 	}
-	cpus, err := hostinfo.ParseCPUList(list)
+	cpus, err := procfs.ParseCPUList(list)
 	if err != nil {
 		return // checkCPUSet takes no list this cannot read
 	}
@@ -89,7 +93,7 @@ func (p *parser) cpuList(n *yaml.Node, path, list string) {
 	}
 	for _, c := range cpus {
 		if !slices.Contains(h.CPUs, c) {
-			p.errorf(n, path, "%q is not allowed: this host has no CPU %d (its CPUs: %s)", list, c, hostinfo.FormatCPUList(h.CPUs))
+			p.errorf(n, path, "%q is not allowed: this host has no CPU %d (its CPUs: %s)", list, c, procfs.FormatCPUList(h.CPUs))
 			return
 		}
 	}

@@ -1,9 +1,7 @@
 package testutil
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -88,27 +86,22 @@ func added(what string, before, now map[string]bool) []string {
 	return out
 }
 
-// MountPoints lists the mount points in a mountinfo text.
-func MountPoints(r io.Reader) ([]string, error) {
-	var out []string
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			return nil, fmt.Errorf("malformed mountinfo line %q", sc.Text())
-		}
-		out = append(out, strings.ReplaceAll(f[4], `\040`, " "))
+// MountPoints lists the mount points in this process's mount table, read
+// under procRoot.
+func MountPoints(procRoot string) ([]string, error) {
+	mounts, err := procfs.Mounts(procRoot)
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	out := make([]string, len(mounts))
+	for i, m := range mounts {
+		out[i] = m.Point
+	}
+	return out, nil
 }
 
 func mounts(t testing.TB) map[string]bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	points, err := MountPoints(f)
+	points, err := MountPoints("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,7 @@ import (
 )
 
 func TestMountPointsRecorded(t *testing.T) {
-	f, err := os.Open("testdata/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	points, err := MountPoints(f)
+	points, err := MountPoints("testdata/proc")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func (kind) Probe(_ context.Context, runtime string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: the host baseline needs root (chroot and mounts)", guest.ErrNotSupported)
 	}
-	if err := overlay.Supported(); err != nil {
+	if err := overlay.Supported("/proc"); err != nil {
 		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
 	}
 	return nil

@@ -1,10 +1,8 @@
 package lxc
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"strconv"
 	"strings"
@@ -190,22 +188,4 @@ func security(set func(key, value string), o ConfigOptions) error {
 		set("lxc.apparmor.profile", "unconfined")
 	}
 	return nil
-}
-
-// V1Controllers reads /proc/cgroups: the controllers bound to a cgroup v1
-// hierarchy (a hierarchy id other than 0). On a hybrid host the others
-// are the v2 hierarchy's.
-func V1Controllers(r io.Reader) (map[string]bool, error) {
-	out := map[string]bool{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		if id, err := strconv.Atoi(f[1]); err == nil && id != 0 && f[3] == "1" {
-			out[f[0]] = true
-		}
-	}
-	return out, sc.Err()
 }

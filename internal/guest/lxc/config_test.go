@@ -2,6 +2,7 @@ package lxc
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -154,15 +155,7 @@ func TestConfigRefusesALineBreakInAValue(t *testing.T) {
 }
 
 func TestV1ControllersOfAHybridHost(t *testing.T) {
-	const procCgroups = `#subsys_name	hierarchy	num_cgroups	enabled
-cpuset	3	1	1
-cpu	1	1	1
-memory	4	148	1
-net_cls	0	1	1
-hugetlb	0	1	1
-pids	8	1	0
-`
-	got, err := V1Controllers(strings.NewReader(procCgroups))
+	got, err := V1Controllers(filepath.Join("testdata", "proc"))
 	if err != nil {
 		t.Fatal(err)
 	}

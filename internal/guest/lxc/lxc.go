@@ -12,6 +12,7 @@ import (
 	"time"
 
 	hostapparmor "github.com/containerd/containerd/v2/pkg/apparmor"
+	promfs "github.com/prometheus/procfs"
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/cgroup"
@@ -93,7 +94,7 @@ func (kind) Probe(_ context.Context, runtime string) error {
 			return fmt.Errorf("%w: LXC's default configuration %s is missing: %s", guest.ErrNotSupported, f, installHint)
 		}
 	}
-	if err := overlay.Supported(); err != nil {
+	if err := overlay.Supported("/proc"); err != nil {
 		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
 	}
 	return nil
@@ -175,7 +176,7 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return fail(err)
 	}
 
-	v1, err := hostV1Controllers()
+	v1, err := V1Controllers("/proc")
 	if err != nil {
 		return fail(err)
 	}
@@ -351,13 +352,26 @@ func readPid(path string) (int, error) {
 	return pid, nil
 }
 
-func hostV1Controllers() (map[string]bool, error) {
-	f, err := os.Open("/proc/cgroups")
+// V1Controllers reads procRoot/cgroups (procRoot is /proc, or a fixture
+// tree in tests): the controllers bound to a cgroup v1 hierarchy (a
+// hierarchy id other than 0). On a hybrid host the others are the v2
+// hierarchy's.
+func V1Controllers(procRoot string) (map[string]bool, error) {
+	fs, err := promfs.NewFS(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup controllers: %w", err)
 	}
-	defer f.Close()
-	return V1Controllers(f)
+	all, err := fs.CgroupSummarys()
+	if err != nil {
+		return nil, fmt.Errorf("cgroup controllers: %w", err)
+	}
+	out := map[string]bool{}
+	for _, c := range all {
+		if c.Hierarchy != 0 && c.Enabled == 1 {
+			out[c.SubsysName] = true
+		}
+	}
+	return out, nil
 }
 
 // details record what the container runs under, for the run's record and

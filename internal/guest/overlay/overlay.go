@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // Layer is a mounted overlay.
@@ -90,16 +91,15 @@ func (l *Layer) Bind(hostPath, guestPath string) (func() error, error) {
 // Unmount removes the overlay. It is idempotent.
 func (l *Layer) Unmount() error { return l.led.Release(context.Background(), l.entry) }
 
-// Supported reports whether the kernel offers overlayfs.
-func Supported() error {
-	b, err := os.ReadFile("/proc/filesystems")
+// Supported reports whether the kernel under procRoot (/proc, or a
+// fixture tree in tests) offers overlayfs.
+func Supported(procRoot string) error {
+	fss, err := procfs.Filesystems(procRoot)
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(strings.TrimPrefix(line, "nodev")) == "overlay" {
-			return nil
-		}
+	if !fss["overlay"] {
+		return errors.New("overlayfs is not available in this kernel (modprobe overlay)")
 	}
-	return errors.New("overlayfs is not available in this kernel (modprobe overlay)")
+	return nil
 }

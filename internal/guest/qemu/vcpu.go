@@ -5,36 +5,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/procfs"
 	"golang.org/x/sys/unix"
 )
-
-// ParseCPUList expands a cpuset list ("0-2,5") into CPU numbers, in the
-// order written.
-func ParseCPUList(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("bad cpu %q in %q", lo, s)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad cpu range %q in %q", part, s)
-			}
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
 
 // pinPlan maps vCPU i to the i-th CPU of the list; the list must name a
 // CPU for every vCPU.
 func pinPlan(list string, vcpus int) ([]int, error) {
-	cpus, err := ParseCPUList(list)
+	cpus, err := procfs.ParseCPUList(list)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package netpath
+package procfs
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package hostinfo
+package procfs
 
 import (
 	"bufio"
