@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -419,10 +420,13 @@ func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error
 	if err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
-	// The run resolves its plan (placement, network attachments, adaptive
-	// rounds) in a copy: the caller's plan stays as given, to be run again
-	// or to be both sides of an A/B run.
-	r := &run{id: id, key: runKey(id), plan: plan.Clone(), opts: opts, status: store.StatusFailed}
+	// The caller's plan stays as given, to be run again or to be both
+	// sides of an A/B run: what the run resolves of its guests (placement,
+	// network attachments) is its own (startSpec). Only its list of steps
+	// grows, with adaptive rounds, so that list is the run's own.
+	own := *plan
+	own.Steps = slices.Clone(plan.Steps)
+	r := &run{id: id, key: runKey(id), plan: &own, opts: opts, status: store.StatusFailed}
 	if err := opts.Store.SetRunKey(ctx, id, r.key); err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
@@ -441,7 +445,7 @@ type run struct {
 	id     int64
 	key    string
 	label  string         // "A: " and "B: " in an A/B run
-	plan   *scenario.Plan // the run's own copy, which it resolves (see newRun)
+	plan   *scenario.Plan // the caller's, but for its steps (see newRun)
 	opts   Options
 	status string
 	reason string // why the run ended with status, when it did not complete
@@ -702,15 +706,16 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 	sem := make(chan struct{}, r.opts.StartConcurrency)
 	var wg sync.WaitGroup
 	for _, pg := range planned {
+		spec := r.startSpec(pg)
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			observed := r.opts.Observer.GuestStarting(guestEvent(r.id, pg.Group, pg.Spec, nil))
-			g, err := r.startGuest(ctx, pg.Spec, env)
-			observed(guestEvent(r.id, pg.Group, pg.Spec, g), err)
-			rec := store.GuestRecord{Group: pg.Group, Kind: pg.Spec.Kind, Runtime: pg.Spec.Runtime, CPUs: pg.Spec.CPUs, Memory: pg.Spec.MemoryBytes, CPULimit: pg.Spec.CPULimit}
+			observed := r.opts.Observer.GuestStarting(guestEvent(r.id, pg.Group, spec, nil))
+			g, err := r.startGuest(ctx, spec, env)
+			observed(guestEvent(r.id, pg.Group, spec, g), err)
+			rec := store.GuestRecord{Group: pg.Group, Kind: spec.Kind, Runtime: spec.Runtime, CPUs: spec.CPUs, Memory: spec.MemoryBytes, CPULimit: spec.CPULimit}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -755,6 +760,16 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 		return fmt.Errorf("%w: %d of %d guests started", errAllOrNothing, len(r.launched), len(planned))
 	}
 	return nil
+}
+
+// startSpec is what a guest of the plan starts as: its spec in the plan,
+// where the run placed it, and how it joins the network of the phase.
+func (r *run) startSpec(pg scenario.PlannedGuest) guest.Spec {
+	spec := r.placed.on(pg.Spec)
+	if r.net != nil {
+		spec = r.net.on(spec)
+	}
+	return spec
 }
 
 // startGuest starts a guest of the run, from the image it names.
