@@ -205,9 +205,9 @@ func RunAB(ctx context.Context, a, b *scenario.Plan, opts Options) ([2]int64, er
 // fleet down`, `vfleet clean`) is what ends it. On failure, whatever was
 // started is torn down before Launch returns. The plan's steps are not run.
 func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, key string, err error) {
-	// Paths in turn go with a remote peer, which lives as long as this
-	// process's SSH connection.
-	if plan.PathsInTurn() {
+	// A network per phase is a path's on a dedicated NIC, which goes with
+	// a remote peer, which lives as long as this process's SSH connection.
+	if plan.NetworkPerPhase() {
 		return 0, "", ErrDetachedPeer
 	}
 	opts = withDefaults(opts)
@@ -339,9 +339,7 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 			stopAll(ctx, active, nil, cerr)
 			return ids, errors.Join(append(errs, cerr)...)
 		}
-		// An audit needs the guests started once: the first fleet size
-		// is the fleet, but each path in turn has guests of its own.
-		if opts.AuditOnly && !inPhase[0].plan.PathsInTurn() {
+		if opts.AuditOnly && !inPhase[0].plan.Phases[phase].Kind.AuditEach() {
 			break
 		}
 		if !opts.AuditOnly {
@@ -522,9 +520,9 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.holdHostSettings(ctx); err != nil {
 		return err
 	}
-	// Paths that take a dedicated NIC in turn get their network as their
-	// phase begins (startPhase).
-	if r.plan.Spec.Network != nil && !r.plan.PathsInTurn() {
+	// Phases that own their networks build them as they begin
+	// (startPhase).
+	if r.plan.Spec.Network != nil && !r.plan.NetworkPerPhase() {
 		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
 		return r.buildNetwork(ctx, nil)
 	}
@@ -575,11 +573,11 @@ func (r *run) closeNetwork(ctx context.Context) error {
 
 // netRecord is the peer's stored record: the network's description,
 // following those of the networks the run has taken down already. When
-// the paths take a dedicated NIC in turn, each has a network, whose own
-// host side is described under its path.
+// each phase has a network (a path on a dedicated NIC), each network's
+// own host side is described under its path.
 func (r *run) netRecord() store.GuestRecord {
 	rec := r.net.record()
-	if !r.plan.PathsInTurn() {
+	if !r.plan.NetworkPerPhase() {
 		return rec
 	}
 	path := rec.Details["paths"]
@@ -612,9 +610,10 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 		}
 	}
 	name := "measure"
-	if ph := runs[0].plan.Phases[phase]; ph.FleetSize > 0 {
+	switch ph := runs[0].plan.Phases[phase]; ph.Kind {
+	case scenario.PhaseFleetSize:
 		name = fmt.Sprintf("measure at fleet size %d", ph.FleetSize)
-	} else if ph.Path != "" {
+	case scenario.PhasePath:
 		name = fmt.Sprintf("measure on %s over %s", ph.Path, runs[0].plan.Spec.Network.Uplink)
 	}
 	progress.Phase(name, total)
