@@ -45,7 +45,7 @@ func (r *run) placeGuests() error {
 // and, in a fleet, stores how long the launch took.
 func (r *run) startPhase(ctx context.Context, phase int) error {
 	ph := r.plan.Phases[phase]
-	if ph.Path != "" {
+	if ph.Kind.OwnsNetwork() {
 		r.opts.Progress.Logf("%s%s on %s: building the network and starting its peer", r.label, ph.Path, r.plan.Spec.Network.Uplink)
 		if err := r.buildNetwork(ctx, ph.Guests); err != nil {
 			return err
@@ -132,7 +132,7 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 // (launch, density): its size, when the run sweeps sizes.
 func phaseParams(ph scenario.Phase) workload.Params {
 	params := workload.Params{}
-	if ph.FleetSize > 0 {
+	if ph.Kind == scenario.PhaseFleetSize {
 		params[scenario.LabelFleetSize] = strconv.Itoa(ph.FleetSize)
 	}
 	return params
@@ -158,7 +158,7 @@ func (r *run) endPhase(ctx context.Context, phase int) error {
 	}
 	ph := r.plan.Phases[phase]
 	err := r.stopGuests(ctx, ph.Scaled)
-	if ph.Path != "" {
+	if ph.Kind.OwnsNetwork() {
 		// The NIC goes back to the host before the next path takes it.
 		err = errors.Join(err, r.closeNetwork(ctx))
 	}

@@ -38,6 +38,10 @@ type netRun struct {
 	// one.
 	remote *remotePeer
 	views  map[string]netView // by guest name
+	// joins is how each guest attached to this network joins it, by
+	// name: the plan is the caller's, so it joins a guest's spec only as
+	// the guest starts (on). A phase that owns its network has its own.
+	joins map[string]join
 	// serverLife bounds every server process: servers idle between steps,
 	// yet no process vfleet starts may run unbounded.
 	serverLife time.Duration
@@ -58,6 +62,21 @@ type netView struct {
 	hostSide netip.Addr
 }
 
+// join is how a guest joins the network: the namespace it enters, or
+// the tap that is its NIC.
+type join struct {
+	netNS string
+	tap   *guest.TapConfig
+}
+
+// on is spec joined to the network, if the guest was attached to it.
+func (n *netRun) on(spec guest.Spec) guest.Spec {
+	if j, ok := n.joins[spec.Name]; ok {
+		spec.NetNS, spec.Tap = j.netNS, j.tap
+	}
+	return spec
+}
+
 type server struct {
 	done   chan struct{}
 	reply  agent.Reply
@@ -66,8 +85,8 @@ type server struct {
 }
 
 // newNetRun builds the network, attaches the guests of the run's plan
-// that only names, or every one when nil (setting the namespace or tap it
-// joins in its spec), and starts the peer: a local one, or the remote one
+// that only names, or every one when nil (noting the namespace or tap
+// each joins, see on), and starts the peer: a local one, or the remote one
 // across the dedicated NIC, which is reached and checked before anything
 // is made. On error, what was made is left for close.
 func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env guest.Env, key string, agentFor func(string) (string, error)) (_ *netRun, err error) {
@@ -78,7 +97,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 			paths = append(paths, netpath.Path(pg.Network))
 		}
 	}
-	n := &netRun{cfg: plan.Spec.Network, views: map[string]netView{}, servers: map[string]*server{},
+	n := &netRun{cfg: plan.Spec.Network, views: map[string]netView{}, joins: map[string]join{}, servers: map[string]*server{},
 		serverLife: serverLifetime(plan)}
 	var m *remote.Machine
 	var found []remote.Found
@@ -110,36 +129,35 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 	if m != nil {
 		floor = netpath.UplinkOf(paths[0])
 	}
-	for i := range plan.Guests {
-		pg := &plan.Guests[i]
-		if !attached(*pg) {
+	for i, pg := range plan.Guests {
+		if !attached(pg) {
 			continue
 		}
 		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: floor.Peer.Addr(), Port: firstServerPort + i*workload.PortsPerGuest},
 			addr: floor.Host.Addr(), hostSide: floor.Host.Addr()}
 		switch {
 		case pg.Network == "":
-			pg.Spec.NetNS = n.net.HostSide()
+			n.joins[pg.Spec.Name] = join{netNS: n.net.HostSide()}
 		case guest.TraitsOf(pg.Spec.Kind).Network == guest.NetTap && tapsInRoot(pg.Spec):
 			link, tap, err := n.net.AttachRootTap(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
 			}
-			pg.Spec.Tap = &guest.TapConfig{Name: tap, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff, Root: true}
+			n.joins[pg.Spec.Name] = join{tap: &guest.TapConfig{Name: tap, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff, Root: true}}
 			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
 		case guest.TraitsOf(pg.Spec.Kind).Network == guest.NetTap:
 			link, err := n.net.AttachTap(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
 			}
-			pg.Spec.Tap = &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff}
+			n.joins[pg.Spec.Name] = join{tap: &guest.TapConfig{NSPath: n.net.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff}}
 			view.path, view.peer.Addr, view.addr, view.hostSide = link.Path, link.Peer, link.Addr.Addr(), netpath.UplinkOf(link.Path).Host.Addr()
 		default:
 			link, nsPath, err := n.net.Attach(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
 			}
-			pg.Spec.NetNS = nsPath
+			n.joins[pg.Spec.Name] = join{netNS: nsPath}
 			view.path, view.peer.Addr, view.addr, view.hostSide = link.Path, link.Peer, link.Addr.Addr(), netpath.UplinkOf(link.Path).Host.Addr()
 		}
 		n.views[pg.Spec.Name] = view

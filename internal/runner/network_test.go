@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +119,24 @@ func TestNetworkStepTimeoutsStretchForSharedCPUs(t *testing.T) {
 	got := fake.Timeouts()
 	if got["c"] != 3*ne.Timeout || got[scenario.PeerName] != 3*ne.ServerPre[0].Timeout {
 		t.Errorf("time limits: client %s, pre %s; want 3 times %s and %s", got["c"], got[scenario.PeerName], ne.Timeout, ne.ServerPre[0].Timeout)
+	}
+}
+
+// A guest starts joined to the network of its phase and where the run
+// placed it; with no network it joins none.
+func TestGuestStartsAsPlacedAndJoinedLeavingThePlan(t *testing.T) {
+	pg := scenario.PlannedGuest{Group: "vm", Network: "bridge", Spec: guest.Spec{Name: "vm", Kind: "fake", VCPUs: 2}}
+	tap := &guest.TapConfig{Name: "tap0", MAC: "02:00:00:00:00:01"}
+	r := &run{placed: placement{pins: map[string]guestPin{"vm": {vcpus: "2-3"}}},
+		net: &netRun{joins: map[string]join{"vm": {tap: tap}, "c": {netNS: "/run/netns/c"}}}}
+	got := r.startSpec(pg)
+	want := pg.Spec
+	want.PinVCPUs, want.Tap = "2-3", tap
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("start spec %+v, want %+v", got, want)
+	}
+	r.net = nil
+	if got := r.startSpec(pg); got.Tap != nil || got.NetNS != "" {
+		t.Errorf("with no network, start spec %+v joins one", got)
 	}
 }

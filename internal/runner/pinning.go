@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,6 +120,20 @@ type placement struct {
 	// poolCPUs is how many CPUs the measured guests share; 0 when the run
 	// places nothing, and they share the whole host.
 	poolCPUs int
+	// pins are the guests the run places itself, by name: the plan is the
+	// caller's, so the pins join a guest's spec only as it starts (on).
+	pins map[string]guestPin
+}
+
+// guestPin is where the run puts one guest: a cpuset, or a VM's vCPU pinning.
+type guestPin struct{ cpus, vcpus string }
+
+// on is spec with the run's pin of its guest, if the run placed it.
+func (pl placement) on(spec guest.Spec) guest.Spec {
+	if p, ok := pl.pins[spec.Name]; ok {
+		spec.CPUs, spec.PinVCPUs = cmp.Or(p.cpus, spec.CPUs), cmp.Or(p.vcpus, spec.PinVCPUs)
+	}
+	return spec
 }
 
 // stretch is how many of vcpus busy vCPUs (or single-threaded tools)
@@ -132,13 +147,12 @@ func (pl placement) stretch(vcpus int) float64 {
 	return max(float64(vcpus)/float64(pool), 1)
 }
 
-// place applies the scenario's pinning to plan's guests, in place (plan
-// is the run's own copy): a container gets a cpuset, a VM its vCPU
-// pinning. Guests whose group pins
-// them itself and bare-host guests (which take no cpuset: the baseline
-// runs where the host scheduler puts it) are left alone.
+// place resolves the scenario's pinning of plan's guests, leaving plan as
+// it is: a container gets a cpuset, a VM its vCPU pinning. Guests whose
+// group pins them itself and bare-host guests (which take no cpuset: the
+// baseline runs where the host scheduler puts it) are left alone.
 func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
-	pl := placement{details: map[string]map[string]string{}}
+	pl := placement{details: map[string]map[string]string{}, pins: map[string]guestPin{}}
 	spec := plan.Spec
 	pin := scenario.Pinning{Strategy: scenario.PinNone}
 	if spec.Fleet != nil {
@@ -185,13 +199,13 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 		noiseGuests[n] = true
 	}
 	next, wanted := 0, 0
-	for i := range plan.Guests {
-		g := &plan.Guests[i].Spec
+	for _, pg := range plan.Guests {
+		g := pg.Spec
 		bare := guest.TraitsOf(g.Kind).Bare
 		switch {
 		case noiseGuests[g.Name]:
 			if !bare {
-				g.CPUs = pl.noiseCPUs
+				pl.pins[g.Name] = guestPin{cpus: pl.noiseCPUs}
 			}
 			pl.details[g.Name] = map[string]string{"pinning": "noise", "pinned_cpus": pl.noiseCPUs}
 			continue
@@ -217,9 +231,9 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 		}
 		list := procfs.FormatCPUList(mine)
 		if guest.TraitsOf(g.Kind).PinsVCPUs {
-			g.PinVCPUs = list
+			pl.pins[g.Name] = guestPin{vcpus: list}
 		} else {
-			g.CPUs = list
+			pl.pins[g.Name] = guestPin{cpus: list}
 		}
 		pl.details[g.Name] = map[string]string{"pinning": pin.Strategy, "pinned_cpus": list}
 	}

@@ -85,7 +85,8 @@ workloads: [{workload: cpu}]
 	}
 	got := map[string]string{}
 	for _, g := range p.Guests {
-		got[g.Spec.Name] = g.Spec.CPUs + "|" + g.Spec.PinVCPUs
+		s := pl.on(g.Spec)
+		got[s.Name] = s.CPUs + "|" + s.PinVCPUs
 	}
 	want := map[string]string{"host": "|", "c-0": "1|", "c-1": "2|", "c-2": "3|", "c-3": "1|", "v": "|2-3"}
 	if !reflect.DeepEqual(got, want) {
@@ -122,7 +123,7 @@ workloads: [{workload: cpu}]
 	}
 	byName := map[string]string{}
 	for _, g := range p.Guests {
-		byName[g.Spec.Name] = g.Spec.CPUs
+		byName[g.Spec.Name] = pl.on(g.Spec).CPUs
 	}
 	if pl.noiseCPUs != "0" || byName["n"] != "0" || byName["c"] != "1" || byName["host"] != "" || pl.hostCPUs != "1" {
 		t.Errorf("noise %q, cpusets %v, host %q: want aggressors on 0, the container on 1, the host's tools under taskset on 1",

@@ -107,3 +107,39 @@ func TestRunABOfOnePlanPlacesBothAlike(t *testing.T) {
 	}
 	checkPlacedAlike(t, opts, ids[0], ids[1])
 }
+
+// The runner's pieces resolve a plan without writing into it: where each
+// guest is placed, like how it joins the network, is the run's own,
+// merged into a guest's spec only as the guest starts. Run here on the
+// plan itself, not on a copy, they leave its guests as they were.
+func TestRunnerPiecesLeaveThePlanAsGiven(t *testing.T) {
+	_, opts := setup(t)
+	opts = withDefaults(opts)
+	ctx := context.Background()
+	plan, want := fakePlan(t, resolvingScenario), fakePlan(t, resolvingScenario)
+	r, err := newRun(ctx, plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.plan = plan
+	if err := r.setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for phase := range plan.Phases {
+		if err := r.startPhase(ctx, phase); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.endPhase(ctx, phase); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec := r.records["other-0"]; rec.CPUs == "" {
+		t.Fatalf("other-0 was recorded as %+v: the run placed nothing, so the test shows nothing", rec)
+	}
+	if err := r.teardown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(plan.Guests, want.Guests) || !reflect.DeepEqual(plan.Phases, want.Phases) {
+		t.Errorf("the run's pieces wrote into the plan's guests:\n got %+v\nwant %+v", plan.Guests, want.Guests)
+	}
+}

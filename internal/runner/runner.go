@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -204,9 +205,9 @@ func RunAB(ctx context.Context, a, b *scenario.Plan, opts Options) ([2]int64, er
 // fleet down`, `vfleet clean`) is what ends it. On failure, whatever was
 // started is torn down before Launch returns. The plan's steps are not run.
 func Launch(ctx context.Context, plan *scenario.Plan, opts Options) (id int64, key string, err error) {
-	// Paths in turn go with a remote peer, which lives as long as this
-	// process's SSH connection.
-	if plan.PathsInTurn() {
+	// A network per phase is a path's on a dedicated NIC, which goes with
+	// a remote peer, which lives as long as this process's SSH connection.
+	if plan.NetworkPerPhase() {
 		return 0, "", ErrDetachedPeer
 	}
 	opts = withDefaults(opts)
@@ -338,9 +339,7 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 			stopAll(ctx, active, nil, cerr)
 			return ids, errors.Join(append(errs, cerr)...)
 		}
-		// An audit needs the guests started once: the first fleet size
-		// is the fleet, but each path in turn has guests of its own.
-		if opts.AuditOnly && !inPhase[0].plan.PathsInTurn() {
+		if opts.AuditOnly && !inPhase[0].plan.Phases[phase].Kind.AuditEach() {
 			break
 		}
 		if !opts.AuditOnly {
@@ -419,10 +418,13 @@ func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error
 	if err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
-	// The run resolves its plan (placement, network attachments, adaptive
-	// rounds) in a copy: the caller's plan stays as given, to be run again
-	// or to be both sides of an A/B run.
-	r := &run{id: id, key: runKey(id), plan: plan.Clone(), opts: opts, status: store.StatusFailed}
+	// The caller's plan stays as given, to be run again or to be both
+	// sides of an A/B run: what the run resolves of its guests (placement,
+	// network attachments) is its own (startSpec). Only its list of steps
+	// grows, with adaptive rounds, so that list is the run's own.
+	own := *plan
+	own.Steps = slices.Clone(plan.Steps)
+	r := &run{id: id, key: runKey(id), plan: &own, opts: opts, status: store.StatusFailed}
 	if err := opts.Store.SetRunKey(ctx, id, r.key); err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
@@ -441,7 +443,7 @@ type run struct {
 	id     int64
 	key    string
 	label  string         // "A: " and "B: " in an A/B run
-	plan   *scenario.Plan // the run's own copy, which it resolves (see newRun)
+	plan   *scenario.Plan // the caller's, but for its steps (see newRun)
 	opts   Options
 	status string
 	reason string // why the run ended with status, when it did not complete
@@ -518,9 +520,9 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.holdHostSettings(ctx); err != nil {
 		return err
 	}
-	// Paths that take a dedicated NIC in turn get their network as their
-	// phase begins (startPhase).
-	if r.plan.Spec.Network != nil && !r.plan.PathsInTurn() {
+	// Phases that own their networks build them as they begin
+	// (startPhase).
+	if r.plan.Spec.Network != nil && !r.plan.NetworkPerPhase() {
 		r.opts.Progress.Logf("%sbuilding the network and starting its peer", r.label)
 		return r.buildNetwork(ctx, nil)
 	}
@@ -571,11 +573,11 @@ func (r *run) closeNetwork(ctx context.Context) error {
 
 // netRecord is the peer's stored record: the network's description,
 // following those of the networks the run has taken down already. When
-// the paths take a dedicated NIC in turn, each has a network, whose own
-// host side is described under its path.
+// each phase has a network (a path on a dedicated NIC), each network's
+// own host side is described under its path.
 func (r *run) netRecord() store.GuestRecord {
 	rec := r.net.record()
-	if !r.plan.PathsInTurn() {
+	if !r.plan.NetworkPerPhase() {
 		return rec
 	}
 	path := rec.Details["paths"]
@@ -608,9 +610,10 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 		}
 	}
 	name := "measure"
-	if ph := runs[0].plan.Phases[phase]; ph.FleetSize > 0 {
+	switch ph := runs[0].plan.Phases[phase]; ph.Kind {
+	case scenario.PhaseFleetSize:
 		name = fmt.Sprintf("measure at fleet size %d", ph.FleetSize)
-	} else if ph.Path != "" {
+	case scenario.PhasePath:
 		name = fmt.Sprintf("measure on %s over %s", ph.Path, runs[0].plan.Spec.Network.Uplink)
 	}
 	progress.Phase(name, total)
@@ -702,15 +705,16 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 	sem := make(chan struct{}, r.opts.StartConcurrency)
 	var wg sync.WaitGroup
 	for _, pg := range planned {
+		spec := r.startSpec(pg)
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			observed := r.opts.Observer.GuestStarting(guestEvent(r.id, pg.Group, pg.Spec, nil))
-			g, err := r.startGuest(ctx, pg.Spec, env)
-			observed(guestEvent(r.id, pg.Group, pg.Spec, g), err)
-			rec := store.GuestRecord{Group: pg.Group, Kind: pg.Spec.Kind, Runtime: pg.Spec.Runtime, CPUs: pg.Spec.CPUs, Memory: pg.Spec.MemoryBytes, CPULimit: pg.Spec.CPULimit}
+			observed := r.opts.Observer.GuestStarting(guestEvent(r.id, pg.Group, spec, nil))
+			g, err := r.startGuest(ctx, spec, env)
+			observed(guestEvent(r.id, pg.Group, spec, g), err)
+			rec := store.GuestRecord{Group: pg.Group, Kind: spec.Kind, Runtime: spec.Runtime, CPUs: spec.CPUs, Memory: spec.MemoryBytes, CPULimit: spec.CPULimit}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -755,6 +759,16 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 		return fmt.Errorf("%w: %d of %d guests started", errAllOrNothing, len(r.launched), len(planned))
 	}
 	return nil
+}
+
+// startSpec is what a guest of the plan starts as: its spec in the plan,
+// where the run placed it, and how it joins the network of the phase.
+func (r *run) startSpec(pg scenario.PlannedGuest) guest.Spec {
+	spec := r.placed.on(pg.Spec)
+	if r.net != nil {
+		spec = r.net.on(spec)
+	}
+	return spec
 }
 
 // startGuest starts a guest of the run, from the image it names.

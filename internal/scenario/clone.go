@@ -5,37 +5,10 @@ import (
 	"slices"
 )
 
-// Clone returns a deep copy of the plan: nothing it holds, down to the
-// steps' parameters and the spec's sections, is shared with p. A run
-// resolves such a copy (placement, network attachments, adaptive rounds),
-// so the plan it was given can be run again as Expand made it.
-func (p *Plan) Clone() *Plan {
-	c := &Plan{
-		Spec:        p.Spec.clone(),
-		Guests:      slices.Clone(p.Guests),
-		Phases:      slices.Clone(p.Phases),
-		Steps:       slices.Clone(p.Steps),
-		NoiseGuests: slices.Clone(p.NoiseGuests),
-	}
-	for i := range c.Guests {
-		c.Guests[i].Spec.Tap = clonePtr(c.Guests[i].Spec.Tap)
-	}
-	for i := range c.Phases {
-		ph := &c.Phases[i]
-		ph.Guests, ph.Scaled = slices.Clone(ph.Guests), slices.Clone(ph.Scaled)
-	}
-	for i := range c.Steps {
-		st := &c.Steps[i]
-		st.Params, st.Together, st.Labels = maps.Clone(st.Params), slices.Clone(st.Together), maps.Clone(st.Labels)
-	}
-	return c
-}
-
-// clone deep-copies the spec; nil stays nil.
+// clone deep-copies the spec: nothing it holds, down to the guests'
+// spreads and the sections, is shared with s, so that AtSize may rewrite
+// the copy while the scenario stays as it was read.
 func (s *Spec) clone() *Spec {
-	if s == nil {
-		return nil
-	}
 	c := *s
 	c.Text = slices.Clone(s.Text)
 	c.Guests = slices.Clone(s.Guests)

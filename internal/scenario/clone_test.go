@@ -8,7 +8,7 @@ import (
 
 // fill sets every exported field reachable from v to a value that is not
 // its zero, slices and maps with elements and pointers with a pointee, so
-// a field added to the plan later is filled, and checked, too.
+// a field added to the spec later is filled, and checked, too.
 func fill(t *testing.T, v reflect.Value, path string) {
 	t.Helper()
 	switch v.Kind() {
@@ -42,7 +42,7 @@ func fill(t *testing.T, v reflect.Value, path string) {
 	case reflect.Struct:
 		forExported(v, path, func(f reflect.Value, p string) { fill(t, f, p) })
 	default:
-		t.Fatalf("%s: the test cannot fill a %s; teach it, and Plan.Clone to copy it", path, v.Type())
+		t.Fatalf("%s: the test cannot fill a %s; teach it, and Spec.clone to copy it", path, v.Type())
 	}
 }
 
@@ -101,16 +101,16 @@ func forExported(v reflect.Value, path string, fn func(f reflect.Value, path str
 	}
 }
 
-func TestPlanCloneSharesNothingWithItsOriginal(t *testing.T) {
-	var orig, want Plan
-	fill(t, reflect.ValueOf(&orig).Elem(), "Plan")
-	fill(t, reflect.ValueOf(&want).Elem(), "Plan")
-	clone := orig.Clone()
+func TestSpecCloneSharesNothingWithItsOriginal(t *testing.T) {
+	var orig, want Spec
+	fill(t, reflect.ValueOf(&orig).Elem(), "Spec")
+	fill(t, reflect.ValueOf(&want).Elem(), "Spec")
+	clone := orig.clone()
 	if !reflect.DeepEqual(clone, &want) {
 		t.Fatalf("the clone differs from its original:\n%+v\n%+v", clone, want)
 	}
 	writes := 0
-	mutate(t, reflect.ValueOf(clone).Elem(), "Plan", func(path string) {
+	mutate(t, reflect.ValueOf(clone).Elem(), "Spec", func(path string) {
 		writes++
 		if !reflect.DeepEqual(&orig, &want) {
 			t.Fatalf("writing the clone's %s changed the original", path)
@@ -118,18 +118,5 @@ func TestPlanCloneSharesNothingWithItsOriginal(t *testing.T) {
 	})
 	if writes == 0 || reflect.DeepEqual(clone, &want) {
 		t.Fatal("the test changed nothing in the clone")
-	}
-}
-
-// Nil and empty stay as they were: the runner tells a step run together
-// from one that is not by Together being nil.
-func TestPlanCloneKeepsNilAndEmptyApart(t *testing.T) {
-	p := &Plan{Spec: &Spec{Name: "t"}, Steps: []Step{{Together: []string{}, Params: map[string]string{}}, {}}}
-	c := p.Clone()
-	if !reflect.DeepEqual(c, p) || c.Steps[0].Together == nil || c.Steps[1].Together != nil || c.Steps[1].Params != nil {
-		t.Errorf("clone = %+v, want %+v", c, p)
-	}
-	if (&Plan{}).Clone().Spec != nil {
-		t.Error("a plan without a spec got one")
 	}
 }

@@ -96,6 +96,9 @@ func (s *Spec) Expand() *Plan {
 	for _, size := range sizes {
 		for _, set := range sets {
 			phase := Phase{FleetSize: size}
+			if size > 0 {
+				phase.Kind = PhaseFleetSize
+			}
 			for _, g := range set {
 				if !s.scaled(g) {
 					continue
@@ -151,7 +154,7 @@ func (s *Spec) expandByPath(plan *Plan, paths, fixed []string) {
 				measured = append(measured, name)
 			}
 		}
-		plan.Phases = append(plan.Phases, Phase{Guests: measured, Scaled: measured, Path: path})
+		plan.Phases = append(plan.Phases, Phase{Kind: PhasePath, Guests: measured, Scaled: measured, Path: path})
 		plan.Steps = append(plan.Steps, s.phaseSteps(plan, len(plan.Phases)-1, 0, measured)...)
 	}
 }

@@ -37,8 +37,8 @@ workloads:
 		t.Fatalf("guests = %d, want the host and the largest size's 3", len(plan.Guests))
 	}
 	want := []Phase{
-		{FleetSize: 1, Guests: []string{"host", "c-0"}, Scaled: []string{"c-0"}},
-		{FleetSize: 3, Guests: []string{"host", "c-0", "c-1", "c-2"}, Scaled: []string{"c-0", "c-1", "c-2"}},
+		{Kind: PhaseFleetSize, FleetSize: 1, Guests: []string{"host", "c-0"}, Scaled: []string{"c-0"}},
+		{Kind: PhaseFleetSize, FleetSize: 3, Guests: []string{"host", "c-0", "c-1", "c-2"}, Scaled: []string{"c-0", "c-1", "c-2"}},
 	}
 	if !reflect.DeepEqual(plan.Phases, want) {
 		t.Errorf("phases = %+v\nwant %+v", plan.Phases, want)
@@ -75,10 +75,10 @@ workloads:
 	}
 	plan := spec.Expand()
 	want := []Phase{
-		{FleetSize: 1, Guests: []string{"host", "a-0"}, Scaled: []string{"a-0"}},
-		{FleetSize: 1, Guests: []string{"host", "b-0"}, Scaled: []string{"b-0"}},
-		{FleetSize: 2, Guests: []string{"host", "a-0", "a-1"}, Scaled: []string{"a-0", "a-1"}},
-		{FleetSize: 2, Guests: []string{"host", "b-0", "b-1"}, Scaled: []string{"b-0", "b-1"}},
+		{Kind: PhaseFleetSize, FleetSize: 1, Guests: []string{"host", "a-0"}, Scaled: []string{"a-0"}},
+		{Kind: PhaseFleetSize, FleetSize: 1, Guests: []string{"host", "b-0"}, Scaled: []string{"b-0"}},
+		{Kind: PhaseFleetSize, FleetSize: 2, Guests: []string{"host", "a-0", "a-1"}, Scaled: []string{"a-0", "a-1"}},
+		{Kind: PhaseFleetSize, FleetSize: 2, Guests: []string{"host", "b-0", "b-1"}, Scaled: []string{"b-0", "b-1"}},
 	}
 	if !reflect.DeepEqual(plan.Phases, want) {
 		t.Fatalf("phases = %+v\nwant %+v", plan.Phases, want)
@@ -134,7 +134,7 @@ func TestPlainScenarioCarriesNoLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := spec.Expand()
-	if len(plan.Phases) != 1 || plan.Phases[0].FleetSize != 0 {
+	if len(plan.Phases) != 1 || plan.Phases[0].Kind != PhaseWhole || plan.Phases[0].FleetSize != 0 || plan.NetworkPerPhase() {
 		t.Errorf("phases = %+v, want one unsized phase", plan.Phases)
 	}
 	for _, st := range plan.Steps {

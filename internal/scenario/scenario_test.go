@@ -595,7 +595,13 @@ workloads:
 		guests []string
 	}
 	var got []phase
+	if !plan.NetworkPerPhase() {
+		t.Error("the paths on a NIC do not build a network each")
+	}
 	for _, ph := range plan.Phases {
+		if ph.Kind != PhasePath || !ph.Kind.OwnsNetwork() || !ph.Kind.AuditEach() {
+			t.Errorf("phase %s is a %v, want a path's, which owns its network and is audited on its own", ph.Path, ph.Kind)
+		}
 		if !slices.Equal(ph.Guests, ph.Scaled) {
 			t.Errorf("phase %s: guests %v, stopped after it %v; want all", ph.Path, ph.Guests, ph.Scaled)
 		}
@@ -617,7 +623,7 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan := one.Expand(); len(plan.Phases) != 1 || plan.PathsInTurn() {
+	if plan := one.Expand(); len(plan.Phases) != 1 || plan.Phases[0].Kind != PhaseWhole || plan.NetworkPerPhase() {
 		t.Errorf("one path: phases %+v", plan.Phases)
 	}
 }

@@ -137,7 +137,7 @@ type WorkloadEntry struct {
 type Plan struct {
 	Spec *Spec
 	// Guests are every guest any phase runs, the network built for all
-	// (for a phase's alone when the paths take a NIC in turn).
+	// (for a phase's alone when the phases own their networks).
 	Guests []PlannedGuest
 	// Phases run in order; a scenario without fleet.scale has one.
 	Phases []Phase
@@ -146,26 +146,55 @@ type Plan struct {
 	NoiseGuests []string
 }
 
-// PathsInTurn says whether the plan's phases are its data paths, which
-// take a dedicated NIC one at a time (see Phase.Path).
-func (p *Plan) PathsInTurn() bool {
-	return len(p.Phases) > 0 && p.Phases[0].Path != ""
+// NetworkPerPhase says whether each phase builds its network for its
+// guests alone rather than the run one for all: the phases are data
+// paths that take a dedicated NIC in turn (PhasePath).
+func (p *Plan) NetworkPerPhase() bool {
+	return len(p.Phases) > 0 && p.Phases[0].Kind.OwnsNetwork()
 }
 
 // Phase is one fleet size of a sweep, or one data path of a run whose
 // paths take a dedicated NIC in turn: its guests are started before its
 // steps, and those that belong to it alone stopped after them.
 type Phase struct {
-	FleetSize int // 0 without fleet.scale
+	Kind PhaseKind
+	// FleetSize is a PhaseFleetSize's number of guests in each scaled
+	// group; 0 for another kind.
+	FleetSize int
 	Guests    []string
 	// Scaled are the phase's guests that belong to it alone.
 	Scaled []string
-	// Path, when set, is the one data path on network.uplink while the
-	// phase runs: the phase's network is built for it before its guests
-	// start and taken down after they stop, so that the next phase's path
-	// gets the NIC.
+	// Path is a PhasePath's one data path on network.uplink; "" for
+	// another kind.
 	Path string
 }
+
+// PhaseKind is what a plan's phases are: what tells each from the others.
+// What the runner does with a phase of a kind, it asks the kind.
+type PhaseKind int
+
+const (
+	// PhaseWhole is the one phase of a plan that neither sweeps fleet
+	// sizes nor takes a NIC path by path: every guest, one network.
+	PhaseWhole PhaseKind = iota
+	// PhaseFleetSize is one size of fleet.scale: the scaled groups'
+	// guests, launched afresh, beside the fixed ones.
+	PhaseFleetSize
+	// PhasePath is one data path on network.uplink: the NIC is under it
+	// alone while the phase runs.
+	PhasePath
+)
+
+// OwnsNetwork says whether a phase of the kind has a network of its own:
+// built for its guests as it begins and taken down after they stop, so
+// that the next phase's path gets the NIC.
+func (k PhaseKind) OwnsNetwork() bool { return k == PhasePath }
+
+// AuditEach says whether an audit (which measures nothing) starts every
+// phase of the kind, not the first alone: each path has guests of its
+// own on a network of its own, while a sweep's first size stands for the
+// fleet.
+func (k PhaseKind) AuditEach() bool { return k == PhasePath }
 
 // PlannedGuest is one guest to start, with the group it came from.
 type PlannedGuest struct {
