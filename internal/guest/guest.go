@@ -273,6 +273,14 @@ type Traits struct {
 	// AgentInGuest: the agent runs in the guest's own memory, not as a host
 	// process whose memory counts as vfleet's.
 	AgentInGuest bool
+	// OwnKernel: the guest boots a kernel of its own (a VM), which counts
+	// the time its processes use of its CPUs; what the host sees is its
+	// emulator's threads, so a step reads the guest's use inside it.
+	OwnKernel bool
+	// BootsDisk: a user's image (Spec.Image) is a disk the guest boots, a
+	// regular file, rather than an OCI image whose root file system its
+	// processes run in.
+	BootsDisk bool
 	// Security are the profiles (Spec.Security) the kind takes, its
 	// default first; none means the kind confines nothing
 	// (SecurityUnconfined only).

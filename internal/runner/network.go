@@ -385,7 +385,7 @@ func (n *netRun) measure(ctx context.Context, g guest.Guest, e ends, ne workload
 		}()
 	}
 	pids := g.Info().PIDs
-	ownKernel := guest.TraitsOf(g.Spec().Kind).AgentInGuest
+	ownKernel := guest.TraitsOf(g.Spec().Kind).OwnKernel
 	var inBefore cpuTimes
 	var inErr error
 	if ownKernel {

@@ -778,7 +778,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		if domainNowhere {
 			p.errorf(seen["image"], path+".image", "image %s%s needs libvirt: URI on the group (kind vm, libvirt: qemu:///system), where the domain is defined", guest.LibvirtImagePrefix, domain)
 		}
-		diskOK := g.Image == "" || isDomain || !guest.TraitsOf(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
+		diskOK := g.Image == "" || isDomain || !guest.TraitsOf(g.Kind).BootsDisk || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
 		if g.Image != "" && !isDomain && diskOK && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
 			if err := p.opts.CheckImage(g.Kind, g.Image); err != nil {
 				p.errorf(seen["image"], path+".image", "%v", err)

@@ -35,7 +35,7 @@ func ElsewhereOptions() scenario.Options {
 // unpacked under stateDir already. Without qemu-img, the kind's probe
 // says what to install.
 func checkImage(stateDir, kind, path string) error {
-	if !guest.TraitsOf(kind).AgentInGuest {
+	if !guest.TraitsOf(kind).BootsDisk {
 		return image.CheckOCI(stateDir, path)
 	}
 	qemuImg, err := tools.Find("qemu-img")

@@ -50,10 +50,10 @@ type kind struct{}
 func (kind) Name() string { return KindName }
 
 // Traits: a VM's NIC is a tap, its one virtio-serial port serves one agent
-// client, its vCPU threads are what gets pinned, and its agent lives in
-// the guest's RAM.
+// client, its vCPU threads are what gets pinned, its agent lives in the
+// guest's RAM, under a kernel of its own booted from a disk.
 func (kind) Traits() guest.Traits {
-	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: vmSecurity}
+	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, OwnKernel: true, BootsDisk: true, Security: vmSecurity}
 }
 
 // Program: the QEMU of the guest's architecture, whose releases change

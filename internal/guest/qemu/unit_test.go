@@ -381,7 +381,7 @@ func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
 }
 
 func TestTraitsSayHowAVMDiffers(t *testing.T) {
-	want := guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: []string{guest.SecurityUnconfined, guest.SecuritySandbox}}
+	want := guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, OwnKernel: true, BootsDisk: true, Security: []string{guest.SecurityUnconfined, guest.SecuritySandbox}}
 	if got := guest.TraitsOf(KindName); !reflect.DeepEqual(got, want) {
 		t.Errorf("traits of %s = %+v, want %+v", KindName, got, want)
 	}
