@@ -197,7 +197,8 @@ func KindsTaking(key string) []string {
 // network its kind does not join by: what the scenario refuses at its
 // line, for a Spec a program built. Each kind's New calls it.
 func CheckSpec(kind string, s Spec) error {
-	switch net := TraitsOf(kind).Network; {
+	s.Kind = kind
+	switch net := TraitsOf(s).Network; {
 	case s.Tap != nil && net != NetTap:
 		return fmt.Errorf("kind %s joins a network namespace, not a tap", kind)
 	case s.NetNS != "" && net != NetNamespace:

@@ -10,6 +10,7 @@
 package guest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -390,12 +391,18 @@ func ProgramOf(spec Spec) string {
 	return ""
 }
 
-// TraitsOf returns the Traits of a registered kind; an unknown kind has
-// the zero Traits (its name is refused elsewhere).
-func TraitsOf(kind string) Traits {
+// TraitsOf returns the Traits of a guest of spec: its kind's, under the
+// spec's runtime (or the kind's default one) for a Runtimed kind. Every
+// caller asks of the guest as specified, so that no runtime is planned
+// with another's traits. An unknown kind has the zero Traits (its name is
+// refused elsewhere).
+func TraitsOf(spec Spec) Traits {
 	regMu.RLock()
-	k := kinds[kind]
+	k := kinds[spec.Kind]
 	regMu.RUnlock()
+	if r, ok := k.(Runtimed); ok {
+		return r.RuntimeTraits(cmp.Or(spec.Runtime, r.Runtimes()[0]))
+	}
 	if t, ok := k.(WithTraits); ok {
 		return t.Traits()
 	}

@@ -187,7 +187,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 	next, wanted := 0, 0
 	for i := range plan.Guests {
 		g := &plan.Guests[i].Spec
-		bare := guest.TraitsOf(g.Kind).Bare
+		bare := guest.TraitsOf(*g).Bare
 		switch {
 		case noiseGuests[g.Name]:
 			if !bare {
@@ -216,7 +216,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 			continue
 		}
 		list := hostinfo.FormatCPUList(mine)
-		if guest.TraitsOf(g.Kind).PinsVCPUs {
+		if guest.TraitsOf(*g).PinsVCPUs {
 			g.PinVCPUs = list
 		} else {
 			g.CPUs = list

@@ -277,8 +277,8 @@ func TestLibvirtNetworkIsCheckedAtItsLine(t *testing.T) {
 // where the domain would be looked up.
 func TestImageNamesALibvirtDomain(t *testing.T) {
 	var checked []string
-	o := Options{KnownKinds: []string{"host", "vm"}, Host: &testHost, CheckImage: func(kind, path string) error {
-		checked = append(checked, path)
+	o := Options{KnownKinds: []string{"host", "vm"}, Host: &testHost, CheckImage: func(s guest.Spec) error {
+		checked = append(checked, s.Image)
 		return nil
 	}, CheckGuest: func(g GuestGroup) error {
 		if _, ok := g.LibvirtDomain(); ok && g.Libvirt == "" {

@@ -382,7 +382,7 @@ func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
 
 func TestTraitsSayHowAVMDiffers(t *testing.T) {
 	want := guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, OwnKernel: true, BootsDisk: true, Security: []string{guest.SecurityUnconfined, guest.SecuritySandbox}}
-	if got := guest.TraitsOf(KindName); !reflect.DeepEqual(got, want) {
+	if got := guest.TraitsOf(guest.Spec{Kind: KindName}); !reflect.DeepEqual(got, want) {
 		t.Errorf("traits of %s = %+v, want %+v", KindName, got, want)
 	}
 }
