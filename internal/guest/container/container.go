@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,8 +73,8 @@ const MinMemory = 16 << 20
 
 func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	rt := kind{}.Program(spec)
-	if _, ok := runtimeInfo[rt]; !ok {
-		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: runc, crun, runsc, kata-runtime)", spec.Name, rt)
+	if !slices.Contains(Runtimes(), rt) {
+		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: %s)", spec.Name, rt, strings.Join(Runtimes(), ", "))
 	}
 	if err := guest.CheckSpec(KindName, spec); err != nil {
 		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest/identity"
 	"github.com/vfleet/vfleet/internal/guest/overlay"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 // KindName is the name scenarios use.
@@ -27,6 +29,8 @@ const KindName = "lxc"
 func init() {
 	guest.Register(kind{})
 	ledger.RegisterUndo(kindContainer, undoContainer)
+	// LXC's tools print their version alone on a line.
+	tools.Register(tools.Spec{Name: "lxc-start", Package: "lxc", Banner: regexp.MustCompile(`\A(\d+\.\d+\.\d+\S*)\n?\z`)})
 }
 
 // kindContainer is the ledger entry of a started LXC container; ID is its
