@@ -91,7 +91,9 @@ type Spec struct {
 	// The fields below are kinds' own (see Field): each kind declares
 	// those it takes, and refuses the others (CheckSpec). For a VM, Runtime
 	// names the machine ("q35", "microvm") and MemoryBytes is the guest's
-	// RAM rather than a limit.
+	// RAM rather than a limit. The members are those that the run, the
+	// session or the report read beside their kind; a kind's field that
+	// only the kind reads is held in Own, not in a new member.
 
 	// Arch is the guest's architecture as Debian names it ("amd64",
 	// "arm64"); empty for the host's. Another one is emulated.
@@ -103,10 +105,6 @@ type Spec struct {
 	VCPUs int
 	// Accel is "auto" (or empty), "kvm" or "tcg".
 	Accel string
-	// Disk is "overlay" (or empty): a copy-on-write layer over the image's
-	// shared base disk; "copy": a full private qcow2 copy of it; or "raw":
-	// a private raw image of it.
-	Disk string
 	// Launch is "boot" (or empty): a cold boot of the kernel; or "clone":
 	// a restore of a template VM of the same shape, booted once and saved.
 	Launch string
@@ -129,6 +127,9 @@ type Spec struct {
 	// Libvirt is the libvirt URI that defines and starts a VM as a
 	// transient domain; empty for QEMU started by vfleet itself.
 	Libvirt string
+	// Own holds the values of the kind's fields that no member above
+	// holds, by key (OwnTextField, …): nil when none is given.
+	Own Own `json:",omitempty"`
 }
 
 // LibvirtImagePrefix starts a Spec.Image that names a domain at the

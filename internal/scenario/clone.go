@@ -18,7 +18,7 @@ func (p *Plan) Clone() *Plan {
 		NoiseGuests: slices.Clone(p.NoiseGuests),
 	}
 	for i := range c.Guests {
-		c.Guests[i].Spec.Tap = clonePtr(c.Guests[i].Spec.Tap)
+		c.Guests[i].Spec.Tap, c.Guests[i].Spec.Own = clonePtr(c.Guests[i].Spec.Tap), maps.Clone(c.Guests[i].Spec.Own)
 	}
 	for i := range c.Phases {
 		ph := &c.Phases[i]
@@ -42,7 +42,7 @@ func (s *Spec) clone() *Spec {
 	c.Dropped = slices.Clone(s.Dropped)
 	for i := range c.Guests {
 		g := &c.Guests[i]
-		g.Tap = clonePtr(g.Tap)
+		g.Tap, g.Own = clonePtr(g.Tap), maps.Clone(g.Own)
 		if g.Spread != nil {
 			spread := make(map[string][]string, len(g.Spread))
 			for k, v := range g.Spread {

@@ -182,7 +182,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, dir: dir,
 		arch: arch, archSpec: archSpec, qemu: qemuTool, machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
-		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
+		disk: strings.TrimSpace(spec.Own.Text(fieldDisk)), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
 		sandbox: security == guest.SecuritySandbox, libvirt: spec.Libvirt,
 	}, nil
 }

@@ -250,7 +250,7 @@ func TestNewRefusesWhatVMsCannotDo(t *testing.T) {
 	env := guest.Env{StateDir: "/var/lib/vfleet/runs/r/state"}
 	for _, spec := range []guest.Spec{
 		{Name: "v", Runtime: "firecracker"}, {Name: "v", CPUs: "0"}, {Name: "v", CPULimit: 0.5},
-		{Name: "v", NetNS: "/run/netns/x"}, {Name: "v", Accel: "hvf"}, {Name: "v", Disk: "thin"},
+		{Name: "v", NetNS: "/run/netns/x"}, {Name: "v", Accel: "hvf"}, {Name: "v", Own: guest.Own{fieldDisk: "thin"}},
 		{Name: "v", VCPUs: 2, PinVCPUs: "1"}, {Name: "v", RTPriority: 100}, {Name: "v", MemoryBytes: 1 << 20},
 		{Name: "v", Tap: &guest.TapConfig{Name: "r0", Addr: tapAddr, MAC: tapMAC}},
 		{Name: "v", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Addr: tapAddr, MAC: tapMAC}},
@@ -265,7 +265,7 @@ func TestNewRefusesWhatVMsCannotDo(t *testing.T) {
 	if _, err := k.New(guest.Spec{Name: "v"}, guest.Env{StateDir: "/" + strings.Repeat("d", 100)}); err == nil {
 		t.Error("a socket path over 107 bytes accepted")
 	}
-	g, err := k.New(guest.Spec{Name: "v", Runtime: MachineMicroVM, VCPUs: 2, PinVCPUs: "0-1", RTPriority: 10, Accel: AccelKVM, Disk: DiskCopy}, env)
+	g, err := k.New(guest.Spec{Name: "v", Runtime: MachineMicroVM, VCPUs: 2, PinVCPUs: "0-1", RTPriority: 10, Accel: AccelKVM, Own: guest.Own{fieldDisk: DiskCopy}}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestOtherKindsRefuseVMFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Disk: "copy"}, {Name: "g", PinVCPUs: "0"},
+		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Own: guest.Own{fieldDisk: DiskCopy}}, {Name: "g", PinVCPUs: "0"},
 			{Name: "g", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, MAC: tapMAC}}} {
 			if _, err := k.New(spec, guest.Env{}); err == nil {
 				t.Errorf("kind %s accepted %+v", name, spec)
