@@ -446,7 +446,7 @@ func TestArgvOfTemplatesAndClones(t *testing.T) {
 	}
 }
 
-// RemoveTemplates takes complete and half-made templates and keeps the
+// removeTemplates takes complete and half-made templates and keeps the
 // locks, which a builder waiting for one may hold open.
 func TestRemoveTemplates(t *testing.T) {
 	boot := t.TempDir()
@@ -459,7 +459,7 @@ func TestRemoveTemplates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	removed, err := RemoveTemplates(context.Background(), boot)
+	removed, err := removeTemplates(context.Background(), boot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestRemoveTemplates(t *testing.T) {
 	if !slices.Equal(names, []string{"aaa.lock", "bbb.lock"}) {
 		t.Errorf("left %v, want the two locks", names)
 	}
-	if removed, err := RemoveTemplates(context.Background(), t.TempDir()); err != nil || len(removed) > 0 {
+	if removed, err := removeTemplates(context.Background(), t.TempDir()); err != nil || len(removed) > 0 {
 		t.Errorf("no templates: %v, %v", removed, err)
 	}
 }
