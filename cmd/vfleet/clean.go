@@ -11,8 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vfleet/vfleet/internal/guest/qemu"
-	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/session"
@@ -36,8 +35,9 @@ it is up. To remove a single fleet, use 'vfleet fleet down NAME'.
 Runs that the results database still lists as running although their vfleet is gone are
 marked aborted; the samples they stored are kept.
 
-With --templates, the VM templates that 'launch: clone' made are removed as well; the next
-clone of each shape boots its template anew. Clones running now are not disturbed.
+With --templates, what guest kinds keep between runs is removed as well: the VM templates
+that 'launch: clone' made; the next clone of each shape boots its template anew. Clones
+running now are not disturbed.
 
 With --on ssh://USER@HOST[,...], clean those machines instead: what runs of 'vfleet run
 --on' (and searches of 'vfleet capacity --on') left there when the vfleet that started
@@ -82,8 +82,12 @@ too: clean a machine nobody is running on.`,
 				session.AbortOrphans(ctx, st, cleaned, os.Stderr)
 			}
 			if templates {
-				removed, terr := removeTemplates(ctx, g.stateDir)
-				n += removed
+				// What the kinds keep between runs (the VM templates).
+				removed, terr := guest.RemoveCaches(ctx, g.stateDir)
+				for _, r := range removed {
+					fmt.Fprintf(os.Stdout, "removed %s\n", r)
+				}
+				n += len(removed)
 				err = errors.Join(err, terr)
 			}
 			switch {
@@ -96,7 +100,7 @@ too: clean a machine nobody is running on.`,
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also clean runs whose vfleet process is still alive")
-	cmd.Flags().BoolVar(&templates, "templates", false, "also remove the cached VM templates clones start from")
+	cmd.Flags().BoolVar(&templates, "templates", false, "also remove what guest kinds keep between runs (the VM templates clones start from)")
 	on.register(cmd.Flags(), "clean what killed runs of 'vfleet run --on' or 'vfleet capacity --on' left on these machines", false)
 	return cmd
 }
@@ -125,25 +129,4 @@ func cleanOn(ctx context.Context, on *onFlags) error {
 		return fmt.Errorf("%d of %d machines not cleaned: %s", len(failed), len(targets), strings.Join(failed, ", "))
 	}
 	return nil
-}
-
-// removeTemplates removes the VM templates of every image in the state
-// directory and says what it removed.
-func removeTemplates(ctx context.Context, stateDir string) (int, error) {
-	dirs, err := image.VMBootDirs(stateDir)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, dir := range dirs {
-		removed, err := qemu.RemoveTemplates(ctx, dir)
-		for _, r := range removed {
-			fmt.Fprintf(os.Stdout, "removed VM template %s\n", r)
-		}
-		n += len(removed)
-		if err != nil {
-			return n, fmt.Errorf("remove VM templates: %w", err)
-		}
-	}
-	return n, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/vfleet/vfleet/internal/ksm"
 	"github.com/vfleet/vfleet/internal/netpath"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/tools"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -147,32 +149,46 @@ func fakeRuntime(t *testing.T, name, banner string) {
 	t.Setenv("PATH", dir)
 }
 
+// Runtimes stand for those a guest kind registers with internal/tools
+// (the container kind's runc, crun, runsc and kata-runtime): one Debian
+// ships and one it does not.
+const (
+	testRuntime         = "doctor-test-runtime"
+	testUpstreamRuntime = "doctor-test-upstream"
+)
+
+func init() {
+	tools.Register(tools.Spec{Name: testRuntime, Package: "doctor-test-pkg", Banner: regexp.MustCompile(`(?m)^doctor-test-runtime version (\S+)`)})
+	tools.Register(tools.Spec{Name: testUpstreamRuntime, Install: tools.Upstream("Doctor Test", "its releases"), Banner: regexp.MustCompile(`(?m)^upstream (\S+)`)})
+}
+
 func TestRuntimeCheckWithFakeProbes(t *testing.T) {
-	fakeRuntime(t, "crun", "crun version 9.9.9")
+	fakeRuntime(t, testRuntime, "doctor-test-runtime version 9.9.9")
 	hybrid := func() string { return hostinfo.CgroupHybrid }
 	v2 := func() string { return hostinfo.CgroupV2 }
 	ctx := context.Background()
 
 	probeErr := errors.New("crun: cannot set up cgroup: unified hierarchy expected")
 	failing := func(context.Context, string) error { return probeErr }
-	r := runtimeCheck("crun", failing, hybrid)(ctx)
-	if r.Status != Fail || !strings.Contains(r.Detail, "crun 9.9.9") || !strings.Contains(r.Detail, probeErr.Error()) ||
+	r := runtimeCheck(testRuntime, failing, hybrid)(ctx)
+	if r.Status != Fail || !strings.Contains(r.Detail, testRuntime+" 9.9.9") || !strings.Contains(r.Detail, probeErr.Error()) ||
 		!strings.Contains(r.Fix, "hybrid") {
 		t.Errorf("failing probe on a hybrid host: %+v", r)
 	}
-	if r := runtimeCheck("crun", failing, v2)(ctx); r.Status != Fail || r.Fix != "" {
+	if r := runtimeCheck(testRuntime, failing, v2)(ctx); r.Status != Fail || r.Fix != "" {
 		t.Errorf("failing probe on a v2 host must not blame the cgroup layout: %+v", r)
 	}
 
 	var probed string
 	working := func(_ context.Context, rt string) error { probed = rt; return nil }
-	if r := runtimeCheck("crun", working, hybrid)(ctx); r.Status != OK || probed != "crun" {
+	if r := runtimeCheck(testRuntime, working, hybrid)(ctx); r.Status != OK || probed != testRuntime {
 		t.Errorf("working probe: %+v (probed %q)", r, probed)
 	}
-	if r := runtimeCheck("crun", nil, hybrid)(ctx); r.Status != Skip {
+	if r := runtimeCheck(testRuntime, nil, hybrid)(ctx); r.Status != Skip {
 		t.Errorf("no probe wired: %+v", r)
 	}
-	for rt, fix := range map[string]string{"runc": "apt-get install runc", "runsc": "apt-get install runsc", "kata-runtime": "Kata Containers is not packaged in Debian"} {
+	t.Setenv("PATH", t.TempDir())
+	for rt, fix := range map[string]string{testRuntime: "apt-get install doctor-test-pkg", testUpstreamRuntime: "Doctor Test is not packaged in Debian"} {
 		r := runtimeCheck(rt, working, hybrid)(ctx)
 		if r.Status != Missing || !strings.Contains(r.Fix, fix) || !strings.Contains(r.Detail, "not found in PATH") {
 			t.Errorf("missing %s: %+v", rt, r)

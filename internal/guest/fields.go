@@ -2,6 +2,7 @@ package guest
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -19,9 +20,58 @@ type Field struct {
 	Key string
 	// Value is what the field holds and allows.
 	Value FieldValue
-	// at is where the field lives in a Spec: a *string, *int or *bool.
-	at func(*Spec) any
+	// at is where the field lives in a Spec: a *string, *int or *bool;
+	// nil for a field held in Spec.Own, whose text own reads.
+	at  func(*Spec) any
+	own ownType
 }
+
+// ownType is how a field held in Spec.Own reads its text.
+type ownType int
+
+const (
+	ownText ownType = iota
+	ownInt
+	ownBool
+)
+
+// Own holds a guest's values of its kind's fields that no member of Spec
+// holds (OwnTextField, OwnIntField, OwnBoolField), by key, as the texts
+// the fields checked: a kind keeps its new fields there rather than
+// growing Spec, which every kind shares. It is never written in place
+// (With returns a copy), so copies of a Spec do not share changes.
+type Own map[string]string
+
+// With is o with key set to text, or without key for "".
+func (o Own) With(key, text string) Own {
+	out := maps.Clone(o)
+	if out == nil {
+		out = Own{}
+	}
+	if text == "" {
+		delete(out, key)
+	} else {
+		out[key] = text
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Text is the text of key, "" when not given.
+func (o Own) Text(key string) string { return o[key] }
+
+// Int is the whole number of key, which its OwnIntField checked; 0 when
+// not given.
+func (o Own) Int(key string) int {
+	i, _ := strconv.Atoi(o[key])
+	return i
+}
+
+// Bool is the boolean of key, which its OwnBoolField checked; false when
+// not given.
+func (o Own) Bool(key string) bool { return o[key] == "true" }
 
 // FieldValue says how a field's scalar is read and what it allows.
 type FieldValue struct {
@@ -57,6 +107,22 @@ func CheckedTextField(key string, at func(*Spec) *string, check func(string) err
 	return Field{Key: key, Value: FieldValue{Check: check}, at: func(s *Spec) any { return at(s) }}
 }
 
+// OwnTextField is a field held in Spec.Own; allowed, when given, are all
+// it may be.
+func OwnTextField(key string, allowed ...string) Field {
+	return Field{Key: key, Value: FieldValue{Allowed: allowed}, own: ownText}
+}
+
+// OwnIntField is a whole number from min to max held in Spec.Own.
+func OwnIntField(key string, min, max int) Field {
+	return Field{Key: key, Value: FieldValue{Min: min, Max: max}, own: ownInt}
+}
+
+// OwnBoolField is true or false, held in Spec.Own (false as not given).
+func OwnBoolField(key string) Field {
+	return Field{Key: key, own: ownBool}
+}
+
 // Spreading is f, taking a list over which a group's guests spread.
 func Spreading(f Field) Field {
 	f.Value.Spread = true
@@ -88,6 +154,16 @@ func FileField(key string, at func(*Spec) *string, maxBytes int64, want string) 
 // Set reads the scenario's text into the field of s; the error says what
 // is allowed, for the field's line.
 func (f Field) Set(s *Spec, text string) error {
+	if f.at == nil {
+		if err := f.checkOwn(text); err != nil {
+			return err
+		}
+		if f.own == ownBool && text == "false" {
+			text = ""
+		}
+		s.Own = s.Own.With(f.Key, text)
+		return nil
+	}
 	switch dst := f.at(s).(type) {
 	case *string:
 		*dst = text
@@ -109,6 +185,9 @@ func (f Field) Set(s *Spec, text string) error {
 
 // IsSet says whether s gives the field a value.
 func (f Field) IsSet(s Spec) bool {
+	if f.at == nil {
+		return s.Own[f.Key] != ""
+	}
 	switch v := f.at(&s).(type) {
 	case *string:
 		return *v != ""
@@ -122,14 +201,15 @@ func (f Field) IsSet(s Spec) bool {
 
 // check refuses a value of s the field does not allow.
 func (f Field) check(s Spec) error {
+	if f.at == nil {
+		if text := s.Own[f.Key]; text != "" {
+			return f.checkOwn(text)
+		}
+		return nil
+	}
 	switch v := f.at(&s).(type) {
 	case *string:
-		if len(f.Value.Allowed) > 0 && *v != "" && !slices.Contains(f.Value.Allowed, *v) {
-			return fmt.Errorf("%q is not allowed: want one of %s", *v, strings.Join(f.Value.Allowed, ", "))
-		}
-		if f.Value.Check != nil && *v != "" {
-			return f.Value.Check(*v)
-		}
+		return f.checkText(*v)
 	case *int:
 		if *v != 0 && (*v < f.Value.Min || *v > f.Value.Max) {
 			_, err := ParseInt(strconv.Itoa(*v), f.Value.Min, f.Value.Max)
@@ -137,6 +217,30 @@ func (f Field) check(s Spec) error {
 		}
 	}
 	return nil
+}
+
+// checkText refuses a text the field does not allow; "" is not given.
+func (f Field) checkText(text string) error {
+	if len(f.Value.Allowed) > 0 && text != "" && !slices.Contains(f.Value.Allowed, text) {
+		return fmt.Errorf("%q is not allowed: want one of %s", text, strings.Join(f.Value.Allowed, ", "))
+	}
+	if f.Value.Check != nil && text != "" {
+		return f.Value.Check(text)
+	}
+	return nil
+}
+
+// checkOwn refuses a text a field held in Spec.Own does not allow.
+func (f Field) checkOwn(text string) error {
+	switch f.own {
+	case ownInt:
+		_, err := ParseInt(text, f.Value.Min, f.Value.Max)
+		return err
+	case ownBool:
+		_, err := ParseBool(text)
+		return err
+	}
+	return f.checkText(text)
 }
 
 // ParseBool reads true or false, and nothing else that might mean one
@@ -197,7 +301,8 @@ func KindsTaking(key string) []string {
 // network its kind does not join by: what the scenario refuses at its
 // line, for a Spec a program built. Each kind's New calls it.
 func CheckSpec(kind string, s Spec) error {
-	switch net := TraitsOf(kind).Network; {
+	s.Kind = kind
+	switch net := TraitsOf(s).Network; {
 	case s.Tap != nil && net != NetTap:
 		return fmt.Errorf("kind %s joins a network namespace, not a tap", kind)
 	case s.NetNS != "" && net != NetNamespace:

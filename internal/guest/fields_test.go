@@ -26,6 +26,49 @@ func init() {
 		BoolField("memory_merge", func(s *Spec) *bool { return &s.MemoryMerge }),
 	}})
 	Register(fieldKind{name: "fields-plain"})
+	Register(fieldKind{name: "fields-own", fields: []Field{
+		OwnIntField("shards", 1, 4), OwnTextField("mode", "fast", "safe"), OwnBoolField("sealed"),
+	}})
+}
+
+// A kind's fields that no member of Spec holds are read, checked and
+// refused elsewhere as the others are, each copy of a Spec its own.
+func TestOwnFieldsLiveInTheSpecsOwnValues(t *testing.T) {
+	fields := FieldsOf("fields-own")
+	var s Spec
+	for i, text := range []string{"3", "safe", "true"} {
+		if err := fields[i].Set(&s, text); err != nil {
+			t.Fatalf("%s = %s: %v", fields[i].Key, text, err)
+		}
+	}
+	if s.Own.Int("shards") != 3 || s.Own.Text("mode") != "safe" || !s.Own.Bool("sealed") {
+		t.Fatalf("own values after Set = %v", s.Own)
+	}
+	copied := s
+	if err := fields[0].Set(&copied, "1"); err != nil || s.Own.Int("shards") != 3 {
+		t.Fatalf("setting a copy's field (%v) changed the original: %v", err, s.Own)
+	}
+	if err := fields[2].Set(&copied, "false"); err != nil || fields[2].IsSet(copied) {
+		t.Errorf("sealed false: %v, still set in %v", err, copied.Own)
+	}
+	for i, tc := range []struct{ text, want string }{
+		{"5", `"5" is not allowed: want a whole number from 1 to 4`},
+		{"quick", `"quick" is not allowed: want one of fast, safe`},
+		{"yes", `"yes" is not allowed: want true or false`},
+	} {
+		if err := fields[i].Set(&s, tc.text); err == nil || err.Error() != tc.want {
+			t.Errorf("%s = %s: %v, want %q", fields[i].Key, tc.text, err, tc.want)
+		}
+	}
+	if err := CheckSpec("fields-own", s); err != nil {
+		t.Errorf("its own kind: %v", err)
+	}
+	if err := CheckSpec("fields-own", Spec{Own: Own{"shards": "9"}}); err == nil || !strings.Contains(err.Error(), "shards") {
+		t.Errorf("a value the field does not allow: %v", err)
+	}
+	if err := CheckSpec("fields-plain", s); err == nil || !strings.Contains(err.Error(), "takes no shards, mode, sealed") {
+		t.Errorf("another kind: %v", err)
+	}
 }
 
 func TestFieldSetReadsAndChecks(t *testing.T) {

@@ -10,6 +10,7 @@
 package guest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +91,9 @@ type Spec struct {
 	// The fields below are kinds' own (see Field): each kind declares
 	// those it takes, and refuses the others (CheckSpec). For a VM, Runtime
 	// names the machine ("q35", "microvm") and MemoryBytes is the guest's
-	// RAM rather than a limit.
+	// RAM rather than a limit. The members are those that the run, the
+	// session or the report read beside their kind; a kind's field that
+	// only the kind reads is held in Own, not in a new member.
 
 	// Arch is the guest's architecture as Debian names it ("amd64",
 	// "arm64"); empty for the host's. Another one is emulated.
@@ -102,10 +105,6 @@ type Spec struct {
 	VCPUs int
 	// Accel is "auto" (or empty), "kvm" or "tcg".
 	Accel string
-	// Disk is "overlay" (or empty): a copy-on-write layer over the image's
-	// shared base disk; "copy": a full private qcow2 copy of it; or "raw":
-	// a private raw image of it.
-	Disk string
 	// Launch is "boot" (or empty): a cold boot of the kernel; or "clone":
 	// a restore of a template VM of the same shape, booted once and saved.
 	Launch string
@@ -128,6 +127,9 @@ type Spec struct {
 	// Libvirt is the libvirt URI that defines and starts a VM as a
 	// transient domain; empty for QEMU started by vfleet itself.
 	Libvirt string
+	// Own holds the values of the kind's fields that no member above
+	// holds, by key (OwnTextField, …): nil when none is given.
+	Own Own `json:",omitempty"`
 }
 
 // LibvirtImagePrefix starts a Spec.Image that names a domain at the
@@ -273,6 +275,14 @@ type Traits struct {
 	// AgentInGuest: the agent runs in the guest's own memory, not as a host
 	// process whose memory counts as vfleet's.
 	AgentInGuest bool
+	// OwnKernel: the guest boots a kernel of its own (a VM), which counts
+	// the time its processes use of its CPUs; what the host sees is its
+	// emulator's threads, so a step reads the guest's use inside it.
+	OwnKernel bool
+	// BootsDisk: a user's image (Spec.Image) is a disk the guest boots, a
+	// regular file, rather than an OCI image whose root file system its
+	// processes run in.
+	BootsDisk bool
 	// Security are the profiles (Spec.Security) the kind takes, its
 	// default first; none means the kind confines nothing
 	// (SecurityUnconfined only).
@@ -382,12 +392,18 @@ func ProgramOf(spec Spec) string {
 	return ""
 }
 
-// TraitsOf returns the Traits of a registered kind; an unknown kind has
-// the zero Traits (its name is refused elsewhere).
-func TraitsOf(kind string) Traits {
+// TraitsOf returns the Traits of a guest of spec: its kind's, under the
+// spec's runtime (or the kind's default one) for a Runtimed kind. Every
+// caller asks of the guest as specified, so that no runtime is planned
+// with another's traits. An unknown kind has the zero Traits (its name is
+// refused elsewhere).
+func TraitsOf(spec Spec) Traits {
 	regMu.RLock()
-	k := kinds[kind]
+	k := kinds[spec.Kind]
 	regMu.RUnlock()
+	if r, ok := k.(Runtimed); ok {
+		return r.RuntimeTraits(cmp.Or(spec.Runtime, r.Runtimes()[0]))
+	}
 	if t, ok := k.(WithTraits); ok {
 		return t.Traits()
 	}

@@ -7,8 +7,9 @@ package guest
 type Runtimed interface {
 	// Runtimes lists the runtimes the kind knows, its default first.
 	Runtimes() []string
-	// RuntimeTraits are the Traits of the kind's guests under runtime;
-	// its Security a subset of the kind's.
+	// RuntimeTraits are the Traits of the kind's guests under runtime
+	// (TraitsOf asks them for a spec of the kind); its Security a subset
+	// of the kind's.
 	RuntimeTraits(runtime string) Traits
 }
 

@@ -49,7 +49,7 @@ const (
 // spec's, or the kind's default when it names none. A profile the kind
 // does not take is refused, naming those it does.
 func SecurityOf(spec Spec) (string, error) {
-	allowed := TraitsOf(spec.Kind).Security
+	allowed := TraitsOf(spec).Security
 	if len(allowed) == 0 {
 		allowed = []string{SecurityUnconfined}
 	}

@@ -77,7 +77,7 @@ func (c Column) Label() string {
 		label += " [" + c.Kind + "]"
 	}
 	security := c.Security
-	if len(guest.TraitsOf(c.Kind).Security) < 2 {
+	if len(guest.TraitsOf(guest.Spec{Kind: c.Kind, Runtime: c.Runtime}).Security) < 2 {
 		security = ""
 	}
 	manager := ""

@@ -30,7 +30,8 @@ const (
 	// processes on the host (for a VM, QEMU with the guest's RAM in it).
 	metricGuestPSS = "density.guest_pss_bytes"
 	// metricAgentPSS is vfleet's own share: its agent on the host. A VM's
-	// agent lives in the guest's RAM and is counted there.
+	// agent lives in the guest's RAM, a gVisor container's in its sandbox,
+	// and is counted there.
 	metricAgentPSS = "density.vfleet_pss_bytes"
 	// metricGuestRSS is the same processes' resident memory, shared pages
 	// counted in full: what the guest would cost alone.
@@ -74,7 +75,7 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 		}
 		info := g.Info()
 		ramMiB, _ := strconv.ParseInt(info.Details["memory_mib"], 10, 64)
-		members = append(members, member{name, r.records[name].Group, info.PIDs, !guest.TraitsOf(g.Spec().Kind).AgentInGuest, ramMiB << 20})
+		members = append(members, member{name, r.records[name].Group, info.PIDs, !guest.TraitsOf(g.Spec()).AgentInGuest, ramMiB << 20})
 	}
 	if len(members) == 0 {
 		return nil

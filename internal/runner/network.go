@@ -138,14 +138,14 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 		switch {
 		case pg.Network == "":
 			n.joins[pg.Spec.Name] = join{netNS: n.net.HostSide()}
-		case guest.TraitsOf(pg.Spec.Kind).Network == guest.NetTap && tapsInRoot(pg.Spec):
+		case guest.TraitsOf(pg.Spec).Network == guest.NetTap && tapsInRoot(pg.Spec):
 			link, tap, err := n.net.AttachRootTap(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
 			}
 			n.joins[pg.Spec.Name] = join{tap: &guest.TapConfig{Name: tap, Addr: link.Addr, Gateway: link.Gateway, MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff, Root: true}}
 			view.path, view.peer.Addr, view.addr = link.Path, link.Peer, link.Addr.Addr()
-		case guest.TraitsOf(pg.Spec.Kind).Network == guest.NetTap:
+		case guest.TraitsOf(pg.Spec).Network == guest.NetTap:
 			link, err := n.net.AttachTap(pg.Spec.Name, netpath.Path(pg.Network))
 			if err != nil {
 				return n, err
@@ -402,7 +402,7 @@ func (n *netRun) measure(ctx context.Context, g guest.Guest, e ends, ne workload
 		}()
 	}
 	pids := g.Info().PIDs
-	ownKernel := guest.TraitsOf(g.Spec().Kind).AgentInGuest
+	ownKernel := guest.TraitsOf(g.Spec()).OwnKernel
 	var inBefore cpuTimes
 	var inErr error
 	if ownKernel {

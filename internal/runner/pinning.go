@@ -201,7 +201,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 	next, wanted := 0, 0
 	for _, pg := range plan.Guests {
 		g := pg.Spec
-		bare := guest.TraitsOf(g.Kind).Bare
+		bare := guest.TraitsOf(g).Bare
 		switch {
 		case noiseGuests[g.Name]:
 			if !bare {
@@ -230,7 +230,7 @@ func place(plan *scenario.Plan, cpus []hostCPU) (placement, error) {
 			continue
 		}
 		list := procfs.FormatCPUList(mine)
-		if guest.TraitsOf(g.Kind).PinsVCPUs {
+		if guest.TraitsOf(g).PinsVCPUs {
 			pl.pins[g.Name] = guestPin{vcpus: list}
 		} else {
 			pl.pins[g.Name] = guestPin{cpus: list}

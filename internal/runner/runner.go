@@ -939,7 +939,7 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if ex.WorkDir == "" {
 		ex.WorkDir = g.Info().ScratchDir
 	}
-	if guest.TraitsOf(g.Spec().Kind).Bare && r.placed.hostCPUs != "" {
+	if guest.TraitsOf(g.Spec()).Bare && r.placed.hostCPUs != "" {
 		ex.Argv = append([]string{"taskset", "--cpu-list", r.placed.hostCPUs}, ex.Argv...)
 	}
 	reply, err = g.Exec(ctx, agent.Request{Argv: ex.Argv, Dir: ex.WorkDir, TimeoutMS: stretched(ex.Timeout, stretch).Milliseconds(), MaxOutput: ex.MaxOutput,

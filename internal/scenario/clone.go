@@ -15,7 +15,7 @@ func (s *Spec) clone() *Spec {
 	c.Dropped = slices.Clone(s.Dropped)
 	for i := range c.Guests {
 		g := &c.Guests[i]
-		g.Tap = clonePtr(g.Tap)
+		g.Tap, g.Own = clonePtr(g.Tap), maps.Clone(g.Own)
 		if g.Spread != nil {
 			spread := make(map[string][]string, len(g.Spread))
 			for k, v := range g.Spread {

@@ -185,7 +185,7 @@ func (p *parser) noise(n *yaml.Node) *Noise {
 
 // scaled reports whether the fleet sweep sets the group's count.
 func (s *Spec) scaled(g GuestGroup) bool {
-	return s.Fleet != nil && len(s.Fleet.Scale) > 0 && !guest.TraitsOf(g.Kind).Bare && !s.noiseGroup(g.Name)
+	return s.Fleet != nil && len(s.Fleet.Scale) > 0 && !guest.TraitsOf(g.Spec).Bare && !s.noiseGroup(g.Name)
 }
 
 // noiseGroup reports whether the group runs the aggressors.

@@ -35,10 +35,10 @@ type Options struct {
 	// group (a runtime it knows, limits it can apply), so such mistakes are
 	// reported at the group's line rather than when the guest starts.
 	CheckGuest func(GuestGroup) error
-	// CheckImage, when set, says whether a group of the kind can run the
-	// image at path (an existing file or directory), so an unusable one is
+	// CheckImage, when set, says whether a guest of the spec can run its
+	// Image (an existing file or directory), so an unusable one is
 	// reported at its line rather than when the run unpacks it.
-	CheckImage func(kind, path string) error
+	CheckImage func(spec guest.Spec) error
 	// Host is what CPU lists and memory sizes are checked against; nil
 	// reads this machine (ThisHost).
 	Host *Host
@@ -374,7 +374,7 @@ func grantRealTime(s *Spec) {
 		}
 	}
 	for i := range s.Guests {
-		if g := &s.Guests[i]; guest.TraitsOf(g.Kind).RealTimeOnRequest && g.RTPriority == 0 {
+		if g := &s.Guests[i]; guest.TraitsOf(g.Spec).RealTimeOnRequest && g.RTPriority == 0 {
 			g.RTPriority = need
 		}
 	}
@@ -778,9 +778,9 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 		if domainNowhere {
 			p.errorf(seen["image"], path+".image", "image %s%s needs libvirt: URI on the group (kind vm, libvirt: qemu:///system), where the domain is defined", guest.LibvirtImagePrefix, domain)
 		}
-		diskOK := g.Image == "" || isDomain || !guest.TraitsOf(g.Kind).AgentInGuest || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
+		diskOK := g.Image == "" || isDomain || !guest.TraitsOf(g.Spec).BootsDisk || p.regularFile(seen["image"], path+".image", g.Image, guest.MaxDiskBytes)
 		if g.Image != "" && !isDomain && diskOK && p.opts.CheckImage != nil && contains(p.opts.KnownKinds, g.Kind) {
-			if err := p.opts.CheckImage(g.Kind, g.Image); err != nil {
+			if err := p.opts.CheckImage(g.Spec); err != nil {
 				p.errorf(seen["image"], path+".image", "%v", err)
 			}
 		}
@@ -791,7 +791,7 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 				p.errorf(item, path, "%v", err)
 			}
 		}
-		bare := guest.TraitsOf(g.Kind).Bare
+		bare := guest.TraitsOf(g.Spec).Bare
 		if g.Network == "" && s.Network != nil && !bare {
 			g.Network = s.Network.Path
 		}
@@ -1075,7 +1075,7 @@ func paramNode(params *yaml.Node, pe *workload.ParamError) *yaml.Node {
 func (p *parser) baseline(root, n *yaml.Node, s *Spec) {
 	if s.Baseline == "" {
 		for _, g := range s.Guests {
-			if guest.TraitsOf(g.Kind).Bare {
+			if guest.TraitsOf(g.Spec).Bare {
 				s.Baseline = g.Name
 				break
 			}
@@ -1177,7 +1177,7 @@ func (s *Spec) Hash() string {
 // (a group spread over hosts has several).
 func pathTakes(g GuestGroup) error {
 	path := netpath.Path(g.Network)
-	if guest.TraitsOf(g.Kind).Network != guest.NetTap {
+	if guest.TraitsOf(g.Spec).Network != guest.NetTap {
 		return netpath.CheckNamespacePath(path)
 	}
 	for _, s := range g.Variants() {

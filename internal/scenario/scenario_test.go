@@ -767,9 +767,9 @@ func TestGuestImage(t *testing.T) {
 	}
 	var checked []string
 	o := opts
-	o.CheckImage = func(kind, path string) error {
-		checked = append(checked, kind+" "+path)
-		if kind == "host" {
+	o.CheckImage = func(s guest.Spec) error {
+		checked = append(checked, s.Kind+" "+s.Image)
+		if s.Kind == "host" {
 			return errors.New("not for the host")
 		}
 		return nil

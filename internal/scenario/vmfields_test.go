@@ -36,7 +36,7 @@ workloads:
 		t.Fatal(err)
 	}
 	g := spec.Expand().Guests[1].Spec
-	if g.VCPUs != 2 || g.Accel != "tcg" || g.Disk != "copy" || g.PinVCPUs != "0-1" || !g.MemoryMerge || g.RTPriority != 10 || g.Runtime != "microvm" || g.Arch != "amd64" {
+	if g.VCPUs != 2 || g.Accel != "tcg" || g.Own.Text("disk") != "copy" || g.PinVCPUs != "0-1" || !g.MemoryMerge || g.RTPriority != 10 || g.Runtime != "microvm" || g.Arch != "amd64" {
 		t.Fatalf("expanded VM spec = %+v", g)
 	}
 	bad := strings.NewReplacer("arch: amd64", "arch: sparc64", "vcpus: 2", "vcpus: 0", "accel: tcg", "accel: hvf", "disk: copy", "disk: thin", "memory_merge: true", "memory_merge: 1",
@@ -277,8 +277,8 @@ func TestLibvirtNetworkIsCheckedAtItsLine(t *testing.T) {
 // where the domain would be looked up.
 func TestImageNamesALibvirtDomain(t *testing.T) {
 	var checked []string
-	o := Options{KnownKinds: []string{"host", "vm"}, Host: &testHost, CheckImage: func(kind, path string) error {
-		checked = append(checked, path)
+	o := Options{KnownKinds: []string{"host", "vm"}, Host: &testHost, CheckImage: func(s guest.Spec) error {
+		checked = append(checked, s.Image)
 		return nil
 	}, CheckGuest: func(g GuestGroup) error {
 		if _, ok := g.LibvirtDomain(); ok && g.Libvirt == "" {

@@ -2,12 +2,15 @@ package session
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/scenario"
-	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/tools"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -46,23 +49,35 @@ type programKind struct{ probingKind }
 
 func (programKind) Program(spec guest.Spec) string { return spec.Runtime }
 
-func init() { guest.Register(&programKind{probingKind{name: "session-program"}}) }
+// sessionRuntime stands for a program a kind registers with
+// internal/tools, as the container kind does its runtimes.
+const sessionRuntime = "session-test-runtime"
+
+func init() {
+	guest.Register(&programKind{probingKind{name: "session-program"}})
+	tools.Register(tools.Spec{Name: sessionRuntime, Package: "session-test-pkg", Banner: regexp.MustCompile(`(?m)^session-test-runtime version (\S+)`)})
+}
 
 // A run records the version of what runs each kind's guests, once, for
 // whatever kind names it.
 func TestFingerprintRecordsWhatRunsTheGuests(t *testing.T) {
-	testutil.RequiresTool(t, "runc", "runc")
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho 'session-test-runtime version 1.2.3'\n"
+	if err := os.WriteFile(filepath.Join(dir, sessionRuntime), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
 	img := &image.Image{Manifest: image.Manifest{Hash: "h"}}
 	spec := &scenario.Spec{Guests: []scenario.GuestGroup{
-		{Name: "a", Spec: guest.Spec{Kind: "session-program", Runtime: "runc"}},
+		{Name: "a", Spec: guest.Spec{Kind: "session-program", Runtime: sessionRuntime}},
 		{Name: "b", Spec: guest.Spec{Kind: probed.name, Runtime: "r1"}},
 	}}
 	fp, err := fingerprint(context.Background(), img, []*scenario.Spec{spec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := fp.ToolVersions["runc"]; v == "" {
-		t.Errorf("runc's version not recorded: %v", fp.ToolVersions)
+	if v := fp.ToolVersions[sessionRuntime]; v != "1.2.3" {
+		t.Errorf("%s's version not recorded: %v", sessionRuntime, fp.ToolVersions)
 	}
 	if _, ok := fp.ToolVersions["r1"]; ok {
 		t.Errorf("recorded a version for a kind that names no program: %v", fp.ToolVersions)

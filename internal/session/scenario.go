@@ -17,7 +17,7 @@ import (
 // under stateDir are not read again.
 func ScenarioOptions(stateDir string) scenario.Options {
 	return scenario.Options{KnownKinds: guest.KindNames(), CheckGuest: checkGuest,
-		CheckImage:       func(kind, path string) error { return checkImage(stateDir, kind, path) },
+		CheckImage:       func(spec guest.Spec) error { return checkImage(stateDir, spec) },
 		CheckPassthrough: func(devices []string, vms int) error { return netpath.CheckPassthrough("/", devices, vms) }}
 }
 
@@ -29,13 +29,14 @@ func ElsewhereOptions() scenario.Options {
 	return scenario.Options{KnownKinds: guest.KindNames(), Elsewhere: true}
 }
 
-// checkImage says whether a group of the kind can run the image at path:
-// a VM boots a disk QEMU can read, the others run an OCI image's root
-// file system, whose blobs all match their descriptors unless it is
-// unpacked under stateDir already. Without qemu-img, the kind's probe
-// says what to install.
-func checkImage(stateDir, kind, path string) error {
-	if !guest.TraitsOf(kind).AgentInGuest {
+// checkImage says whether a guest of spec can run its image: a VM boots a
+// disk QEMU can read, the others run an OCI image's root file system,
+// whose blobs all match their descriptors unless it is unpacked under
+// stateDir already. Without qemu-img, the kind's probe says what to
+// install.
+func checkImage(stateDir string, spec guest.Spec) error {
+	path := spec.Image
+	if !guest.TraitsOf(spec).BootsDisk {
 		return image.CheckOCI(stateDir, path)
 	}
 	qemuImg, err := tools.Find("qemu-img")

@@ -24,7 +24,7 @@ func TestScenarioOptionsAskTheKindsAndCheckImages(t *testing.T) {
 		t.Fatal("a group of an unknown kind was accepted")
 	}
 	missing := filepath.Join(t.TempDir(), "no-image")
-	if err := opts.CheckImage(probed.name, missing); err == nil {
+	if err := opts.CheckImage(guest.Spec{Kind: probed.name, Image: missing}); err == nil {
 		t.Fatalf("%s: a missing OCI image was accepted", missing)
 	}
 }

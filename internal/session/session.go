@@ -197,7 +197,7 @@ func prepareGuestImages(ctx context.Context, cfg Config, specs []*scenario.Spec)
 		if _, done := out.users[grp.Image]; grp.Image == "" || done {
 			continue
 		}
-		if guest.TraitsOf(grp.Kind).AgentInGuest {
+		if guest.TraitsOf(grp.Spec).BootsDisk {
 			// A VM boots the disk itself, with the agent brought in.
 			out.users[grp.Image] = runner.UserImage{}
 			continue

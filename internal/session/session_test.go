@@ -47,12 +47,16 @@ func (k *probingKind) New(guest.Spec, guest.Env) (guest.Guest, error) {
 var (
 	errNoRuntime = errors.New("no such runtime")
 	probed       = &probingKind{name: "session-probed"}
-	inGuest      = &probingKind{name: "session-vm", traits: guest.Traits{AgentInGuest: true}}
+	inGuest      = &probingKind{name: "session-vm", traits: guest.Traits{AgentInGuest: true, BootsDisk: true}}
+	// sandboxed's agent is in its guest's memory too, but its image is an
+	// OCI image, as gVisor's is.
+	sandboxed = &probingKind{name: "session-sandboxed", traits: guest.Traits{AgentInGuest: true}}
 )
 
 func init() {
 	guest.Register(probed)
 	guest.Register(inGuest)
+	guest.Register(sandboxed)
 }
 
 // Prepare refuses a kind the host cannot run before it builds anything:
@@ -116,6 +120,12 @@ func TestPrepareGuestImagesLeavesAVMDiskAloneAndFindsTheAgent(t *testing.T) {
 	}
 	if want := map[string]runner.UserImage{"/disks/a.qcow2": {}}; !reflect.DeepEqual(got.users, want) || got.agentBinary != agent || len(got.variants) != 0 {
 		t.Fatalf("guest images %+v; want the disk as it is and agent %s", got, agent)
+	}
+	// A kind whose agent is in its guest but that boots no disk of its own
+	// runs an OCI image, which this path is not.
+	sandboxedSpecs := []*scenario.Spec{{Guests: []scenario.GuestGroup{{Name: "oci", Spec: guest.Spec{Kind: sandboxed.name, Image: "/disks/a.qcow2"}}}}}
+	if got, err := prepareGuestImages(context.Background(), cfg, sandboxedSpecs); err == nil {
+		t.Fatalf("an OCI image that is not one was taken as a disk: %+v", got)
 	}
 	// Without users' images no agent is looked for.
 	got, err = prepareGuestImages(context.Background(), Config{AgentPath: filepath.Join(t.TempDir(), "none")}, nil)

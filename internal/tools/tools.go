@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,7 +34,9 @@ type Spec struct {
 	// package runc".
 	Install     string
 	VersionArgs []string
-	versionRE   *regexp.Regexp
+	// Banner captures the version from what the tool prints for
+	// VersionArgs (see testdata/).
+	Banner *regexp.Regexp
 }
 
 // DebianInstall tells a user how to install Debian packages that vfleet
@@ -49,8 +52,8 @@ func DebianInstall(pkgs ...string) string {
 	return "install the Debian " + what + " (from vfleet's checkout: scripts/deps.sh " + pkgs[0] + ")"
 }
 
-// upstream is the install hint of a tool Debian does not ship.
-func upstream(project, where string) string {
+// Upstream is the install hint of a tool Debian does not ship.
+func Upstream(project, where string) string {
 	return project + " is not packaged in Debian: install it from " + where
 }
 
@@ -73,54 +76,71 @@ func gccPackage(arch, triplet string) string {
 	return "gcc-" + triplet + " and libc6-dev-" + arch + "-cross"
 }
 
-// known is the table of tools. Each version pattern captures the version
-// from the banner the tool prints (see testdata/).
-var known = func() map[string]Spec {
-	m := map[string]Spec{}
+// known is the table of tools: those vfleet's own packages share, here,
+// and those one package drives alone (a guest kind's runtime), which it
+// registers from its init.
+var (
+	knownMu sync.RWMutex
+	known   = map[string]Spec{}
+)
+
+func init() {
 	for _, s := range []Spec{
-		{Name: "runc", Package: "runc", versionRE: regexp.MustCompile(`(?m)^runc version (\S+)`)},
-		{Name: "crun", Package: "crun", versionRE: regexp.MustCompile(`(?m)^crun version (\S+)`)},
-		{Name: "runsc", Package: "runsc", versionRE: regexp.MustCompile(`(?m)^runsc version (\S+)`)},
-		{Name: "kata-runtime", Install: upstream("Kata Containers", "the Kata Containers releases"), versionRE: regexp.MustCompile(`(?m)^kata-runtime\s*:\s*(\S+)`)},
-		// LXC's tools print their version alone on a line.
-		{Name: "lxc-start", Package: "lxc", versionRE: regexp.MustCompile(`\A(\d+\.\d+\.\d+\S*)\n?\z`)},
-		{Name: "mmdebstrap", Package: "mmdebstrap", versionRE: regexp.MustCompile(`(?m)^mmdebstrap (\S+)`)},
-		{Name: "qemu-system-x86_64", Package: "qemu-system-x86", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
-		{Name: "qemu-system-aarch64", Package: "qemu-system-arm", versionRE: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
-		{Name: "qemu-img", Package: "qemu-utils", versionRE: regexp.MustCompile(`(?m)^qemu-img version (\S+)`)},
-		{Name: "genisoimage", Package: "genisoimage", versionRE: regexp.MustCompile(`(?m)^genisoimage (\S+)`)},
-		{Name: "clang", Package: "clang", versionRE: regexp.MustCompile(`(?m)^(?:\S+ )?clang version (\S+)`)},
+		{Name: "mmdebstrap", Package: "mmdebstrap", Banner: regexp.MustCompile(`(?m)^mmdebstrap (\S+)`)},
+		{Name: "qemu-system-x86_64", Package: "qemu-system-x86", Banner: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
+		{Name: "qemu-system-aarch64", Package: "qemu-system-arm", Banner: regexp.MustCompile(`(?m)^QEMU emulator version (\S+)`)},
+		{Name: "qemu-img", Package: "qemu-utils", Banner: regexp.MustCompile(`(?m)^qemu-img version (\S+)`)},
+		{Name: "genisoimage", Package: "genisoimage", Banner: regexp.MustCompile(`(?m)^genisoimage (\S+)`)},
+		{Name: "clang", Package: "clang", Banner: regexp.MustCompile(`(?m)^(?:\S+ )?clang version (\S+)`)},
 		// The C compilers that build vfleet's own programs into an image:
 		// Debian's gcc is the host's own architecture's, a gcc-TRIPLET
 		// package the other's; either needs its C library's static files.
-		{Name: "x86_64-linux-gnu-gcc", Package: gccPackage("amd64", "x86-64-linux-gnu"), versionRE: gccBanner("x86_64-linux-gnu-gcc")},
-		{Name: "aarch64-linux-gnu-gcc", Package: gccPackage("arm64", "aarch64-linux-gnu"), versionRE: gccBanner("aarch64-linux-gnu-gcc")},
-		{Name: "firecracker", Install: upstream("Firecracker", "the Firecracker releases"), versionRE: regexp.MustCompile(`(?m)^Firecracker v(\S+)`)},
-		{Name: "cloud-hypervisor", Install: upstream("Cloud Hypervisor", "the Cloud Hypervisor releases"), versionRE: regexp.MustCompile(`(?m)^cloud-hypervisor v(\S+)`)},
+		{Name: "x86_64-linux-gnu-gcc", Package: gccPackage("amd64", "x86-64-linux-gnu"), Banner: gccBanner("x86_64-linux-gnu-gcc")},
+		{Name: "aarch64-linux-gnu-gcc", Package: gccPackage("arm64", "aarch64-linux-gnu"), Banner: gccBanner("aarch64-linux-gnu-gcc")},
+		{Name: "firecracker", Install: Upstream("Firecracker", "the Firecracker releases"), Banner: regexp.MustCompile(`(?m)^Firecracker v(\S+)`)},
+		{Name: "cloud-hypervisor", Install: Upstream("Cloud Hypervisor", "the Cloud Hypervisor releases"), Banner: regexp.MustCompile(`(?m)^cloud-hypervisor v(\S+)`)},
 		// Debian ships the database programs in openvswitch-common, which
 		// openvswitch-switch depends on: the one package brings all four.
-		{Name: "ovs-vswitchd", Package: "openvswitch-switch", versionRE: ovsBanner("ovs-vswitchd")},
-		{Name: "ovs-vsctl", Package: "openvswitch-switch", versionRE: ovsBanner("ovs-vsctl")},
-		{Name: "ovsdb-server", Package: "openvswitch-switch", versionRE: ovsBanner("ovsdb-server")},
-		{Name: "ovsdb-tool", Package: "openvswitch-switch", versionRE: ovsBanner("ovsdb-tool")},
+		{Name: "ovs-vswitchd", Package: "openvswitch-switch", Banner: ovsBanner("ovs-vswitchd")},
+		{Name: "ovs-vsctl", Package: "openvswitch-switch", Banner: ovsBanner("ovs-vsctl")},
+		{Name: "ovsdb-server", Package: "openvswitch-switch", Banner: ovsBanner("ovsdb-server")},
+		{Name: "ovsdb-tool", Package: "openvswitch-switch", Banner: ovsBanner("ovsdb-tool")},
 		// Debian 12's build says "passt unknown version": its banner names
 		// no release, and the record says so rather than nothing.
-		{Name: "passt", Package: "passt", versionRE: regexp.MustCompile(`(?m)^passt (.+)$`)},
+		{Name: "passt", Package: "passt", Banner: regexp.MustCompile(`(?m)^passt (.+)$`)},
 		// It describes a dedicated NIC for the run's record.
-		{Name: "ethtool", Package: "ethtool", versionRE: regexp.MustCompile(`(?m)^ethtool version (\S+)`)},
+		{Name: "ethtool", Package: "ethtool", Banner: regexp.MustCompile(`(?m)^ethtool version (\S+)`)},
 	} {
-		if s.Package != "" {
-			s.Install = DebianInstall(strings.Split(s.Package, " and ")...)
-		}
-		// Every tool in the table prints its banner for --version.
-		s.VersionArgs = []string{"--version"}
-		m[s.Name] = s
+		Register(s)
 	}
-	return m
-}()
+}
+
+// Register adds a tool to the table, from the init of the package that
+// drives it, so that a new guest kind's program needs no edit here:
+// Package (or, for a tool Debian does not ship, Install) says where it
+// comes from, and Banner, which must match the tool's --version output,
+// captures its version. A name registered twice is a programming error.
+func Register(s Spec) {
+	if s.Name == "" || s.Banner == nil || (s.Package == "" && s.Install == "") {
+		panic(fmt.Sprintf("tool %q registered without its name, banner or origin", s.Name))
+	}
+	if s.Package != "" {
+		s.Install = DebianInstall(strings.Split(s.Package, " and ")...)
+	}
+	// Every tool prints its banner for --version.
+	s.VersionArgs = []string{"--version"}
+	knownMu.Lock()
+	defer knownMu.Unlock()
+	if _, dup := known[s.Name]; dup {
+		panic("tool registered twice: " + s.Name)
+	}
+	known[s.Name] = s
+}
 
 // Known lists the names of the tools this package knows, sorted.
 func Known() []string {
+	knownMu.RLock()
+	defer knownMu.RUnlock()
 	names := make([]string, 0, len(known))
 	for n := range known {
 		names = append(names, n)
@@ -131,7 +151,9 @@ func Known() []string {
 
 // Lookup returns what is known about a tool without looking for it.
 func Lookup(name string) (Spec, error) {
+	knownMu.RLock()
 	s, ok := known[name]
+	knownMu.RUnlock()
 	if !ok {
 		return Spec{}, fmt.Errorf("%w %q (known: %s)", ErrUnknown, name, strings.Join(Known(), ", "))
 	}
@@ -188,7 +210,7 @@ func ParseVersion(name string, banner []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := s.versionRE.FindSubmatch(banner)
+	m := s.Banner.FindSubmatch(banner)
 	if m == nil {
 		return "", fmt.Errorf("%s: no version in %q", name, firstLine(banner))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/internal/tools"
 )
 
 func TestMain(m *testing.M) { guesttest.Main(m) }
@@ -138,6 +139,29 @@ func TestKindsBringTheirDoctorChecks(t *testing.T) {
 	for _, want := range []string{"runtime runc", "QEMU", "KVM", "TCG", "vhost-net"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no kind brings the %q check (checks: %v)", want, names)
+		}
+	}
+}
+
+// TestKindsProgramsAreRegisteredTools: the host program each kind's
+// guests run, under each of its runtimes and for each architecture, is a
+// tool internal/tools knows (registered by the kind's own package, or in
+// the tools every package shares), so that a run records its version and
+// doctor says how to install it.
+func TestKindsProgramsAreRegisteredTools(t *testing.T) {
+	for _, name := range guest.KindNames() {
+		k, _ := guest.Lookup(name)
+		runtimes := []string{""}
+		if r, ok := k.(guest.Runtimed); ok {
+			runtimes = append(runtimes, r.Runtimes()...)
+		}
+		for _, rt := range runtimes {
+			for _, arch := range append([]string{""}, guest.Arches...) {
+				p := guest.ProgramOf(guest.Spec{Kind: name, Runtime: rt, Arch: arch})
+				if _, err := tools.Lookup(p); p != "" && err != nil {
+					t.Errorf("kind %s, runtime %q, arch %q: %v", name, rt, arch, err)
+				}
+			}
 		}
 	}
 }

@@ -73,19 +73,21 @@ const MinMemory = 16 << 20
 
 func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	rt := kind{}.Program(spec)
-	if _, ok := runtimeInfo[rt]; !ok {
-		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: runc, crun, runsc, kata-runtime)", spec.Name, rt)
+	if !slices.Contains(Runtimes(), rt) {
+		return nil, fmt.Errorf("guest %s: unknown container runtime %q (known: %s)", spec.Name, rt, strings.Join(Runtimes(), ", "))
 	}
 	if err := guest.CheckSpec(KindName, spec); err != nil {
 		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
 	}
+	// A container's profile runsc cannot give is refused with why, before
+	// SecurityOf refuses it as any profile the guest does not take.
+	if rt == runscRuntime && runscRefusal[spec.Security] != "" {
+		return nil, fmt.Errorf("guest %s: %w: security %s (runsc takes %s): %s", spec.Name, errRunscSecurity, spec.Security,
+			strings.Join(runscSecurity, ", "), runscRefusal[spec.Security])
+	}
 	security, err := guest.SecurityOf(spec)
 	if err != nil {
 		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
-	}
-	if rt == runscRuntime && !slices.Contains(runscSecurity, security) {
-		return nil, fmt.Errorf("guest %s: %w: security %s (runsc takes %s): %s", spec.Name, errRunscSecurity, security,
-			strings.Join(runscSecurity, ", "), runscRefusal[security])
 	}
 	if security == guest.SecurityUserNS && spec.RTPriority > 0 {
 		return nil, fmt.Errorf("guest %s: rt_priority needs the host's CAP_SYS_NICE, which a container in a user namespace (security: userns) cannot hold; use security default", spec.Name)

@@ -38,6 +38,25 @@ func TestRunscRefusesProfilesItCannotMean(t *testing.T) {
 	}
 }
 
+// What vfleet asks of a runsc container outside the kind is runsc's
+// traits, not runc's: the profiles it takes, its agent in the sandbox.
+func TestRunscGuestsAreAskedRunscsTraits(t *testing.T) {
+	spec := guest.Spec{Kind: KindName, Runtime: runscRuntime, Security: guest.SecurityPrivileged}
+	if p, err := guest.SecurityOf(spec); err == nil {
+		t.Errorf("security of a privileged runsc container = %s: runsc takes no such profile", p)
+	}
+	spec.Security = ""
+	if p, err := guest.SecurityOf(spec); p != guest.SecurityDefault || err != nil {
+		t.Errorf("default security under runsc = %s, %v", p, err)
+	}
+	if tr := guest.TraitsOf(spec); !tr.AgentInGuest || tr.OwnKernel || tr.BootsDisk {
+		t.Errorf("traits of a runsc container = %+v: want its agent in the sandbox's memory, on no kernel of its own, from an OCI image", tr)
+	}
+	if tr := guest.TraitsOf(guest.Spec{Kind: KindName}); tr.AgentInGuest {
+		t.Errorf("traits of a container under the default runtime = %+v: runc's agent is a host process", tr)
+	}
+}
+
 // The suite runs the kind's default runtime first, and under runc the
 // kind's own traits.
 func TestRuntimesDefaultFirst(t *testing.T) {

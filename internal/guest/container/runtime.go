@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,17 +21,30 @@ import (
 // DefaultRuntime is used when a scenario names none.
 const DefaultRuntime = "runc"
 
-// runtimeInfo says where a runtime comes from, for errors that tell the
-// user what to install.
-var runtimeInfo = map[string]string{
-	"runc":         tools.DebianInstall("runc"),
-	"crun":         tools.DebianInstall("crun"),
-	"runsc":        tools.DebianInstall("runsc"),
-	"kata-runtime": "Kata Containers is not packaged in Debian; install it from the Kata releases",
+// runtimeTools are the runtimes the kind knows, in a stable order, as
+// internal/tools knows them: where each comes from, for errors that tell
+// the user what to install, and the version each prints.
+var runtimeTools = []tools.Spec{
+	{Name: "runc", Package: "runc", Banner: regexp.MustCompile(`(?m)^runc version (\S+)`)},
+	{Name: "crun", Package: "crun", Banner: regexp.MustCompile(`(?m)^crun version (\S+)`)},
+	{Name: "runsc", Package: "runsc", Banner: regexp.MustCompile(`(?m)^runsc version (\S+)`)},
+	{Name: "kata-runtime", Install: tools.Upstream("Kata Containers", "the Kata Containers releases"), Banner: regexp.MustCompile(`(?m)^kata-runtime\s*:\s*(\S+)`)},
+}
+
+func init() {
+	for _, s := range runtimeTools {
+		tools.Register(s)
+	}
 }
 
 // Runtimes lists the runtimes the kind knows, in a stable order.
-func Runtimes() []string { return []string{"runc", "crun", "runsc", "kata-runtime"} }
+func Runtimes() []string {
+	names := make([]string, len(runtimeTools))
+	for i, s := range runtimeTools {
+		names[i] = s.Name
+	}
+	return names
+}
 
 // kindContainer is the ledger entry of a created container; ID is the
 // container id, Data["runtime"] the runtime binary, Data["root"] the
@@ -41,15 +56,14 @@ func init() { ledger.RegisterUndo(kindContainer, undoContainer) }
 
 // runtimeBinary finds the runtime's executable, or says how to get it.
 func runtimeBinary(name string) (string, error) {
-	hint, known := runtimeInfo[name]
-	if !known {
+	if !slices.Contains(Runtimes(), name) {
 		return "", fmt.Errorf("%w: unknown container runtime %q (known: %s)", guest.ErrNotSupported, name, strings.Join(Runtimes(), ", "))
 	}
-	p, err := exec.LookPath(name)
+	t, err := tools.Find(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: container runtime %s not found in PATH: %s", guest.ErrNotSupported, name, hint)
+		return "", fmt.Errorf("%w: container runtime %w", guest.ErrNotSupported, err)
 	}
-	return p, nil
+	return t.Path, nil
 }
 
 // Leftovers lists the containers each installed runtime knows of in its

@@ -136,12 +136,9 @@ func (o Options) defaultRuntime() bool {
 }
 
 // traitsOf are the traits of the kind's guests under the runtime under
-// test.
+// test, as the rest of vfleet asks them.
 func traitsOf(o Options) guest.Traits {
-	if r, ok := o.Kind.(guest.Runtimed); ok && o.Runtime != "" {
-		return r.RuntimeTraits(o.Runtime)
-	}
-	return guest.TraitsOf(o.Kind.Name())
+	return guest.TraitsOf(guest.Spec{Kind: o.Kind.Name(), Runtime: o.Runtime})
 }
 
 // profiles are the security profiles the kind takes under the runtime

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/tools"
 )
 
 func baseOptions() ConfigOptions {
@@ -182,13 +181,5 @@ func TestNewRefusesWhatLXCGuestsDoNotTake(t *testing.T) {
 	}
 	if _, err := (kind{}).New(guest.Spec{Name: "lxc-0", Kind: KindName, MemoryBytes: MinMemory}, guest.Env{}); err != nil {
 		t.Errorf("the least memory: %v", err)
-	}
-}
-
-// The program a run records the version of, and doctor finds, is one
-// internal/tools knows the banner of.
-func TestProgramIsAKnownTool(t *testing.T) {
-	if _, err := tools.Lookup(kind{}.Program(guest.Spec{})); err != nil {
-		t.Error(err)
 	}
 }

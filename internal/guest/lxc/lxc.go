@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,8 @@ const KindName = "lxc"
 func init() {
 	guest.Register(kind{})
 	ledger.RegisterUndo(kindContainer, undoContainer)
+	// LXC's tools print their version alone on a line.
+	tools.Register(tools.Spec{Name: "lxc-start", Package: "lxc", Banner: regexp.MustCompile(`\A(\d+\.\d+\.\d+\S*)\n?\z`)})
 }
 
 // kindContainer is the ledger entry of a started LXC container; ID is its

@@ -5,6 +5,12 @@ import "github.com/vfleet/vfleet/internal/guest"
 // MaxVCPUs bounds a VM's vcpus, as QEMU's q35 machine does.
 const MaxVCPUs = 288
 
+// fieldDisk is how a VM's disk is made, held in the spec's own values:
+// "overlay" (or empty): a copy-on-write layer over the image's shared
+// base disk; "copy": a full private qcow2 copy of it; or "raw": a private
+// raw image of it.
+const fieldDisk = "disk"
+
 // Fields are what a scenario may say of a VM beyond what every group
 // says; for a VM, runtime names the machine and memory is its RAM.
 func (kind) Fields() []guest.Field {
@@ -13,7 +19,7 @@ func (kind) Fields() []guest.Field {
 		guest.TextField("kernel_flavour", func(s *guest.Spec) *string { return &s.KernelFlavour }, guest.KernelFlavours...),
 		guest.IntField("vcpus", func(s *guest.Spec) *int { return &s.VCPUs }, 1, MaxVCPUs),
 		guest.TextField("accel", func(s *guest.Spec) *string { return &s.Accel }, AccelAuto, AccelKVM, AccelTCG),
-		guest.TextField("disk", func(s *guest.Spec) *string { return &s.Disk }, DiskOverlay, DiskCopy, DiskRaw),
+		guest.OwnTextField(fieldDisk, DiskOverlay, DiskCopy, DiskRaw),
 		guest.TextField("launch", func(s *guest.Spec) *string { return &s.Launch }, LaunchBoot, LaunchClone),
 		guest.BoolField("memory_merge", func(s *guest.Spec) *bool { return &s.MemoryMerge }),
 		guest.CPUListField("pin_vcpus", func(s *guest.Spec) *string { return &s.PinVCPUs }),

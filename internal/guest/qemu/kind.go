@@ -50,10 +50,10 @@ type kind struct{}
 func (kind) Name() string { return KindName }
 
 // Traits: a VM's NIC is a tap, its one virtio-serial port serves one agent
-// client, its vCPU threads are what gets pinned, and its agent lives in
-// the guest's RAM.
+// client, its vCPU threads are what gets pinned, its agent lives in the
+// guest's RAM, under a kernel of its own booted from a disk.
 func (kind) Traits() guest.Traits {
-	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: vmSecurity}
+	return guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, OwnKernel: true, BootsDisk: true, Security: vmSecurity}
 }
 
 // Program: the QEMU of the guest's architecture, whose releases change
@@ -182,7 +182,7 @@ func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
 	return &Guest{
 		Base: guest.NewBase(spec), env: env, dir: dir,
 		arch: arch, archSpec: archSpec, qemu: qemuTool, machine: machine, vcpus: vcpus, memMiB: mem >> 20, pins: pins,
-		disk: strings.TrimSpace(spec.Disk), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
+		disk: strings.TrimSpace(spec.Own.Text(fieldDisk)), clone: spec.Launch == LaunchClone, memoryMerge: spec.MemoryMerge, nic: nic,
 		sandbox: security == guest.SecuritySandbox, libvirt: spec.Libvirt,
 	}, nil
 }

@@ -157,8 +157,8 @@ func checkRemoteLibvirt(spec guest.Spec, env guest.Env) error {
 		return errRemoteNIC
 	case spec.PinVCPUs != "" || spec.RTPriority > 0:
 		return errors.New("pin_vcpus and rt_priority name this host's CPUs, not the remote host's: remove them (or the run's pinning), or use " + LibvirtSystem)
-	case spec.Disk != "" && spec.Disk != DiskOverlay:
-		return fmt.Errorf("disk %s: a remote guest's disk is a qcow2 overlay over the uploaded base: use disk overlay", spec.Disk)
+	case spec.Own.Text(fieldDisk) != "" && spec.Own.Text(fieldDisk) != DiskOverlay:
+		return fmt.Errorf("disk %s: a remote guest's disk is a qcow2 overlay over the uploaded base: use disk overlay", spec.Own.Text(fieldDisk))
 	case spec.Image != "":
 		return errors.New("a user's disk is not uploaded to a remote host yet: boot vfleet's image there, or use " + LibvirtSystem)
 	case env.Detached:

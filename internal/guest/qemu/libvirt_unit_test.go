@@ -44,7 +44,7 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 		"nic":      {guest.Spec{Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, Gateway: tapAddr.Addr().Prev(), MAC: tapMAC}}, env, "the path is on this one"},
 		"pins":     {guest.Spec{VCPUs: 2, PinVCPUs: "0-1"}, env, "this host's CPUs"},
 		"realtime": {guest.Spec{RTPriority: 10}, env, "this host's CPUs"},
-		"copy":     {guest.Spec{Disk: DiskCopy}, env, "use disk overlay"},
+		"copy":     {guest.Spec{Own: guest.Own{fieldDisk: DiskCopy}}, env, "use disk overlay"},
 		"image":    {guest.Spec{Image: "/srv/disk.qcow2", Boot: guest.KernelBoot{Kernel: "/srv/vmlinuz"}}, env, "not uploaded"},
 		"fleet":    {guest.Spec{}, guest.Env{StateDir: env.StateDir, Detached: true}, "fleet up"},
 		"arm64":    {guest.Spec{Arch: "arm64"}, env, "this host's libvirt only"},

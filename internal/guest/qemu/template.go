@@ -18,6 +18,7 @@ import (
 	"github.com/vfleet/vfleet/internal/flock"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/tools"
 )
@@ -276,11 +277,30 @@ func templateConfig(clone launchConfig, t template, work string, shape templateS
 	return cfg
 }
 
-// RemoveTemplates removes every template kept beside the VM boot files in
+// RemoveCaches: the VM templates of every image under stateDir.
+func (kind) RemoveCaches(ctx context.Context, stateDir string) ([]string, error) {
+	dirs, err := image.VMBootDirs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("remove VM templates: %w", err)
+	}
+	var out []string
+	for _, dir := range dirs {
+		removed, err := removeTemplates(ctx, dir)
+		for _, r := range removed {
+			out = append(out, "VM template "+r)
+		}
+		if err != nil {
+			return out, fmt.Errorf("remove VM templates: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// removeTemplates removes every template kept beside the VM boot files in
 // bootDir, complete or half-made, each under its lock so that a build in
 // progress is waited for rather than cut short. Clones running from a
 // template keep its files open and run on; new clones build it anew.
-func RemoveTemplates(ctx context.Context, bootDir string) (removed []string, err error) {
+func removeTemplates(ctx context.Context, bootDir string) (removed []string, err error) {
 	root := filepath.Join(bootDir, templatesDir)
 	locks, err := filepath.Glob(filepath.Join(root, "*.lock"))
 	if err != nil {

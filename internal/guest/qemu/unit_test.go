@@ -241,7 +241,7 @@ func TestNewRefusesWhatVMsCannotDo(t *testing.T) {
 	env := guest.Env{StateDir: "/var/lib/vfleet/runs/r/state"}
 	for _, spec := range []guest.Spec{
 		{Name: "v", Runtime: "firecracker"}, {Name: "v", CPUs: "0"}, {Name: "v", CPULimit: 0.5},
-		{Name: "v", NetNS: "/run/netns/x"}, {Name: "v", Accel: "hvf"}, {Name: "v", Disk: "thin"},
+		{Name: "v", NetNS: "/run/netns/x"}, {Name: "v", Accel: "hvf"}, {Name: "v", Own: guest.Own{fieldDisk: "thin"}},
 		{Name: "v", VCPUs: 2, PinVCPUs: "1"}, {Name: "v", RTPriority: 100}, {Name: "v", MemoryBytes: 1 << 20},
 		{Name: "v", Tap: &guest.TapConfig{Name: "r0", Addr: tapAddr, MAC: tapMAC}},
 		{Name: "v", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Addr: tapAddr, MAC: tapMAC}},
@@ -256,7 +256,7 @@ func TestNewRefusesWhatVMsCannotDo(t *testing.T) {
 	if _, err := k.New(guest.Spec{Name: "v"}, guest.Env{StateDir: "/" + strings.Repeat("d", 100)}); err == nil {
 		t.Error("a socket path over 107 bytes accepted")
 	}
-	g, err := k.New(guest.Spec{Name: "v", Runtime: MachineMicroVM, VCPUs: 2, PinVCPUs: "0-1", RTPriority: 10, Accel: AccelKVM, Disk: DiskCopy}, env)
+	g, err := k.New(guest.Spec{Name: "v", Runtime: MachineMicroVM, VCPUs: 2, PinVCPUs: "0-1", RTPriority: 10, Accel: AccelKVM, Own: guest.Own{fieldDisk: DiskCopy}}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestOtherKindsRefuseVMFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Disk: "copy"}, {Name: "g", PinVCPUs: "0"},
+		for _, spec := range []guest.Spec{{Name: "g", VCPUs: 2}, {Name: "g", Accel: "tcg"}, {Name: "g", Own: guest.Own{fieldDisk: DiskCopy}}, {Name: "g", PinVCPUs: "0"},
 			{Name: "g", Tap: &guest.TapConfig{NSPath: "/run/netns/hs", Name: "r0", Addr: tapAddr, MAC: tapMAC}}} {
 			if _, err := k.New(spec, guest.Env{}); err == nil {
 				t.Errorf("kind %s accepted %+v", name, spec)
@@ -372,8 +372,8 @@ func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
 }
 
 func TestTraitsSayHowAVMDiffers(t *testing.T) {
-	want := guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, Security: []string{guest.SecurityUnconfined, guest.SecuritySandbox}}
-	if got := guest.TraitsOf(KindName); !reflect.DeepEqual(got, want) {
+	want := guest.Traits{Network: guest.NetTap, PinsVCPUs: true, AgentInGuest: true, OwnKernel: true, BootsDisk: true, Security: []string{guest.SecurityUnconfined, guest.SecuritySandbox}}
+	if got := guest.TraitsOf(guest.Spec{Kind: KindName}); !reflect.DeepEqual(got, want) {
 		t.Errorf("traits of %s = %+v, want %+v", KindName, got, want)
 	}
 }
@@ -462,7 +462,7 @@ func TestTemplateConfigIsTheTemplatesOwn(t *testing.T) {
 	}
 }
 
-// RemoveTemplates takes complete and half-made templates and keeps the
+// removeTemplates takes complete and half-made templates and keeps the
 // locks, which a builder waiting for one may hold open.
 func TestRemoveTemplates(t *testing.T) {
 	boot := t.TempDir()
@@ -475,7 +475,7 @@ func TestRemoveTemplates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	removed, err := RemoveTemplates(context.Background(), boot)
+	removed, err := removeTemplates(context.Background(), boot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestRemoveTemplates(t *testing.T) {
 	if !slices.Equal(names, []string{"aaa.lock", "bbb.lock"}) {
 		t.Errorf("left %v, want the two locks", names)
 	}
-	if removed, err := RemoveTemplates(context.Background(), t.TempDir()); err != nil || len(removed) > 0 {
+	if removed, err := removeTemplates(context.Background(), t.TempDir()); err != nil || len(removed) > 0 {
 		t.Errorf("no templates: %v, %v", removed, err)
 	}
 }

@@ -32,7 +32,7 @@ func TestMicroVMWorkloadOnPinnedVCPUs(t *testing.T) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)
-	g := newVM(t, guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Disk: DiskCopy, PinVCPUs: "0-1"},
+	g := newVM(t, guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Own: guest.Own{fieldDisk: DiskCopy}, PinVCPUs: "0-1"},
 		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
 	info := startVM(t, g)
