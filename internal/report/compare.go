@@ -72,6 +72,13 @@ type ABRow struct {
 	NeedsRepetitions int `json:"needs_repetitions,omitempty"`
 }
 
+// MarshalJSON writes a p that is not a finite number as null, with what it
+// was (stats.MarshalFinite).
+func (r ABRow) MarshalJSON() ([]byte, error) {
+	type plain ABRow
+	return stats.MarshalFinite(plain(r))
+}
+
 // ABComparison is run B measured against run A.
 type ABComparison struct {
 	A, B    store.Run
@@ -272,13 +279,6 @@ func cellValue(s stats.Summary, unit string) string {
 
 // WriteABJSON writes the comparison.
 func WriteABJSON(w io.Writer, c ABComparison) error {
-	rows := make([]ABRow, len(c.Rows))
-	for i, r := range c.Rows {
-		if math.IsNaN(r.Change.Ratio) {
-			r.Change = stats.Normalized{}
-		}
-		rows[i] = r
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
@@ -286,5 +286,5 @@ func WriteABJSON(w io.Writer, c ABComparison) error {
 		B       int64          `json:"run_b"`
 		Options CompareOptions `json:"options"`
 		Rows    []ABRow        `json:"rows"`
-	}{c.A.ID, c.B.ID, c.Options, rows})
+	}{c.A.ID, c.B.ID, c.Options, c.Rows})
 }
