@@ -184,7 +184,7 @@ func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := checkHTMLPath(htmlPath); err != nil {
+	if err := g.checkHTMLPath(htmlPath); err != nil {
 		return usageError{err}
 	}
 	st, err := store.Open(g.db())
@@ -204,7 +204,7 @@ func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
 		ids = append(ids, r.Runs...)
 	}
 	for _, id := range ids {
-		if err := printRun(rctx, st, id, numbered(htmlPath, ".html", id, len(ids) > 1)); err != nil {
+		if err := printRun(rctx, g, st, id, numbered(htmlPath, ".html", id, len(ids) > 1)); err != nil {
 			return err
 		}
 	}

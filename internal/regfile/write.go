@@ -41,7 +41,7 @@ func existing(path string, keep []string) (fs.FileInfo, error) {
 		// The inode decides, not the name: another spelling of the path, a
 		// hard link or a symbolic link reaches the same file.
 		if ki, err := os.Stat(k); err == nil && os.SameFile(fi, ki) {
-			return nil, fmt.Errorf("%s is %s: %w", path, k, ErrProtected)
+			return nil, fmt.Errorf("%s: %w: it is %s", path, ErrProtected, k)
 		}
 	}
 	return fi, nil
