@@ -12,6 +12,7 @@ import (
 	"github.com/vfleet/vfleet/internal/archive"
 	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 )
 
 func newExportCommand(g *globalOptions) *cobra.Command {
@@ -113,9 +114,9 @@ func importFile(cmd *cobra.Command, st *store.Store, path string) error {
 	}
 	for _, im := range imported {
 		if im.Existed {
-			fmt.Fprintf(cmd.OutOrStdout(), "run %s: already present as #%d\n", im.Key, im.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: already present as #%d\n", termtext.Safe(im.Key), im.ID)
 		} else {
-			fmt.Fprintf(cmd.OutOrStdout(), "run %s: imported as #%d\n", im.Key, im.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: imported as #%d\n", termtext.Safe(im.Key), im.ID)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -47,8 +48,8 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 				if origin == "" {
 					origin = "here"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.ScenarioName, r.Started.Local().Format("2006-01-02 15:04:05"),
-					dur, r.Status, r.Samples, r.Failures, workload.Clip(origin), workload.Clip(r.StatusReason))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, termtext.Safe(r.ScenarioName), r.Started.Local().Format("2006-01-02 15:04:05"),
+					dur, r.Status, r.Samples, r.Failures, termtext.Safe(workload.Clip(origin)), termtext.Safe(workload.Clip(r.StatusReason)))
 			}
 			return tw.Flush()
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -187,7 +188,7 @@ func paramString(p workload.Params) string {
 func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	fmt.Fprintf(w, "run %d (%s) → run %d (%s): significant at p < %g and beyond ±%.0f%%\n",
-		c.A.ID, c.A.ScenarioName, c.B.ID, c.B.ScenarioName, c.Options.Alpha, 100*c.Options.NoiseFloor)
+		c.A.ID, termtext.Safe(c.A.ScenarioName), c.B.ID, termtext.Safe(c.B.ScenarioName), c.Options.Alpha, 100*c.Options.NoiseFloor)
 	rows := sortedABRows(c)
 	table := [][]string{{"group", "workload / metric", "A", "B", "change", "p", "verdict"}}
 	verdicts := []int{0}
