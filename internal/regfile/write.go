@@ -116,9 +116,16 @@ func createBeside(path string, perm fs.FileMode) (*os.File, error) {
 	for range 100 {
 		name := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%016x", filepath.Base(path), rand.Uint64()))
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err
+		var pe *fs.PathError
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			continue
+		case errors.As(err, &pe):
+			// Named as the file asked for: the temporary name means
+			// nothing to whoever reads the error.
+			return nil, &fs.PathError{Op: "create", Path: path, Err: pe.Err}
 		}
+		return f, err
 	}
 	return nil, fmt.Errorf("create a file beside %s: every name tried exists", path)
 }

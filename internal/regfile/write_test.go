@@ -3,6 +3,7 @@ package regfile
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -176,5 +177,16 @@ func TestReplaceWritesTheFileALinkNames(t *testing.T) {
 	}
 	if got := entries(t, dir); !slices.Equal(got, []string{"link.json", "real.json"}) {
 		t.Errorf("the directory holds %q", got)
+	}
+}
+
+// A file that cannot be created is named in the error as asked for, not
+// by the temporary name it would have been written under.
+func TestReplaceNamesTheFileAskedFor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "r.html")
+	err := Replace(path, 0o666, nil, writeString("x"))
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Path != path || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("err = %v, want a PathError of %s", err, path)
 	}
 }
