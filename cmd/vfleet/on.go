@@ -24,6 +24,7 @@ import (
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/telemetry"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/scenarios"
 )
 
@@ -137,12 +138,13 @@ func (f *onFlags) config() remote.Config {
 
 // machineLog writes the lines about each machine to w, each prefixed with
 // the machine's name, whole lines at a time when machines run at once.
+// A line is the machine's words, escaped: it must not drive this terminal.
 func machineLog(w io.Writer) func(remote.Target, string) {
 	var mu sync.Mutex
 	return func(t remote.Target, line string) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(w, "[%s] %s\n", t.Name(), line)
+		fmt.Fprintf(w, "[%s] %s\n", t.Name(), termtext.Safe(line))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
+	"github.com/vfleet/vfleet/internal/remote"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -63,5 +64,14 @@ func TestStoredTextCannotDriveTheTerminal(t *testing.T) {
 		if !strings.Contains(text, `\x1b]0;PWNED\x07\x1b[2J\nrun FAKE`) {
 			t.Errorf("%s does not show the text escaped:\n%s", what, text)
 		}
+	}
+}
+
+// What another machine says is shown escaped, under its name.
+func TestMachineLogEscapesTheMachinesWords(t *testing.T) {
+	var buf strings.Builder
+	machineLog(&buf)(remote.Target{User: "root", Host: "198.18.0.2", Port: 22}, "step 1"+hostile)
+	if got, want := buf.String(), `[root@198.18.0.2:22] step 1\x1b]0;PWNED\x07\x1b[2J\nrun FAKE: imported as #999`+"\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
