@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vfleet/vfleet/internal/archive"
 	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 )
 
 func newExportCommand(g *globalOptions) *cobra.Command {
@@ -40,10 +38,7 @@ refused: export it once it has ended.`,
 			if err != nil {
 				return err
 			}
-			if output == "-" {
-				return archive.Export(cmd.Context(), st, ids, os.Stdout)
-			}
-			return writeAtomically(output, func(w io.Writer) error { return archive.Export(cmd.Context(), st, ids, w) })
+			return g.writeOutput(output, func(w io.Writer) error { return archive.Export(cmd.Context(), st, ids, w) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the file to write (- for standard output)")
@@ -76,45 +71,6 @@ func exportedRuns(ctx context.Context, st *store.Store, refs []string) ([]int64,
 		}
 	}
 	return ids, nil
-}
-
-// writeAtomically writes path through a temporary file beside it, synced
-// and renamed over it only once whole: a failed export, or a crash soon
-// after it, leaves no file that looks like one (or the file that was
-// there before).
-func writeAtomically(path string, write func(io.Writer) error) error {
-	f, err := createBeside(path)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after the rename, there is nothing left to remove
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
-
-// createBeside creates a new file of a name of its own in path's
-// directory, with the mode os.Create gives (0666 less the umask, which
-// the kernel applies): os.CreateTemp's 0600 would leave an export
-// readable by its writer only.
-func createBeside(path string) (*os.File, error) {
-	for range 100 {
-		name := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%016x", filepath.Base(path), rand.Uint64()))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err
-		}
-	}
-	return nil, fmt.Errorf("create a file beside %s: every name tried exists", path)
 }
 
 func newImportCommand(g *globalOptions) *cobra.Command {
@@ -158,9 +114,9 @@ func importFile(cmd *cobra.Command, st *store.Store, path string) error {
 	}
 	for _, im := range imported {
 		if im.Existed {
-			fmt.Fprintf(cmd.OutOrStdout(), "run %s: already present as #%d\n", im.Key, im.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: already present as #%d\n", termtext.Safe(im.Key), im.ID)
 		} else {
-			fmt.Fprintf(cmd.OutOrStdout(), "run %s: imported as #%d\n", im.Key, im.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: imported as #%d\n", termtext.Safe(im.Key), im.ID)
 		}
 	}
 	return nil

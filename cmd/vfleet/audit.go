@@ -30,7 +30,7 @@ container runtime deploys by default. Every run does the same audit; its report 
 			if len(args) == 0 {
 				args = []string{defaultScenario}
 			}
-			if err := checkJSONPath(opts.jsonPath); err != nil {
+			if err := checkJSONPath(g, opts.jsonPath); err != nil {
 				return usageError{err}
 			}
 			return runScenarios(g, args, "-", &obs, &opts, nil, nil)
@@ -47,7 +47,7 @@ type auditOptions struct {
 }
 
 // print shows a run's audit and writes its JSON when asked.
-func (o *auditOptions) print(ctx context.Context, st *store.Store, id int64) error {
+func (o *auditOptions) print(ctx context.Context, g *globalOptions, st *store.Store, id int64) error {
 	run, err := st.GetRun(ctx, id)
 	if err != nil {
 		return err
@@ -70,16 +70,16 @@ func (o *auditOptions) print(ctx context.Context, st *store.Store, id int64) err
 	if o.jsonPath == "" {
 		return nil
 	}
-	return writeJSON(o.jsonPath, struct {
+	return g.writeJSON(o.jsonPath, struct {
 		Run   int64 `json:"run"`
 		Audit any   `json:"audit"`
 	}{run.ID, c.Audit})
 }
 
 // checkJSONPath fails early when the audit's JSON could not be written.
-func checkJSONPath(path string) error {
+func checkJSONPath(g *globalOptions, path string) error {
 	if path == "" {
 		return nil
 	}
-	return checkOutputPath("--json", path)
+	return g.checkOutputPath("--json", path)
 }

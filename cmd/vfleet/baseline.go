@@ -14,6 +14,7 @@ import (
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 )
 
 func newBaselineCommand(g *globalOptions) *cobra.Command {
@@ -73,7 +74,7 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 				}
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "run %d is the baseline of scenario %s on %s\n", b.RunID, b.ScenarioName, b.Machine)
+			fmt.Fprintf(os.Stderr, "run %d is the baseline of scenario %s on %s\n", b.RunID, termtext.Safe(b.ScenarioName), termtext.Safe(b.Machine))
 			return nil
 		},
 	}, &cobra.Command{
@@ -105,7 +106,7 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "SCENARIO\tMACHINE\tRUN\tSET")
 			for _, b := range all {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", b.ScenarioName, b.Machine, b.RunID, b.Set.Local().Format("2006-01-02 15:04:05"))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", termtext.Safe(b.ScenarioName), termtext.Safe(b.Machine), b.RunID, b.Set.Local().Format("2006-01-02 15:04:05"))
 			}
 			return tw.Flush()
 		},

@@ -112,7 +112,7 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags, eof io.Reader) e
 	if err != nil {
 		return usageError{err}
 	}
-	if err := checkCapacityOutputs(f); err != nil {
+	if err := checkCapacityOutputs(g, f); err != nil {
 		return err
 	}
 	if err := requireRoot("vfleet capacity"); err != nil {
@@ -147,7 +147,7 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags, eof io.Reader) e
 	if err := storeSearch(context.WithoutCancel(ctx), st, &rec, spec.Hash(), opts.Host, began, time.Now()); err != nil {
 		return err
 	}
-	if err := showCapacity(rec, slos, f, false, opts.Host); err != nil {
+	if err := showCapacity(g, rec, slos, f, false, opts.Host); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "capacity search %d stored; %d runs in %s\n", rec.ID, res.Measurements, time.Since(began).Round(time.Second))
@@ -156,13 +156,13 @@ func runCapacity(g *globalOptions, ref string, f capacityFlags, eof io.Reader) e
 
 // checkCapacityOutputs refuses, before the search, files it could not
 // write at its end.
-func checkCapacityOutputs(f capacityFlags) error {
+func checkCapacityOutputs(g *globalOptions, f capacityFlags) error {
 	if f.jsonPath != "" {
-		if err := checkOutputPath("--json", f.jsonPath); err != nil {
+		if err := g.checkOutputPath("--json", f.jsonPath); err != nil {
 			return usageError{err}
 		}
 	}
-	if err := checkHTMLPath(f.htmlPath); err != nil {
+	if err := g.checkHTMLPath(f.htmlPath); err != nil {
 		return usageError{err}
 	}
 	return nil
@@ -184,20 +184,20 @@ func storeSearch(ctx context.Context, st *store.Store, rec *capacityRecord, scen
 // showCapacity prints a stored search's answer and its table, and writes
 // its JSON and HTML page where the flags say; many numbers the files
 // named, one search's each.
-func showCapacity(rec capacityRecord, slos []capacity.SLO, f capacityFlags, many bool, host hostinfo.Fingerprint) error {
+func showCapacity(g *globalOptions, rec capacityRecord, slos []capacity.SLO, f capacityFlags, many bool, host hostinfo.Fingerprint) error {
 	fmt.Println(rec.Headline)
 	fmt.Println()
 	if err := rec.Result.WriteTable(os.Stdout, slos); err != nil {
 		return err
 	}
 	if f.jsonPath != "" {
-		if err := writeJSON(numbered(f.jsonPath, ".json", rec.ID, many), rec); err != nil {
+		if err := g.writeJSON(numbered(f.jsonPath, ".json", rec.ID, many), rec); err != nil {
 			return err
 		}
 	}
 	if f.htmlPath != "-" {
 		path := cmp.Or(numbered(f.htmlPath, ".html", rec.ID, many), fmt.Sprintf("vfleet-capacity-%d.html", rec.ID))
-		if err := writeCapacityHTML(path, rec.Result, slos, fmt.Sprintf("vfleet capacity %d · %s · %s", rec.ID, rec.Scenario, rec.Group), host); err != nil {
+		if err := writeCapacityHTML(g, path, rec.Result, slos, fmt.Sprintf("vfleet capacity %d · %s · %s", rec.ID, rec.Scenario, rec.Group), host); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "HTML page: %s\n", path)
@@ -278,12 +278,12 @@ func capacityOutcome(res *capacity.Result) error {
 	return nil
 }
 
-func writeCapacityHTML(path string, res *capacity.Result, slos []capacity.SLO, title string, host hostinfo.Fingerprint) error {
+func writeCapacityHTML(g *globalOptions, path string, res *capacity.Result, slos []capacity.SLO, title string, host hostinfo.Fingerprint) error {
 	page, err := res.Page(title, slos, host)
 	if err != nil {
 		return err
 	}
-	if err := writeOutput(path, func(w io.Writer) error { return report.WriteCapacityHTML(w, page) }); err != nil {
+	if err := g.writeOutput(path, func(w io.Writer) error { return report.WriteCapacityHTML(w, page) }); err != nil {
 		return fmt.Errorf("write HTML page: %w", err)
 	}
 	return nil
@@ -291,8 +291,8 @@ func writeCapacityHTML(path string, res *capacity.Result, slos []capacity.SLO, t
 
 // writeJSON writes v indented to the file at path, or to standard output
 // for "-".
-func writeJSON(path string, v any) error {
-	return writeOutput(path, func(w io.Writer) error { return encodeIndented(w, v) })
+func (g *globalOptions) writeJSON(path string, v any) error {
+	return g.writeOutput(path, func(w io.Writer) error { return encodeIndented(w, v) })
 }
 
 func encodeIndented(w io.Writer, v any) error {

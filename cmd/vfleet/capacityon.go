@@ -42,7 +42,7 @@ func capacityOn(g *globalOptions, ref string, f capacityFlags, on *onFlags) erro
 	if err != nil {
 		return usageError{err}
 	}
-	if err := checkCapacityOutputs(f); err != nil {
+	if err := checkCapacityOutputs(g, f); err != nil {
 		return err
 	}
 	wk, err := g.begin(workOptions{plain: true})
@@ -101,7 +101,7 @@ func capacityOn(g *globalOptions, ref string, f capacityFlags, on *onFlags) erro
 		if many {
 			fmt.Printf("%s\n\n", results[i].Target.Name())
 		}
-		if err := showCapacity(*rec, slos, f, many, run.Host); err != nil {
+		if err := showCapacity(g, *rec, slos, f, many, run.Host); err != nil {
 			return err
 		}
 		fmt.Println()

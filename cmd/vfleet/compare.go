@@ -68,7 +68,7 @@ undecided, 8 when some metric got worse, 9 when none did but some change was und
 				if err != nil {
 					return err
 				}
-				if err := writeComparison(c, format, output); err != nil {
+				if err := writeComparison(g, c, format, output); err != nil {
 					return err
 				}
 				return baselineOutcome(c)
@@ -90,7 +90,7 @@ undecided, 8 when some metric got worse, 9 when none did but some change was und
 			if w := scenarioWarning(c.A, c.B); w != "" {
 				fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
 			}
-			return writeComparison(c, format, output)
+			return writeComparison(g, c, format, output)
 		},
 	}
 	cmd.Flags().Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the permutation test")
@@ -103,8 +103,8 @@ undecided, 8 when some metric got worse, 9 when none did but some change was und
 
 // writeComparison writes c in format to the file output, or to standard
 // output.
-func writeComparison(c report.ABComparison, format, output string) error {
-	return writeOutput(output, func(w io.Writer) error {
+func writeComparison(g *globalOptions, c report.ABComparison, format, output string) error {
+	return g.writeOutput(output, func(w io.Writer) error {
 		switch format {
 		case "json":
 			return report.WriteABJSON(w, c)

@@ -92,7 +92,7 @@ func TestBadInputIsRefusedBeforeAnythingStarts(t *testing.T) {
 		// A path whose directory looks writable, yet where no file can be
 		// made, or a file that takes no write: known before any guest starts.
 		{[]string{"audit", scenario(ok, "{}"), "--json", "/proc/x.json"}, "--json /proc/x.json: cannot create it", exitUsage},
-		{[]string{"audit", scenario(ok, "{}"), "--json", "/dev/full"}, "--json /dev/full: cannot write it", exitUsage},
+		{[]string{"audit", scenario(ok, "{}"), "--json", "/dev/full"}, "--json: /dev/full is a character device", exitUsage},
 		{[]string{"--db", os.DevNull, "runs"}, "not a regular file (it is a character device)", exitFailed},
 	} {
 		began := time.Now()

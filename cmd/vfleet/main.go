@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/vfleet/vfleet/internal/termtext"
 )
 
 func main() {
@@ -42,7 +45,7 @@ func run(args []string) (code int) {
 	cmd := newRootCommand()
 	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "vfleet:", err)
+		fmt.Fprintln(os.Stderr, "vfleet:", safeLines(err.Error()))
 		return exitCode(err)
 	}
 	return exitOK
@@ -73,3 +76,14 @@ func (e exitError) Unwrap() error { return e.error }
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
+
+// safeLines escapes the control characters of each line of a message (an
+// error may quote a stored run's name or a remote machine's words), and
+// keeps its lines: some errors list one problem a line.
+func safeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = termtext.Safe(l)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/session"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/scenarios"
 )
 
@@ -136,12 +137,13 @@ func (f *onFlags) config() remote.Config {
 
 // machineLog writes the lines about each machine to w, each prefixed with
 // the machine's name, whole lines at a time when machines run at once.
+// A line is the machine's words, escaped: it must not drive this terminal.
 func machineLog(w io.Writer) func(remote.Target, string) {
 	var mu sync.Mutex
 	return func(t remote.Target, line string) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(w, "[%s] %s\n", t.Name(), line)
+		fmt.Fprintf(w, "[%s] %s\n", t.Name(), termtext.Safe(line))
 	}
 }
 
@@ -183,7 +185,7 @@ func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := checkHTMLPath(htmlPath); err != nil {
+	if err := g.checkHTMLPath(htmlPath); err != nil {
 		return usageError{err}
 	}
 	wk, err := g.begin(workOptions{plain: true})
@@ -200,7 +202,7 @@ func runOn(g *globalOptions, ref, htmlPath string, f *onFlags) error {
 		ids = append(ids, r.Runs...)
 	}
 	for _, id := range ids {
-		if err := printRun(rctx, st, id, numbered(htmlPath, ".html", id, len(ids) > 1)); err != nil {
+		if err := printRun(rctx, g, st, id, numbered(htmlPath, ".html", id, len(ids) > 1)); err != nil {
 			return err
 		}
 	}

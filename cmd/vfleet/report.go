@@ -14,6 +14,7 @@ import (
 	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -47,8 +48,8 @@ func newRunsCommand(g *globalOptions) *cobra.Command {
 				if origin == "" {
 					origin = "here"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.ScenarioName, r.Started.Local().Format("2006-01-02 15:04:05"),
-					dur, r.Status, r.Samples, r.Failures, workload.Clip(origin), workload.Clip(r.StatusReason))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, termtext.Safe(r.ScenarioName), r.Started.Local().Format("2006-01-02 15:04:05"),
+					dur, r.Status, r.Samples, r.Failures, termtext.Safe(workload.Clip(origin)), termtext.Safe(workload.Clip(r.StatusReason)))
 			}
 			return tw.Flush()
 		},
@@ -84,7 +85,7 @@ where it changed level (E-divisive means; docs/many-machines.md).`,
 				return err
 			}
 			defer st.Close()
-			return writeOutput(output, func(w io.Writer) error {
+			return g.writeOutput(output, func(w io.Writer) error {
 				switch {
 				case across:
 					return renderAcross(cmd.Context(), st, args, f, w)
@@ -188,7 +189,7 @@ func loadAudit(ctx context.Context, st *store.Store, run store.Run) (*audit.Repo
 }
 
 // printRun prints a finished run's table and writes its HTML report.
-func printRun(ctx context.Context, st *store.Store, id int64, htmlPath string) error {
+func printRun(ctx context.Context, g *globalOptions, st *store.Store, id int64, htmlPath string) error {
 	if err := render(ctx, st, id, report.FormatTable, os.Stdout); err != nil {
 		return err
 	}
@@ -198,16 +199,8 @@ func printRun(ctx context.Context, st *store.Store, id int64, htmlPath string) e
 	if htmlPath == "" {
 		htmlPath = fmt.Sprintf("vfleet-run-%d.html", id)
 	}
-	f, err := os.Create(htmlPath)
-	if err != nil {
+	if err := g.writeOutput(htmlPath, func(w io.Writer) error { return render(ctx, st, id, report.FormatHTML, w) }); err != nil {
 		return fmt.Errorf("write HTML report: %w", err)
-	}
-	if err := render(ctx, st, id, report.FormatHTML, f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
 	}
 	fmt.Fprintf(os.Stderr, "HTML report: %s\n", htmlPath)
 	return nil

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/remoterun"
 	"github.com/vfleet/vfleet/internal/report"
@@ -125,7 +122,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		return usageError{errABUplink}
 	}
 	// A report that cannot be written is known now, not after the run.
-	if err := checkHTMLPath(htmlPath); err != nil {
+	if err := g.checkHTMLPath(htmlPath); err != nil {
 		return usageError{err}
 	}
 	if err := requireRoot("vfleet run"); err != nil {
@@ -182,7 +179,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 			continue
 		}
 		if auditOnly != nil {
-			if err := auditOnly.print(rctx, st, id); err != nil {
+			if err := auditOnly.print(rctx, g, st, id); err != nil {
 				return err
 			}
 			continue
@@ -191,7 +188,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		if len(ids) > 1 && path != "" && path != "-" {
 			path = fmt.Sprintf("%s-%c.html", strings.TrimSuffix(path, ".html"), 'A'+i)
 		}
-		if err := printRun(rctx, st, id, path); err != nil {
+		if err := printRun(rctx, g, st, id, path); err != nil {
 			return err
 		}
 	}
@@ -236,64 +233,4 @@ func runOutcome(ctx context.Context, st *store.Store, ids []int64, runErr error)
 
 // checkHTMLPath fails when the report of `vfleet run` could not be written
 // where asked.
-func checkHTMLPath(path string) error { return checkOutputPath("--html", path) }
-
-// checkOutputPath fails when a file a flag names could not be written: a
-// directory, a directory that is missing or read-only, a file that cannot
-// be created there (/proc) or that refuses writes (/dev/full).
-func checkOutputPath(flag, path string) error {
-	if path == "-" {
-		return nil
-	}
-	dir := "."
-	if path != "" {
-		fi, err := os.Stat(path)
-		switch {
-		case err == nil && fi.IsDir():
-			return fmt.Errorf("%s %s is a directory: give a file name", flag, path)
-		case err == nil:
-			return checkWritable(flag, path, fi)
-		}
-		dir = filepath.Dir(path)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return fmt.Errorf("%s %s: no directory %s to write it in", flag, path, dir)
-	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
-		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, cmp.Or(path, "(default)"), dir, err)
-	}
-	if path == "" {
-		return nil
-	}
-	// Root may write in any directory by its mode, yet not create a file
-	// in every one: only creating it tells.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("%s %s: cannot create it: %w", flag, path, err)
-	}
-	f.Close()
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("%s %s: remove the trial file: %w", flag, path, err)
-	}
-	return nil
-}
-
-// checkWritable opens an existing file for writing, without truncating
-// it, and writes nothing to it, which a device that refuses every write
-// refuses too. A named pipe is left alone: opening it would wait for, or
-// without waiting fail for want of, a reader that comes later.
-func checkWritable(flag, path string, fi os.FileInfo) error {
-	if fi.Mode()&os.ModeNamedPipe != 0 {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|unix.O_NONBLOCK, 0)
-	if err == nil {
-		_, err = f.Write(nil)
-		f.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: cannot write it: %w", flag, path, err)
-	}
-	return nil
-}
+func (g *globalOptions) checkHTMLPath(path string) error { return g.checkOutputPath("--html", path) }

@@ -1,7 +1,6 @@
 package capacity
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -198,19 +197,8 @@ func overall(checks []Check) Verdict {
 }
 
 // MarshalJSON writes a figure that is not a finite number (a ratio to an
-// alone figure of 0) as null, which JSON can carry.
+// alone figure of 0) as null, with what it was (stats.MarshalFinite).
 func (c Check) MarshalJSON() ([]byte, error) {
 	type plain Check
-	finite := func(v float64) *float64 {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil
-		}
-		return &v
-	}
-	return json.Marshal(struct {
-		plain
-		Value *float64 `json:"value"`
-		Low   *float64 `json:"ci_low"`
-		High  *float64 `json:"ci_high"`
-	}{plain(c), finite(c.Value), finite(c.Low), finite(c.High)})
+	return stats.MarshalFinite(plain(c))
 }

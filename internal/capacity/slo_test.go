@@ -90,13 +90,13 @@ func TestCheckMeasured(t *testing.T) {
 }
 
 // TestCheckJSON: a ratio to an alone figure of 0 is not a number; the
-// search's record must still encode.
+// search's record must still encode, and say what the null was.
 func TestCheckJSON(t *testing.T) {
 	b, err := json.Marshal(Check{SLO: 1, Value: math.NaN(), Low: math.Inf(-1), High: 2, N: 3, Verdict: Uncertain})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"slo":1,"n":3,"verdict":"uncertain","value":null,"ci_low":null,"ci_high":2}`; string(b) != want {
+	if want := `{"slo":1,"value":null,"ci_low":null,"ci_high":2,"n":3,"verdict":"uncertain","non_finite":{"ci_low":"-Inf","value":"NaN"}}`; string(b) != want {
 		t.Errorf("got %s, want %s", b, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/procfs"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 // poll is how often a wait retries: flock has no timeout of its own, and
@@ -98,9 +99,7 @@ func locked(f *os.File, path, what string) func() {
 	// Without its note the lock is still a lock: waiters only say less.
 	if self, err := procfs.Self(); err == nil {
 		b, _ := json.Marshal(Holder{Process: self, What: what, Since: time.Now()})
-		if os.WriteFile(note+".tmp", b, 0o600) == nil {
-			_ = os.Rename(note+".tmp", note)
-		}
+		_ = regfile.WriteFile(note, b, 0o600)
 	}
 	return func() {
 		os.Remove(note) // before letting go: a note is never the next holder's

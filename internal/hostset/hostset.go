@@ -20,6 +20,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/flock"
 	"github.com/vfleet/vfleet/internal/ledger"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 // Set is a group of settings, files under Dir, held together.
@@ -184,11 +185,7 @@ func (s Set) locked(ctx context.Context, fn func(*state) error) error {
 		return fnErr
 	}
 	out, _ := json.Marshal(st) // strings only: cannot fail
-	tmp := s.State + ".tmp"
-	if err := os.WriteFile(tmp, out, 0o600); err != nil {
-		return errors.Join(fnErr, err)
-	}
-	return errors.Join(fnErr, os.Rename(tmp, s.State))
+	return errors.Join(fnErr, regfile.WriteFile(s.State, out, 0o600))
 }
 
 // Read returns a setting's current value.

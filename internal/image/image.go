@@ -307,11 +307,10 @@ func writeManifest(dir string, m Manifest) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "manifest.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := regfile.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, "manifest.json"))
+	return nil
 }
 
 // maxAgentBytes bounds the agent binary copied into an image: it is a few

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/procfs"
+	"github.com/vfleet/vfleet/internal/regfile"
 )
 
 const (
@@ -73,7 +74,7 @@ func Create(root, runID string) (*Ledger, error) {
 		return nil, fmt.Errorf("create ledger: %w", err)
 	}
 	ob, _ := json.Marshal(owner{Process: self, Created: time.Now().UTC().Format(time.RFC3339)})
-	if err := writeFileSync(filepath.Join(dir, ownerName), ob); err != nil {
+	if err := regfile.WriteFile(filepath.Join(dir, ownerName), ob, 0o600); err != nil {
 		return nil, fmt.Errorf("create ledger: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, journalName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -329,7 +330,7 @@ func rewriteJournal(dir string, results []Removed) error {
 		b, _ := json.Marshal(line{Op: "add", Entry: results[i].Entry})
 		buf.Write(append(b, '\n'))
 	}
-	return writeFileSync(filepath.Join(dir, journalName), buf.Bytes())
+	return regfile.WriteFile(filepath.Join(dir, journalName), buf.Bytes(), 0o600)
 }
 
 func ownerAlive(dir string) bool {
@@ -342,26 +343,6 @@ func ownerAlive(dir string) bool {
 		return false
 	}
 	return o.Alive()
-}
-
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // Release removes an entry's resource through its undo function and marks

@@ -2,7 +2,9 @@
 // files of a bounded size: what a user names as a scenario, a kernel, an
 // initrd or a database. A directory, a device such as /dev/zero or a named
 // pipe is refused by name before it is read, instead of blocking or never
-// ending.
+// ending. It is also the one writer of files replaced whole (Replace): a
+// command's output, the ledger's journal, a state file; what is not a
+// regular file, or is a file the caller keeps, is never written over.
 package regfile
 
 import (

@@ -186,26 +186,41 @@ func checkHostKey(check ssh.HostKeyCallback, file string, t Target, remote net.A
 	case errors.As(err, &revoked):
 		return fmt.Errorf("%w: %s presents the %s key %s, which %s:%d marks revoked", ErrHostKeyChanged, t, key.Type(), fp, revoked.Revoked.Filename, revoked.Revoked.Line)
 	case errors.As(err, &keyErr) && len(keyErr.Want) == 0:
-		return fmt.Errorf("%w: %s presents the %s key %s, which %s does not hold; if that is the peer's key, accept it with: ssh -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=%s -p %d %s@%s true",
-			ErrHostKeyUnknown, t, key.Type(), fp, file, file, t.Port, t.User, t.Host)
+		return fmt.Errorf("%w: %s presents the %s key %s, which %s does not hold; if that is the peer's key, accept it with: %s",
+			ErrHostKeyUnknown, t, key.Type(), fp, file, acceptCommand(file, t))
 	case errors.As(err, &keyErr):
 		var known []string
 		for _, k := range keyErr.Want {
 			known = append(known, fmt.Sprintf("%s %s at %s:%d", k.Key.Type(), ssh.FingerprintSHA256(k.Key), k.Filename, k.Line))
 		}
 		return fmt.Errorf("%w: %s presents the %s key %s, but known hosts hold %s; if the peer was really reinstalled, forget the old key with: ssh-keygen -f %s -R %s, then accept the new one",
-			ErrHostKeyChanged, t, key.Type(), fp, strings.Join(known, ", "), file, shellWord(knownhosts.Normalize(t.Addr())))
+			ErrHostKeyChanged, t, key.Type(), fp, strings.Join(known, ", "), shellWord(file), shellWord(knownhosts.Normalize(t.Addr())))
 	}
 	return fmt.Errorf("check host key of %s: %w", t, err)
 }
 
-// shellWord quotes a known_hosts address ("[HOST]:PORT") for a shell,
-// where brackets would be a pattern.
+// acceptCommand is the ssh command that accepts t's host key into file:
+// a line users paste into a shell, every word of it quoted, since the
+// user and the file name are not vfleet's (a user of $(id) must not run
+// id).
+func acceptCommand(file string, t Target) string {
+	return fmt.Sprintf("ssh -o StrictHostKeyChecking=accept-new -o %s -p %d %s true",
+		shellWord("UserKnownHostsFile="+file), t.Port, shellWord(t.User+"@"+t.Host))
+}
+
+// shellWord quotes s for a shell where it needs it: a known_hosts address
+// ("[HOST]:PORT", where brackets would be a pattern), a user, a path.
+// Words of only safe characters are left bare, for a readable hint.
 func shellWord(s string) string {
-	if strings.ContainsAny(s, "[]") {
-		return "'" + s + "'"
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
 	}
-	return s
+	return singleQuoted(s)
+}
+
+// singleQuoted is s as one word of a POSIX shell, whatever it holds.
+func singleQuoted(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // knownAlgorithms lists the host key algorithms of the keys known_hosts

@@ -102,7 +102,7 @@ func (m *Machine) sh(ctx context.Context, stdin io.Reader, script string, args .
 func quote(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		q[i] = singleQuoted(a)
 	}
 	return strings.Join(q, " ")
 }

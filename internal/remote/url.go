@@ -61,6 +61,10 @@ func ParseURL(s string) (Target, error) {
 	if strings.ContainsAny(t.User, " \t\n") {
 		return bad("the user has white space")
 	}
+	if strings.HasPrefix(t.User, "-") {
+		// ssh and every tool a hint names would take it for an option.
+		return bad("the user starts with -")
+	}
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {

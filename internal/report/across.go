@@ -13,6 +13,7 @@ import (
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -260,7 +261,7 @@ func (a Across) indexRows() [][]string {
 // it fits opts.Width, else one block per machine.
 func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 	w := &stickyWriter{w: out}
-	fmt.Fprintf(w, "scenario %s %s · each against its own baseline = 1.00\n", a.Scenario, a.where())
+	fmt.Fprintln(w, termtext.Safe(fmt.Sprintf("scenario %s %s · each against its own baseline = 1.00", a.Scenario, a.where())))
 	var legend [][]string
 	for _, m := range a.Machines {
 		legend = append(legend, []string{"  " + m.Label, machineDetails(m)})
@@ -283,7 +284,7 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 		writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
 	} else {
 		for _, m := range a.Machines {
-			fmt.Fprintf(w, "\n%s · baseline %s = 1.00\n", m.title(), m.Comparison.Run.Baseline)
+			fmt.Fprintln(w, "\n"+termtext.Safe(fmt.Sprintf("%s · baseline %s = 1.00", m.title(), m.Comparison.Run.Baseline)))
 			writeComparison(w, m.Comparison, opts)
 		}
 	}
@@ -296,7 +297,7 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 	fmt.Fprintln(w, legendText)
 	for _, m := range a.Machines {
 		if run := m.Comparison.Run; run.Status != store.StatusComplete {
-			fmt.Fprintf(w, "note: run %d on %s is %s; its figures cover only what was measured.\n", run.ID, m.Label, run.Status)
+			fmt.Fprintf(w, "note: run %d on %s is %s; its figures cover only what was measured.\n", run.ID, termtext.Safe(m.Label), run.Status)
 		}
 	}
 	return w.err

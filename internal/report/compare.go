@@ -10,6 +10,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -70,6 +71,13 @@ type ABRow struct {
 	// NeedsRepetitions, for an undecided row, is how many repetitions a
 	// side could decide it; against a baseline, how many of B alone.
 	NeedsRepetitions int `json:"needs_repetitions,omitempty"`
+}
+
+// MarshalJSON writes a p that is not a finite number as null, with what it
+// was (stats.MarshalFinite).
+func (r ABRow) MarshalJSON() ([]byte, error) {
+	type plain ABRow
+	return stats.MarshalFinite(plain(r))
 }
 
 // ABComparison is run B measured against run A.
@@ -180,7 +188,7 @@ func paramString(p workload.Params) string {
 func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	fmt.Fprintf(w, "run %d (%s) → run %d (%s): significant at p < %g and beyond ±%.0f%%\n",
-		c.A.ID, c.A.ScenarioName, c.B.ID, c.B.ScenarioName, c.Options.Alpha, 100*c.Options.NoiseFloor)
+		c.A.ID, termtext.Safe(c.A.ScenarioName), c.B.ID, termtext.Safe(c.B.ScenarioName), c.Options.Alpha, 100*c.Options.NoiseFloor)
 	rows := sortedABRows(c)
 	table := [][]string{{"group", "workload / metric", "A", "B", "change", "p", "verdict"}}
 	verdicts := []int{0}
@@ -272,13 +280,6 @@ func cellValue(s stats.Summary, unit string) string {
 
 // WriteABJSON writes the comparison.
 func WriteABJSON(w io.Writer, c ABComparison) error {
-	rows := make([]ABRow, len(c.Rows))
-	for i, r := range c.Rows {
-		if math.IsNaN(r.Change.Ratio) {
-			r.Change = stats.Normalized{}
-		}
-		rows[i] = r
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
@@ -286,5 +287,5 @@ func WriteABJSON(w io.Writer, c ABComparison) error {
 		B       int64          `json:"run_b"`
 		Options CompareOptions `json:"options"`
 		Rows    []ABRow        `json:"rows"`
-	}{c.A.ID, c.B.ID, c.Options, rows})
+	}{c.A.ID, c.B.ID, c.Options, c.Rows})
 }

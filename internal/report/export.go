@@ -140,6 +140,8 @@ type jsonSample struct {
 	// Histogram is the distribution behind a latency sample, absent for
 	// a scalar.
 	Histogram *stats.Histogram `json:"histogram,omitempty"`
+	// NonFinite says what a null value was, as stats.MarshalFinite does.
+	NonFinite map[string]string `json:"non_finite,omitempty"`
 }
 
 // jsonLatency is a LatencyRow with its figures; a figure is null when the
@@ -230,6 +232,8 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 			Unit: s.Unit, Better: s.Better, At: s.At.UTC(), WallNS: s.WallNS, CPUNS: s.CPUNS, Histogram: s.Hist}
 		if finite(s.Value) {
 			out.Samples[i].Value = &s.Value
+		} else {
+			out.Samples[i].NonFinite = map[string]string{"value": stats.NonFiniteName(s.Value)}
 		}
 	}
 	for i, f := range c.Failures {

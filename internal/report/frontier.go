@@ -11,6 +11,7 @@ import (
 	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 )
 
 // frontierPoint is one guest group on the cost/isolation plane: what it
@@ -232,6 +233,6 @@ func writeDropped(w io.Writer, dropped []store.DroppedGroup) {
 	}
 	fmt.Fprintln(w, "\nnot run here (optional groups this host refused):")
 	for _, d := range dropped {
-		fmt.Fprintf(w, "  %s (%s): %s\n", d.Name, d.What(), d.Reason)
+		fmt.Fprintln(w, termtext.Safe(fmt.Sprintf("  %s (%s): %s", d.Name, d.What(), d.Reason)))
 	}
 }

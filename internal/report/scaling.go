@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
 )
@@ -45,6 +46,13 @@ type Point struct {
 	High   float64 `json:"high"`
 	N      int     `json:"n"`
 	Source string  `json:"source,omitempty"`
+}
+
+// MarshalJSON writes a figure that is not a finite number as null, with
+// what it was (stats.MarshalFinite).
+func (p Point) MarshalJSON() ([]byte, error) {
+	type plain Point
+	return stats.MarshalFinite(plain(p))
 }
 
 // wideRange says whether positive xs span more than a factor 10, which a

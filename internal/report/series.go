@@ -13,6 +13,7 @@ import (
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 )
 
 // RunSeries is one scenario's runs on one machine
@@ -180,13 +181,13 @@ func (s RunSeries) changeText(m SeriesMetric) string {
 // baseline), a marker where a group's level changed.
 func WriteSeriesTable(out io.Writer, s RunSeries, opts TableOptions) error {
 	w := &stickyWriter{w: out}
-	fmt.Fprintf(w, "scenario %s on %s · %d complete runs in start order\n", s.Scenario, s.Machine, len(s.Runs))
+	fmt.Fprintf(w, "scenario %s on %s · %d complete runs in start order\n", termtext.Safe(s.Scenario), termtext.Safe(s.Machine), len(s.Runs))
 	fmt.Fprintln(w, seriesMethod(s.Options))
 	if s.textChanged() {
 		fmt.Fprintln(w, textChangedNote)
 	}
 	for _, m := range s.Metrics {
-		fmt.Fprintf(w, "\n%s %s %s: each group's mean (its ratio to the run's baseline)\n", m.Entry(), m.Metric, arrow(string(m.Better)))
+		fmt.Fprintf(w, "\n%s: each group's mean (its ratio to the run's baseline)\n", termtext.Safe(fmt.Sprintf("%s %s %s", m.Entry(), m.Metric, arrow(string(m.Better)))))
 		writeAligned(w, foldCells(s.rows(m), opts.Width), func(int, int) int { return 0 }, false)
 		fmt.Fprintln(w, s.changeText(m))
 		var trend [][]string

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/termtext"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -35,7 +36,7 @@ const (
 func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
 	run := c.Run
-	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00%s\n", run.ID, run.ScenarioName, run.Status, run.Baseline, measuredOn(run))
+	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00%s\n", run.ID, termtext.Safe(run.ScenarioName), run.Status, termtext.Safe(run.Baseline), measuredOn(run))
 	writeComparison(w, c, opts)
 	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
 		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% interval from the spread between repetitions]"
@@ -45,7 +46,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	fmt.Fprintln(w, legend)
 	for _, note := range []string{nonFiniteNote(c.NonFinite), sharedCPUsNote(run)} {
 		if note != "" {
-			fmt.Fprintln(w, "note: "+note)
+			fmt.Fprintln(w, "note: "+termtext.Safe(note))
 		}
 	}
 	writeAudit(w, c.Audit, c.Columns, opts.Width)
@@ -58,7 +59,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	if run.Status != store.StatusComplete {
 		status := run.Status
 		if run.StatusReason != "" {
-			status += " — " + run.StatusReason
+			status += " — " + termtext.Safe(run.StatusReason)
 		}
 		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", status)
 	}
@@ -71,7 +72,7 @@ func measuredOn(run store.Run) string {
 	if run.Origin == "" {
 		return ""
 	}
-	return " · measured on " + run.Origin
+	return " · measured on " + termtext.Safe(run.Origin)
 }
 
 // writeComparison prints the ratios: wide, a column per group, when that
@@ -124,7 +125,7 @@ func writeComparison(w io.Writer, c Comparison, opts TableOptions) {
 	}
 	lines := alignLines(groupRows, func(i, j int) int { return groupColours[i][j] }, opts.Color)
 	for _, m := range metrics {
-		fmt.Fprintln(w, m.name)
+		fmt.Fprintln(w, termtext.Safe(m.name))
 		for range m.cells {
 			fmt.Fprintln(w, lines[0])
 			lines = lines[1:]
@@ -247,7 +248,7 @@ func writeLatency(w io.Writer, rows []LatencyRow) {
 	fmt.Fprintln(w, "\nlatency: percentiles of all repetitions and guests of a group merged")
 	for _, b := range latencyBlocks(rows) {
 		if b.Title != "" {
-			fmt.Fprintln(w, "\n"+b.Title)
+			fmt.Fprintln(w, "\n"+termtext.Safe(b.Title))
 		}
 		table := [][]string{{"workload / metric", "group", "p50", "p90", "p99", "p99.9", "min", "mean", "max", "stddev", "unit", "n"}}
 		for _, r := range b.Rows {
@@ -319,7 +320,7 @@ func writeFailures(w io.Writer, all []store.Failure) {
 	if len(notSupported) > 0 {
 		fmt.Fprintf(w, "\nnot supported (once per guest group; its other steps of the workload were not run):\n")
 		for _, f := range notSupported {
-			fmt.Fprintf(w, "  %s: %s: %s\n", f.Group, failureStep(f), strings.TrimPrefix(firstLine(f.Error), workload.ErrNotSupported.Error()+": "))
+			fmt.Fprintln(w, termtext.Safe(fmt.Sprintf("  %s: %s: %s", f.Group, failureStep(f), strings.TrimPrefix(firstLine(f.Error), workload.ErrNotSupported.Error()+": "))))
 		}
 	}
 	if len(failed) == 0 {
@@ -335,7 +336,7 @@ func writeFailures(w io.Writer, all []store.Failure) {
 		if first := firstLine(f.Stderr); first != "" && !strings.Contains(f.Error, first) {
 			line += " — " + first
 		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, termtext.Safe(line))
 	}
 }
 
@@ -369,7 +370,17 @@ func columnWidths(rows [][]string) []int {
 }
 
 // alignLines lays rows out as left-aligned columns, one line per row.
+// Cells name stored things (groups, workloads, metrics), escaped here
+// before they are measured or coloured.
 func alignLines(rows [][]string, verdict func(i, j int) int, color bool) []string {
+	safe := make([][]string, len(rows))
+	for i, r := range rows {
+		safe[i] = make([]string, len(r))
+		for j, s := range r {
+			safe[i][j] = termtext.Safe(s)
+		}
+	}
+	rows = safe
 	widths := columnWidths(rows)
 	lines := make([]string, 0, len(rows))
 	for i, r := range rows {

@@ -163,7 +163,7 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
-// prepareFile creates the database file readable by its owner only (runs
+// prepareFile creates the database readable by its owner only (runs
 // record host details), and refuses an existing file that is not SQLite
 // before the driver touches it, so a mistyped path cannot damage another file.
 //
@@ -178,15 +178,63 @@ func prepareFile(path string) error {
 		}
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		if werr := checkWritable(path); errors.Is(werr, ErrReadOnly) {
-			return werr
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := create(path); err != nil {
+			if werr := checkWritable(path); errors.Is(werr, ErrReadOnly) {
+				return werr
+			}
+			return err
 		}
+	}
+	return checkHeader(path)
+}
+
+// create makes a new database, its schema whole, under a name of its own
+// beside path and links it into place: a creation that fails (a full disk,
+// a file system without the shared memory WAL needs) or is killed leaves
+// no empty file that a later command would take for a database. Two
+// processes creating the same database at once each make one; the first
+// link wins and the other's is removed.
+func create(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
+	if err != nil {
 		return err
 	}
+	tmp := f.Name()
 	f.Close()
-	return checkHeader(path)
+	defer func() {
+		for _, name := range Files(tmp) {
+			os.Remove(name)
+		}
+	}()
+	db, err := sql.Open("sqlite", dsn(tmp, ""))
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db, path: tmp}
+	err = s.useWAL()
+	if err == nil {
+		err = s.migrate()
+	}
+	if err != nil {
+		db.Close()
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// Files names the database at path and the files SQLite keeps beside it
+// (its write-ahead log, its shared-memory index and a rollback journal):
+// what no output file may replace.
+func Files(path string) []string {
+	return []string{path, path + "-wal", path + "-shm", path + "-journal"}
 }
 
 // checkHeader refuses a file that is not SQLite; an empty one is a new

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -368,6 +369,31 @@ func TestOpenCreatesPrivateFileWithOddPathAndPragmas(t *testing.T) {
 	}
 	if mode != "wal" || fk != 1 || busy != int(busyTimeout.Milliseconds()) {
 		t.Fatalf("journal_mode %q foreign_keys %d busy_timeout %d", mode, fk, busy)
+	}
+}
+
+// A new database whose creation fails is not left behind, empty, for the
+// next command to open as if it were one; the next open creates it whole.
+func TestFailedCreationLeavesNoDatabase(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "results.db")
+	all := migrations
+	migrations = append(slices.Clip(all), "THIS IS NOT SQL")
+	_, err := Open(path)
+	migrations = all
+	if err == nil {
+		t.Fatal("a broken migration opened")
+	}
+	if des, err := os.ReadDir(dir); err != nil || len(des) != 0 {
+		t.Fatalf("after the failed creation the directory holds %v (%v), want nothing", des, err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.ListRuns(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

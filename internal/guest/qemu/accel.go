@@ -13,6 +13,7 @@ import (
 	"github.com/vfleet/vfleet/internal/doctor"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/image"
+	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/tools"
 )
 
@@ -131,8 +132,8 @@ func rememberedProbe(ctx context.Context, file string, key probeKey, probe func(
 		a.Reason = err.Error()
 	}
 	// Not keeping it only costs the next run a probe.
-	if b, merr := json.Marshal(a); merr == nil && os.WriteFile(file+".tmp", b, 0o644) == nil {
-		_ = os.Rename(file+".tmp", file)
+	if b, merr := json.Marshal(a); merr == nil {
+		_ = regfile.WriteFile(file, b, 0o644)
 	}
 	return err
 }
