@@ -12,13 +12,30 @@ import (
 	"hash"
 	"io"
 
+	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
-// maxRecord bounds one line of a file, so that a damaged one cannot make
-// Import hold an unbounded line; a run's largest record (its scenario, an
-// audit's evidence, a histogram) is a few KiB.
-const maxRecord = 64 << 20
+// Bounds on what an import holds before the file's trailer is checked:
+// the sum is at the end (and proves no origin: a forger computes it too),
+// so a hostile or damaged file must not make Import hold what it
+// announces. A file over one is refused with ErrTooLarge as soon as it
+// passes it, before what it counts is read. A sample held costs about
+// 650 bytes, so a file at MaxRecords holds about 170 MiB; a store with
+// more is carried in several files.
+const (
+	// MaxRunRecords bounds the samples, the failures and the audits one
+	// run announces, each.
+	MaxRunRecords = 1 << 17
+	// MaxRecords bounds the samples, failures and audits of a whole file
+	// together.
+	MaxRecords = 1 << 18
+	// MaxDecoded bounds the bytes of a file once unzipped.
+	MaxDecoded = 1 << 30
+	// maxRecord bounds one line: a run's largest record (its scenario, an
+	// audit's evidence, a histogram) is a few KiB, its scenario at most 1 MiB.
+	maxRecord = 16 << 20
+)
 
 // ImportOptions says how to import.
 type ImportOptions struct {
@@ -106,7 +123,7 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (not gzip: %w)", ErrNotArchive, err)
 	}
-	lr := &lineReader{br: bufio.NewReader(gz), sum: sha256.New()}
+	lr := &lineReader{br: bufio.NewReader(io.LimitReader(gz, MaxDecoded+1)), sum: sha256.New()}
 	h, err := readHeader(lr)
 	if err != nil {
 		return nil, err
@@ -138,6 +155,9 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 		if rec.Run == nil {
 			return nil, fmt.Errorf("%w: line %d: want a run or the trailer", ErrCorrupt, n)
 		}
+		if err := checkAnnounced(*rec.Run, samples+failures+audits); err != nil {
+			return nil, err
+		}
 		cr, err := readRun(lr, *rec.Run)
 		if err != nil {
 			return nil, err
@@ -147,6 +167,23 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 		failures += len(cr.Failures)
 		audits += len(cr.Audits)
 	}
+}
+
+// checkAnnounced refuses a run announcing more records than an import
+// holds, with held the records of the runs before it.
+func checkAnnounced(rr runRecord, held int) error {
+	for _, c := range []struct {
+		what string
+		n    int
+	}{{"samples", rr.Samples}, {"failures", rr.Failures}, {"audits", rr.Audits}} {
+		if c.n > MaxRunRecords {
+			return fmt.Errorf("%w: run %q announces %d %s, an import takes at most %d a run", ErrTooLarge, rr.Key, c.n, c.what, MaxRunRecords)
+		}
+	}
+	if n := held + rr.Samples + rr.Failures + rr.Audits; n > MaxRecords {
+		return fmt.Errorf("%w: with run %q it announces %d samples, failures and audits, an import takes at most %d", ErrTooLarge, rr.Key, n, MaxRecords)
+	}
+	return nil
 }
 
 func readHeader(lr *lineReader) (header, error) {
@@ -256,6 +293,9 @@ type lineReader struct {
 	br  *bufio.Reader
 	sum hash.Hash
 	n   int // lines read
+	// decoded counts the bytes of the lines read, the reader stopping one
+	// past MaxDecoded.
+	decoded int64
 }
 
 // line returns the next line without its newline. A line cut short (the
@@ -268,10 +308,14 @@ func (lr *lineReader) line() ([]byte, error) {
 		chunk, err := lr.br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if len(line) > maxRecord {
-			return nil, fmt.Errorf("%w: line %d is longer than %d bytes", ErrCorrupt, lr.n, maxRecord)
+			return nil, fmt.Errorf("%w: line %d is longer than %s", ErrTooLarge, lr.n, regfile.Bytes(maxRecord))
+		}
+		if lr.decoded+int64(len(line)) > MaxDecoded {
+			return nil, fmt.Errorf("%w: it is over %s unzipped", ErrTooLarge, regfile.Bytes(MaxDecoded))
 		}
 		switch {
 		case err == nil:
+			lr.decoded += int64(len(line))
 			lr.sum.Write(line)
 			return line[:len(line)-1], nil
 		case errors.Is(err, bufio.ErrBufferFull):
