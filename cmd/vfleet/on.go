@@ -280,6 +280,9 @@ func importRuns(ctx context.Context, st *store.Store, t remote.Target, r io.Read
 	ids := make([]int64, len(imported))
 	for i, x := range imported {
 		ids[i] = x.ID
+		if x.Differs {
+			fmt.Fprintf(os.Stderr, "vfleet: warning: %s: run %s is already present as #%d, and what the machine sent differs from it: kept the stored one\n", t.Name(), x.Key, x.ID)
+		}
 	}
 	return ids, nil
 }

@@ -105,8 +105,8 @@ func checkImport(t *testing.T, st *store.Store, file []byte) {
 	again := export(t, st, ids(imported)...)
 	after := rowCounts(t, st)
 	for _, im := range importFile(t, st, again, ImportOptions{}) {
-		if !im.Existed {
-			t.Fatalf("run %s imported from its own export as new", im.Key)
+		if !im.Existed || im.Differs {
+			t.Fatalf("run %s imported from its own export as %+v", im.Key, im)
 		}
 	}
 	if got := rowCounts(t, st); got != after {

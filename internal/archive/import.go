@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 
 	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/store"
@@ -47,19 +48,22 @@ type ImportOptions struct {
 
 // Imported is what Import did with one run of the file, in the file's
 // order: its id in the store, its key, and whether a run of that key was
-// there already, in which case nothing was written for it.
+// there already, in which case nothing was written for it; Differs then
+// says that the file's run is not the stored one (the same key, another
+// measurement or a run altered since), which the store keeps.
 type Imported struct {
 	ID      int64
 	Key     string
 	Existed bool
+	Differs bool
 }
 
 // Import reads a runs file into st, all its runs in one transaction. The
 // whole file is read and checked (format, versions, structure, counts,
 // sha256, each run as the store would take it) before anything is
 // written, and a file refused leaves the store as it was: ErrNotArchive,
-// ErrTooNew naming both versions, ErrCorrupt, ErrCannotImport naming the
-// run.
+// ErrTooNew naming both versions, ErrCorrupt, ErrTooLarge, ErrCannotImport
+// naming the run.
 func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOptions) ([]Imported, error) {
 	runs, err := read(ctx, r)
 	if err != nil {
@@ -90,6 +94,16 @@ func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOption
 	}
 	for j, x := range res {
 		out[at[j]] = Imported{ID: x.ID, Key: fresh[j].Key, Existed: x.Existed}
+	}
+	for i := range out {
+		if !out[i].Existed {
+			continue
+		}
+		stored, err := st.CarryRun(ctx, out[i].ID)
+		if err != nil {
+			return nil, fmt.Errorf("import: %w", err)
+		}
+		out[i].Differs = !stored.SameContent(&runs[i])
 	}
 	return out, nil
 }
@@ -195,30 +209,41 @@ func readHeader(lr *lineReader) (header, error) {
 		return header{}, err
 	}
 	// The format and the versions are read before anything else of the
-	// header, which a newer version may have changed.
-	var h header
-	if err := json.Unmarshal(line, &h); err != nil || h.Format != Format {
+	// header, which a newer version may have changed, as any number: a
+	// version past what an int holds is still a newer one.
+	var v struct {
+		Format          string
+		Version, Schema json.Number
+	}
+	if err := json.Unmarshal(line, &v); err != nil || v.Format != Format {
 		return header{}, fmt.Errorf("%w (its first line is no %s header)", ErrNotArchive, Format)
 	}
-	if h.Version > FormatVersion {
-		return header{}, fmt.Errorf("%w: its format is version %d, this vfleet reads up to version %d (use a newer vfleet)",
-			ErrTooNew, h.Version, FormatVersion)
+	if newer(v.Version, FormatVersion) {
+		return header{}, fmt.Errorf("%w: its format is version %s, this vfleet reads up to version %d (use a newer vfleet)",
+			ErrTooNew, v.Version, FormatVersion)
 	}
 	// Runs of any schema this vfleet knows are read: a file names its
 	// runs' schema (older vfleets wrote the whole store's, as high or
 	// higher), which only a change of a carried table moves.
-	if h.Schema > store.SchemaVersion() {
-		return header{}, fmt.Errorf("%w: its runs are of store schema version %d, this vfleet knows up to version %d (use a newer vfleet)",
-			ErrTooNew, h.Schema, store.SchemaVersion())
+	if newer(v.Schema, store.SchemaVersion()) {
+		return header{}, fmt.Errorf("%w: its runs are of store schema version %s, this vfleet knows up to version %d (use a newer vfleet)",
+			ErrTooNew, v.Schema, store.SchemaVersion())
 	}
-	if h.Version < 1 || h.Schema < 1 || h.Runs < 0 {
-		return header{}, fmt.Errorf("%w: header with format version %d, schema %d, %d runs", ErrCorrupt, h.Version, h.Schema, h.Runs)
+	var h header
+	if err := json.Unmarshal(line, &h); err != nil || h.Version < 1 || h.Schema < 1 || h.Runs < 0 {
+		return header{}, fmt.Errorf("%w: header with format version %s, schema %s, %d runs", ErrCorrupt, v.Version, v.Schema, h.Runs)
 	}
 	h = header{}
 	if err := strictDecode(line, &h); err != nil {
 		return header{}, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
 	return h, nil
+}
+
+// newer says whether a header's version number is past known.
+func newer(n json.Number, known int) bool {
+	f, err := strconv.ParseFloat(string(n), 64)
+	return (err == nil || errors.Is(err, strconv.ErrRange)) && f > float64(known)
 }
 
 func readRun(lr *lineReader, rr runRecord) (store.CarriedRun, error) {
