@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"text/tabwriter"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
