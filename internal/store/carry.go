@@ -220,19 +220,19 @@ func (s *Store) AddCarried(ctx context.Context, runs []CarriedRun, origin string
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("add carried runs: %w", err)
+		return nil, fmt.Errorf("add carried runs: %w", explain(err, s.path))
 	}
 	defer tx.Rollback()
 	out := make([]CarriedResult, 0, len(runs))
 	for i := range runs {
 		res, err := addCarried(ctx, tx, &runs[i], origin)
 		if err != nil {
-			return nil, fmt.Errorf("add carried run %s: %w", runs[i].Key, err)
+			return nil, fmt.Errorf("add carried run %s: %w", runs[i].Key, explain(err, s.path))
 		}
 		out = append(out, res)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("add carried runs: %w", err)
+		return nil, fmt.Errorf("add carried runs: %w", explain(err, s.path))
 	}
 	return out, nil
 }
