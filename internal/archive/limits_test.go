@@ -51,9 +51,9 @@ func allocated(st *store.Store, file []byte) (error, uint64) {
 // grow with what it announces.
 func TestHostileFileIsRefusedBeforeItIsHeld(t *testing.T) {
 	file := hostileFile(t, 1, 500_000)
-	t.Logf("%d samples in %d bytes", 500_000, len(file))
 	st := openStore(t)
 	err, alloc := allocated(st, file)
+	t.Logf("%d samples in %d bytes: refused allocating %d KiB", 500_000, len(file), alloc>>10)
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("import: %v, want %v", err, ErrTooLarge)
 	}
