@@ -107,8 +107,9 @@ func renderSeries(ctx context.Context, st *store.Store, scenario, machine string
 }
 
 // machineRuns keeps the runs measured on one machine: this one when
-// hostname is empty, else the one of that host name, which must then be
-// a single machine (hostinfo.Fingerprint.SameMachine).
+// hostname is empty, else the one of that name (its host name, or the
+// whole name the messages give), which must then be a single machine
+// (hostinfo.Fingerprint.SameMachine).
 func machineRuns(runs []store.Run, hostname string) ([]store.Run, error) {
 	var want hostinfo.Fingerprint
 	if hostname == "" {
@@ -120,7 +121,7 @@ func machineRuns(runs []store.Run, hostname string) ([]store.Run, error) {
 	} else {
 		var named []store.Run
 		for _, r := range runs {
-			if r.Host.Hostname == hostname {
+			if r.Host.Named(hostname) {
 				named = append(named, r)
 			}
 		}

@@ -162,3 +162,24 @@ func TestMachineRunsRefusesAHostNameOfTwoMachines(t *testing.T) {
 		t.Fatalf("no such machine: err = %v, want errNoSeries", err)
 	}
 }
+
+// A machine is named the same way by every command that takes one: by
+// its host name, or by the whole name their messages give it.
+func TestMachineNamesAreOneForm(t *testing.T) {
+	c := storeMachineRuns(t, machineRun{quickText, "lab1", 1000, 900}, machineRun{quickText, "lab1", 1000, 900})
+	const whole = "lab1 (x86_64, Test CPU)"
+	for _, name := range []string{"lab1", whole} {
+		if stdout, stderr, code := c.run("report", "--series", "quick", "--machine", name); code != 0 || !strings.Contains(stdout, "scenario quick on "+whole) {
+			t.Errorf("report --series --machine %q: exit %d, stderr %q", name, code, stderr)
+		}
+		if _, stderr, code := c.run("baseline", "set", "1"); code != 0 {
+			t.Fatalf("baseline set: exit %d, stderr %q", code, stderr)
+		}
+		if _, stderr, code := c.run("baseline", "unset", "quick", "--machine", name); code != 0 || !strings.Contains(stderr, "no baseline on "+whole+" any more") {
+			t.Errorf("baseline unset --machine %q: exit %d, stderr %q", name, code, stderr)
+		}
+	}
+	if _, stderr, code := c.run("report", "--series", "quick", "--machine", "lab"); code != 1 || !strings.Contains(stderr, whole) {
+		t.Errorf("a prefix of the host name: exit %d, stderr %q; want refused, listing %s", code, stderr, whole)
+	}
+}

@@ -113,9 +113,12 @@ func importFile(cmd *cobra.Command, st *store.Store, path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	for _, im := range imported {
-		if im.Existed {
+		switch {
+		case im.Differs:
+			fmt.Fprintf(cmd.OutOrStdout(), "run %s: already present as #%d, and the file's differs from it: kept the stored one\n", termtext.Safe(im.Key), im.ID)
+		case im.Existed:
 			fmt.Fprintf(cmd.OutOrStdout(), "run %s: already present as #%d\n", termtext.Safe(im.Key), im.ID)
-		} else {
+		default:
 			fmt.Fprintf(cmd.OutOrStdout(), "run %s: imported as #%d\n", termtext.Safe(im.Key), im.ID)
 		}
 	}

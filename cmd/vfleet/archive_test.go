@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/testutil"
 )
 
 // finishRuns ends the runs storeRuns left running.
@@ -111,4 +114,44 @@ func fileMode(t *testing.T, path string) os.FileMode {
 		t.Fatal(err)
 	}
 	return fi.Mode()
+}
+
+// An import into a database that cannot be written, and a listing of one
+// on a full disk, say so, whatever command asked.
+func TestReadOnlyAndFullDatabaseAreSaid(t *testing.T) {
+	testutil.RequiresRoot(t)
+	a := storeRunsOf(t, storedRun{quickText, "lab1", store.StatusComplete, []float64{100, 101, 99}})
+	file := filepath.Join(a.work, "runs.vfr")
+	if _, stderr, code := a.run("export", "1", "-o", file); code != 0 {
+		t.Fatalf("export: exit %d, stderr %q", code, stderr)
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	b := &cli{t: t, bin: a.bin, db: filepath.Join(dir, "r.db"), work: a.work}
+	if _, stderr, code := b.run("import", file); code != 0 {
+		t.Fatalf("import: exit %d, stderr %q", code, stderr)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := b.run("import", file); code != 1 || !strings.Contains(stderr, "results database is read-only: read-only file system") || strings.Contains(stderr, "a run") {
+		t.Errorf("import into a read-only database: exit %d, stderr %q", code, stderr)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT, ""); err != nil {
+		t.Fatal(err)
+	}
+	fill, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = fill.Write(make([]byte, 1<<16))
+	}
+	fill.Close()
+	if _, stderr, code := b.run("runs"); code != 1 || !strings.Contains(stderr, "no space left for the results database on "+dir) {
+		t.Errorf("runs on a full disk: exit %d, stderr %q", code, stderr)
+	}
 }

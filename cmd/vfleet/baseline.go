@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -38,9 +39,12 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 			}
 			defer st.Close()
 			if machine == "" {
-				if machine, err = thisMachinesBaseline(cmd.Context(), st, args[0]); err != nil {
-					return err
-				}
+				machine, err = thisMachinesBaseline(cmd.Context(), st, args[0])
+			} else {
+				machine, err = namedBaseline(cmd.Context(), st, args[0], machine)
+			}
+			if err != nil {
+				return err
 			}
 			if err := st.UnsetBaseline(cmd.Context(), args[0], machine); err != nil {
 				if errors.Is(err, store.ErrNotFound) {
@@ -52,7 +56,7 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 			return nil
 		},
 	}
-	unset.Flags().StringVar(&machine, "machine", "", "the machine whose baseline to forget, as 'baseline show' names it (default: this one)")
+	unset.Flags().StringVar(&machine, "machine", "", "the machine whose baseline to forget: its host name, or its whole name as 'baseline show' gives it (default: this one)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "set RUN",
 		Short: "Make a complete run (an id from 'vfleet runs', or latest) the baseline of its scenario on its machine",
@@ -137,6 +141,29 @@ func thisMachinesBaseline(ctx context.Context, st *store.Store, scenario string)
 		return fp.Machine(), nil
 	}
 	return b.Machine, err
+}
+
+// namedBaseline is the name the baseline of scenario on the machine name
+// names (hostinfo.MachineNamed) is stored under; name itself when none
+// is, for the message.
+func namedBaseline(ctx context.Context, st *store.Store, scenario, name string) (string, error) {
+	bs, err := st.Baselines(ctx, scenario)
+	if err != nil {
+		return "", err
+	}
+	var named []string
+	for _, b := range bs {
+		if hostinfo.MachineNamed(b.Machine, name) {
+			named = append(named, b.Machine)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return name, nil
+	case 1:
+		return named[0], nil
+	}
+	return "", fmt.Errorf("--machine %s names more than one machine with a baseline of scenario %s (%s): give the whole name", name, scenario, strings.Join(named, "; "))
 }
 
 // baselineFlags are `vfleet run --baseline`'s: compare the run with its

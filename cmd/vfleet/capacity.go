@@ -36,6 +36,7 @@ const (
 type capacityFlags struct {
 	slos       []string
 	max        int
+	maxGiven   bool // --max given: without it, the scenario's largest size
 	confidence float64
 	jsonPath   string
 	htmlPath   string
@@ -73,6 +74,7 @@ machine failed, else the first machine's without an answer (docs/fleet.md).`,
 			if err := on.checkAlone(); err != nil {
 				return err
 			}
+			f.maxGiven = cmd.Flags().Changed("max")
 			if len(on.urls) > 0 {
 				return capacityOn(g, args[0], f, &on)
 			}
@@ -218,7 +220,7 @@ func capacityPlan(g *globalOptions, ref string, f capacityFlags) (*scenario.Spec
 		return nil, nil, scenario.GuestGroup{}, cfg, err
 	}
 	cfg = capacity.Config{SLOs: slos, Max: f.max, Confidence: f.confidence}
-	if cfg.Max == 0 {
+	if !f.maxGiven {
 		cfg.Max = spec.Fleet.Scale[len(spec.Fleet.Scale)-1]
 	}
 	cfg.Limit, cfg.LimitReason = capacity.HostLimit(spec, group, host)
@@ -237,7 +239,7 @@ func capacitySLOs(ref string, f capacityFlags, opts scenario.Options) (*scenario
 	if !(f.confidence > 0 && f.confidence < 1) {
 		return nil, nil, scenario.GuestGroup{}, fmt.Errorf("--confidence %g: want a level between 0 and 1, like 0.95", f.confidence)
 	}
-	if f.max < 0 || f.max > scenario.MaxGuests {
+	if f.maxGiven && (f.max < 1 || f.max > scenario.MaxGuests) {
 		return nil, nil, scenario.GuestGroup{}, fmt.Errorf("--max %d: want a size between 1 and %d", f.max, scenario.MaxGuests)
 	}
 	spec, err := scenario.Load(ref, opts)

@@ -45,6 +45,8 @@ func TestCapacityRefusesBadInput(t *testing.T) {
 		{[]string{"capacity", scaled}, "give at least one --slo"},
 		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec >= 0.8 alone", "--confidence", "1"}, "--confidence 1: want a level between 0 and 1"},
 		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec >= 0.8 alone", "--max", "5000"}, "--max 5000: want a size between 1 and 4096"},
+		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec >= 0.8 alone", "--max", "0"}, "--max 0: want a size between 1 and 4096"},
+		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec >= 0.8 alone", "--max", "-1"}, "--max -1: want a size between 1 and 4096"},
 		{[]string{"capacity", scaled, "--slo", "cpu.events_per_sec => 0.8"}, `--slo "cpu.events_per_sec => 0.8": column 20: "=" is not a comparison`},
 		{[]string{"capacity", scaled, "--slo", "fio.read_iops >= 10"}, `column 1: the scenario has no workload "fio"; it can produce cpu.*`},
 		{[]string{"capacity", "default", "--slo", "cpu.events_per_sec >= 0.8 alone"}, "fleet.scale: missing"},

@@ -54,7 +54,10 @@ func capacityOn(g *globalOptions, ref string, f capacityFlags, on *onFlags) erro
 
 	opts := on.options(g, st, ref)
 	opts.Command = []string{"capacity", "--html", "-", "--json", capacityOutput,
-		"--confidence", strconv.FormatFloat(f.confidence, 'g', -1, 64), "--max", strconv.Itoa(f.max)}
+		"--confidence", strconv.FormatFloat(f.confidence, 'g', -1, 64)}
+	if f.maxGiven {
+		opts.Command = append(opts.Command, "--max", strconv.Itoa(f.max))
+	}
 	for _, s := range f.slos {
 		opts.Command = append(opts.Command, "--slo", s)
 	}

@@ -95,7 +95,7 @@ func TestCompareRefusesUnusableAlphaAndNoiseFloor(t *testing.T) {
 	if _, stderr, code := c.run("compare", "1", "2"); code != 0 {
 		t.Fatalf("the runs must compare with the default options: exit %d: %s", code, stderr)
 	}
-	const alpha, floor = "strictly between 0 and 1", "finite number ≥ 0"
+	const alpha, floor = "strictly between 0 and 1", "want a fraction ≥ 0 and below 1"
 	for _, tc := range []struct {
 		flag, want string
 	}{
@@ -110,13 +110,15 @@ func TestCompareRefusesUnusableAlphaAndNoiseFloor(t *testing.T) {
 		{"--noise-floor=Inf", floor},
 		{"--noise-floor=NaN", floor},
 		{"--noise-floor=-0.01", floor},
+		{"--noise-floor=1", floor},
+		{"--noise-floor=1e308", floor},
 	} {
 		_, stderr, code := c.run("compare", "1", "2", tc.flag)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("compare %s: exit %d, stderr %q; want exit 2 and %q", tc.flag, code, stderr, tc.want)
 		}
 	}
-	for _, flags := range [][]string{{"--alpha=0.5", "--noise-floor=0"}, {"--alpha=0.0001"}} {
+	for _, flags := range [][]string{{"--alpha=0.5", "--noise-floor=0"}, {"--alpha=0.0001"}, {"--noise-floor=0.99"}} {
 		if _, stderr, code := c.run(append([]string{"compare", "1", "2"}, flags...)...); code != 0 {
 			t.Errorf("compare %v is allowed: exit %d: %s", flags, code, stderr)
 		}

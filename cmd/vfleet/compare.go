@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -187,8 +186,10 @@ func checkCompareOptions(o report.CompareOptions) error {
 		return fmt.Errorf("--alpha %v: the test samples %d splits of many values, so its smallest p is 1/%d (%.2g): want an alpha above it",
 			o.Alpha, o.Rounds, o.Rounds+1, floor)
 	}
-	if math.IsNaN(o.NoiseFloor) || math.IsInf(o.NoiseFloor, 0) || o.NoiseFloor < 0 {
-		return fmt.Errorf("--noise-floor %v: want a finite number ≥ 0, a fraction (0.05 = 5%%)", o.NoiseFloor)
+	// A floor of 100% or more would hide every fall of a positive metric
+	// (none falls by more), and past that its band prints as ±+Inf%.
+	if !(o.NoiseFloor >= 0 && o.NoiseFloor < 1) {
+		return fmt.Errorf("--noise-floor %v: want a fraction ≥ 0 and below 1 (0.05 = 5%%)", o.NoiseFloor)
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ never a password), its architecture, the network workloads' programs, ip and eth
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&peer.url, "peer", "", "check the remote peer ssh://USER@HOST[:PORT] instead of this host")
+	cmd.Flags().Var((*machineURL)(&peer.url), "peer", "check the remote peer ssh://USER@HOST[:PORT] instead of this host")
 	cmd.Flags().StringVar(&peer.identity, "peer-identity", "", "private key file for the peer (default: the SSH agent's keys only)")
 	cmd.Flags().StringVar(&peer.knownHosts, "peer-known-hosts", "", "known_hosts file the peer's host key is checked against (default ~/.ssh/known_hosts)")
 	return cmd
@@ -86,6 +86,10 @@ func doctorPeer(ctx context.Context, g *globalOptions, f peerFlags) error {
 	target, err := remote.ParseURL(f.url)
 	if err != nil {
 		return usageError{err}
+	}
+	cfg := remote.Config{Identity: f.identity, KnownHosts: f.knownHosts}
+	if err := cfg.Check(); err != nil {
+		return usageError{fmt.Errorf("--peer-identity or --peer-known-hosts: %w", err)}
 	}
 	// The peer runs the servers of the network workloads, and a run puts
 	// its side of the wire up with ip and describes its NIC with ethtool.
@@ -104,7 +108,7 @@ func doctorPeer(ctx context.Context, g *globalOptions, f peerFlags) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	results := doctor.Peer(ctx, doctor.PeerOptions{
-		Target: target, Config: remote.Config{Identity: f.identity, KnownHosts: f.knownHosts}, Programs: progs,
+		Target: target, Config: cfg, Programs: progs,
 		AgentFor: func(arch string) (string, error) { return session.AgentBinary(g.agentPath, arch) },
 	})
 	if err := doctor.Write(os.Stdout, results); err != nil {

@@ -39,7 +39,7 @@ type onFlags struct {
 // register adds the flags; what says what --on does, and runs whether
 // the command runs something there (which takes --image and --parallel).
 func (f *onFlags) register(fs *pflag.FlagSet, what string, runs bool) {
-	fs.StringSliceVar(&f.urls, "on", nil, what+" (ssh://USER@HOST[:PORT], comma-separated or repeated)")
+	fs.Var((*machineList)(&f.urls), "on", what+" (ssh://USER@HOST[:PORT], comma-separated or repeated)")
 	fs.StringVar(&f.identity, "on-identity", "", "private key file for the machines (default: the SSH agent's keys only)")
 	fs.StringVar(&f.knownHosts, "on-known-hosts", "", "known_hosts file the machines' host keys are checked against (default ~/.ssh/known_hosts)")
 	if runs {
@@ -47,6 +47,42 @@ func (f *onFlags) register(fs *pflag.FlagSet, what string, runs bool) {
 		fs.BoolVar(&f.parallel, "parallel", false, "with --on, run on every machine at once (default one after another)")
 	}
 }
+
+// errEmptyMachine refuses an empty machine URL: left out, --on and --peer
+// mean this machine, so an empty one (a script's unset $HOSTS) would do
+// the opposite of what was asked.
+var errEmptyMachine = errors.New("an empty machine URL: give ssh://USER@HOST[:PORT], or leave the flag out for this machine")
+
+// machineList is --on's value: machine URLs, comma-separated or repeated,
+// none of them empty.
+type machineList []string
+
+func (l *machineList) Set(s string) error {
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			return errEmptyMachine
+		}
+		*l = append(*l, u)
+	}
+	return nil
+}
+
+func (l *machineList) String() string { return strings.Join(*l, ",") }
+func (l *machineList) Type() string   { return "strings" }
+
+// machineURL is --peer's value: one machine URL, not empty.
+type machineURL string
+
+func (u *machineURL) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return errEmptyMachine
+	}
+	*u = machineURL(s)
+	return nil
+}
+
+func (u *machineURL) String() string { return string(*u) }
+func (u *machineURL) Type() string   { return "string" }
 
 // checkAlone refuses --image and --parallel without --on.
 func (f *onFlags) checkAlone() error {
@@ -115,11 +151,15 @@ func (f *onFlags) each(ctx context.Context, targets []remote.Target, opts remote
 	return results
 }
 
-// targets parses the machines' URLs, each once.
+// targets parses the machines' URLs, each once, and checks the key files
+// that reach them, before any is reached.
 func (f *onFlags) targets() ([]remote.Target, error) {
+	if err := f.config().Check(); err != nil {
+		return nil, usageError{fmt.Errorf("--on-identity or --on-known-hosts: %w", err)}
+	}
 	var ts []remote.Target
 	for _, u := range f.urls {
-		t, err := remote.ParseURL(strings.TrimSpace(u))
+		t, err := remote.ParseURL(u)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("--on: %w", err)}
 		}
@@ -278,6 +318,9 @@ func importRuns(ctx context.Context, st *store.Store, t remote.Target, r io.Read
 	ids := make([]int64, len(imported))
 	for i, x := range imported {
 		ids[i] = x.ID
+		if x.Differs {
+			fmt.Fprintf(os.Stderr, "vfleet: warning: %s: run %s is already present as #%d, and what the machine sent differs from it: kept the stored one\n", t.Name(), termtext.Safe(x.Key), x.ID)
+		}
 	}
 	return ids, nil
 }

@@ -414,10 +414,27 @@ func TestCapacityOn(t *testing.T) {
 func TestOnRefusesBadInput(t *testing.T) {
 	c := newCLI(t)
 	const a = "ssh://root@198.18.0.2:22"
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		// An empty list or element would mean this machine.
+		{[]string{"run", "--on", "", "default"}, `invalid argument "" for "--on" flag: an empty machine URL`},
+		{[]string{"run", "--on", a + ",," + a, "default"}, "an empty machine URL"},
+		{[]string{"run", "--on", a + ",", "default"}, "an empty machine URL"},
+		{[]string{"clean", "--on", ""}, "an empty machine URL"},
+		{[]string{"capacity", "default", "--on", " "}, "an empty machine URL"},
+		{[]string{"doctor", "--peer", ""}, `invalid argument "" for "--peer" flag: an empty machine URL`},
+		// Key files are checked before anything starts, never read from a
+		// named pipe or a device.
+		{[]string{"run", "--on", a, "--on-identity", fifo, "default"}, "--on-identity or --on-known-hosts: identity unusable: " + fifo + " is a named pipe"},
+		{[]string{"clean", "--on", a, "--on-known-hosts", "/dev/zero"}, "known_hosts unusable: /dev/zero is a character device"},
+		{[]string{"doctor", "--peer", "ssh://root@127.0.0.1:2", "--peer-identity", "/dev/zero"}, "--peer-identity or --peer-known-hosts: identity unusable: /dev/zero is a character device"},
+		{[]string{"doctor", "--peer", "ssh://root@127.0.0.1:2", "--peer-known-hosts", fifo}, "known_hosts unusable: " + fifo + " is a named pipe"},
 		{[]string{"run", "--on", "root@198.18.0.2"}, "--on: bad peer URL"},
 		{[]string{"run", "--on", a + "," + a}, "--on: " + a + " given twice"},
 		{[]string{"run", "--on", a, "--image", "copy"}, `--image "copy": want push or build`},

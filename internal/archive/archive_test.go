@@ -358,6 +358,9 @@ func TestNewerFileIsRefusedWithTheVersions(t *testing.T) {
 		says     []string
 	}{
 		{`"version":1,`, `"version":2,`, []string{"format is version 2", "up to version 1"}},
+		{`"version":1,`, `"version":1e300,`, []string{"format is version 1e300", "up to version 1"}},
+		{`"version":1,`, `"version":1e400,`, []string{"format is version 1e400", "up to version 1"}},
+		{`"schema":`, `"schema":1e300,"x":`, []string{"schema version 1e300"}},
 		{fmt.Sprintf(`"schema":%d,`, store.CarriedSchemaVersion()), fmt.Sprintf(`"schema":%d,`, store.SchemaVersion()+1),
 			[]string{fmt.Sprintf("schema version %d", store.SchemaVersion()+1), fmt.Sprintf("up to version %d", store.SchemaVersion())}},
 	} {
@@ -448,6 +451,16 @@ func TestInvalidRunIsRefusedWholeFile(t *testing.T) {
 		{`"scenario_hash":"`, `"scenario_hash":"0`, "r1-abcdef", "scenario hash"},
 		{`"params":{"html"`, `"params":{"html":1,"h"`, "r1-abcdef", "sample 1: params"},
 		{`"scale":64`, `"scale":63`, "r1-abcdef", "the histogram of fio-randread read_clat_mean"},
+		{`"finished_ns":1795341660123456789`, `"finished_ns":1795341500123456789`, "r1-abcdef", "finished_ns 1795341500123456789 is before started_ns"},
+		{`"started_ns":1795341600123456789`, `"started_ns":-1`, "r1-abcdef", "started_ns -1: want a time since 1970"},
+		{`"finished_ns":1795341660123456789`, `"finished_ns":-5`, "r1-abcdef", "finished_ns -5: want"},
+		{`"repetition":0,`, `"repetition":-1,`, "r1-abcdef", "sample 1: repetition -1: want 0 or more"},
+		{`"wall_ns":3000000000`, `"wall_ns":-3`, "r1-abcdef", "sample 1: wall_ns -3: want 0 or more"},
+		{`"better":"lower"`, `"better":"sideways"`, "r1-abcdef", `sample 1: better "sideways": want "higher" or "lower"`},
+		{`"guest":"c1","group":"c","kind":"container","runtime":"runc","workload_id":"fio-randread"`,
+			`"guest":"c9","group":"c","kind":"container","runtime":"runc","workload_id":"fio-randread"`, "r1-abcdef", `sample 1: guest "c9": want one of the run's guests (c1)`},
+		{`"repetition":2,"error"`, `"repetition":-2,"error"`, "r1-abcdef", "failure 1: repetition -2"},
+		{`"evidence":{"pid_ns":"4026531836"},"at_ns":1`, `"evidence":{"pid_ns":"4026531836"},"at_ns":-1`, "r1-abcdef", "audit 1: at_ns -1"},
 	} {
 		forged := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
 		if bytes.Equal(forged, plain) {
@@ -457,6 +470,30 @@ func TestInvalidRunIsRefusedWholeFile(t *testing.T) {
 		if errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "run "+tc.key+" cannot be imported: ") || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want run %s cannot be imported, saying %q, and not damaged", tc.to, err, tc.key, tc.says)
 		}
+	}
+}
+
+// A run whose key the store holds is kept as stored; the import says
+// whether the file's is the same.
+func TestSameKeyOtherContentIsNamed(t *testing.T) {
+	a := openStore(t)
+	file := export(t, a, fill(t, a)...)
+	b := openStore(t)
+	importFile(t, b, file, ImportOptions{})
+	before := contents(t, b)
+	for _, im := range importFile(t, b, file, ImportOptions{Origin: "ssh://root@bench9:22"}) {
+		if !im.Existed || im.Differs {
+			t.Errorf("the same file again, another origin: %+v", im)
+		}
+	}
+	forged := bytes.Replace(unzip(t, file), []byte(`"value":123.45`), []byte(`"value":123.46`), 1)
+	for _, im := range importFile(t, b, rezip(t, withSum(forged)), ImportOptions{}) {
+		if want := im.Key == "r1-abcdef"; !im.Existed || im.Differs != want {
+			t.Errorf("a file with run r1-abcdef altered: %+v, want Differs %v", im, want)
+		}
+	}
+	if !reflect.DeepEqual(contents(t, b), before) {
+		t.Error("the stored runs changed")
 	}
 }
 

@@ -46,6 +46,10 @@ var (
 	// ErrCorrupt is returned for a file that is truncated, damaged or
 	// altered: nothing of it is imported.
 	ErrCorrupt = errors.New("runs file is damaged")
+	// ErrTooLarge is returned for a file announcing or holding more than
+	// an import takes (MaxRunRecords, MaxRecords, MaxDecoded): refused
+	// before it is held, whatever its sum.
+	ErrTooLarge = errors.New("runs file is larger than an import takes")
 	// ErrCannotImport is returned for a whole file holding a run the store
 	// refuses (store.ErrInvalidRun): one still running, or whose scenario
 	// hash or JSON a store could not have written. Its sum may well match:

@@ -2,11 +2,12 @@ package archive
 
 import (
 	"bytes"
-	"context"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"testing"
 
@@ -85,27 +86,51 @@ func FuzzImportLines(f *testing.F) {
 // checkImport imports file into st: a file refused must leave st as it
 // was, and one imported must export and import again as runs already
 // there. The runs of the files that import stay in st, a store with runs,
-// as imports meet it.
+// as imports meet it. An import allocates in proportion to what it reads,
+// whatever the file announces.
 func checkImport(t *testing.T, st *store.Store, file []byte) {
-	ctx := context.Background()
 	before := rowCounts(t, st)
-	imported, err := Import(ctx, st, bytes.NewReader(file), ImportOptions{})
+	size := max(int64(len(file)), unzippedSize(file))
+	err, alloc := allocated(st, file)
+	if limit := uint64(allocBase + allocPerByte*size); alloc > limit {
+		t.Fatalf("importing %d bytes (%d unzipped) allocated %d, over %d", len(file), size, alloc, limit)
+	}
 	if err != nil {
 		if got := rowCounts(t, st); got != before {
 			t.Fatalf("a refused file (%v) changed the store: %v rows, were %v", err, got, before)
 		}
 		return
 	}
+	imported := importFile(t, st, file, ImportOptions{}) // the runs it imported, now there
 	again := export(t, st, ids(imported)...)
 	after := rowCounts(t, st)
 	for _, im := range importFile(t, st, again, ImportOptions{}) {
-		if !im.Existed {
-			t.Fatalf("run %s imported from its own export as new", im.Key)
+		if !im.Existed || im.Differs {
+			t.Fatalf("run %s imported from its own export as %+v", im.Key, im)
 		}
 	}
 	if got := rowCounts(t, st); got != after {
 		t.Fatalf("importing runs already there changed the store: %v rows, were %v", got, after)
 	}
+}
+
+// The allocations an import may make: a base (the store's queries, the
+// gzip reader) and a multiple of the bytes it reads, each of which it
+// decodes (about 20 bytes allocated a byte of a sample's line).
+const (
+	allocBase    = 16 << 20
+	allocPerByte = 64
+)
+
+// unzippedSize is the size of file's gzip stream once unzipped, as far as
+// it goes and at most one past what an import reads.
+func unzippedSize(file []byte) int64 {
+	gz, err := gzip.NewReader(bytes.NewReader(file))
+	if err != nil {
+		return 0
+	}
+	n, _ := io.Copy(io.Discard, io.LimitReader(gz, MaxDecoded+1))
+	return n
 }
 
 // withSum gives the trailer, if the last line is one, the sum of the

@@ -11,14 +11,32 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 
+	"github.com/vfleet/vfleet/internal/regfile"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
-// maxRecord bounds one line of a file, so that a damaged one cannot make
-// Import hold an unbounded line; a run's largest record (its scenario, an
-// audit's evidence, a histogram) is a few KiB.
-const maxRecord = 64 << 20
+// Bounds on what an import holds before the file's trailer is checked:
+// the sum is at the end (and proves no origin: a forger computes it too),
+// so a hostile or damaged file must not make Import hold what it
+// announces. A file over one is refused with ErrTooLarge as soon as it
+// passes it, before what it counts is read. A sample held costs about
+// 650 bytes, so a file at MaxRecords holds about 170 MiB; a store with
+// more is carried in several files.
+const (
+	// MaxRunRecords bounds the samples, the failures and the audits one
+	// run announces, each.
+	MaxRunRecords = 1 << 17
+	// MaxRecords bounds the samples, failures and audits of a whole file
+	// together.
+	MaxRecords = 1 << 18
+	// MaxDecoded bounds the bytes of a file once unzipped.
+	MaxDecoded = 1 << 30
+	// maxRecord bounds one line: a run's largest record (its scenario, an
+	// audit's evidence, a histogram) is a few KiB, its scenario at most 1 MiB.
+	maxRecord = 16 << 20
+)
 
 // ImportOptions says how to import.
 type ImportOptions struct {
@@ -30,19 +48,22 @@ type ImportOptions struct {
 
 // Imported is what Import did with one run of the file, in the file's
 // order: its id in the store, its key, and whether a run of that key was
-// there already, in which case nothing was written for it.
+// there already, in which case nothing was written for it; Differs then
+// says that the file's run is not the stored one (the same key, another
+// measurement or a run altered since), which the store keeps.
 type Imported struct {
 	ID      int64
 	Key     string
 	Existed bool
+	Differs bool
 }
 
 // Import reads a runs file into st, all its runs in one transaction. The
 // whole file is read and checked (format, versions, structure, counts,
 // sha256, each run as the store would take it) before anything is
 // written, and a file refused leaves the store as it was: ErrNotArchive,
-// ErrTooNew naming both versions, ErrCorrupt, ErrCannotImport naming the
-// run.
+// ErrTooNew naming both versions, ErrCorrupt, ErrTooLarge, ErrCannotImport
+// naming the run.
 func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOptions) ([]Imported, error) {
 	runs, err := read(ctx, r)
 	if err != nil {
@@ -73,6 +94,16 @@ func Import(ctx context.Context, st *store.Store, r io.Reader, opts ImportOption
 	}
 	for j, x := range res {
 		out[at[j]] = Imported{ID: x.ID, Key: fresh[j].Key, Existed: x.Existed}
+	}
+	for i := range out {
+		if !out[i].Existed {
+			continue
+		}
+		stored, err := st.CarryRun(ctx, out[i].ID)
+		if err != nil {
+			return nil, fmt.Errorf("import: %w", err)
+		}
+		out[i].Differs = !stored.SameContent(&runs[i])
 	}
 	return out, nil
 }
@@ -106,7 +137,7 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (not gzip: %w)", ErrNotArchive, err)
 	}
-	lr := &lineReader{br: bufio.NewReader(gz), sum: sha256.New()}
+	lr := &lineReader{br: bufio.NewReader(io.LimitReader(gz, MaxDecoded+1)), sum: sha256.New()}
 	h, err := readHeader(lr)
 	if err != nil {
 		return nil, err
@@ -138,6 +169,9 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 		if rec.Run == nil {
 			return nil, fmt.Errorf("%w: line %d: want a run or the trailer", ErrCorrupt, n)
 		}
+		if err := checkAnnounced(*rec.Run, samples+failures+audits); err != nil {
+			return nil, err
+		}
 		cr, err := readRun(lr, *rec.Run)
 		if err != nil {
 			return nil, err
@@ -149,6 +183,23 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 	}
 }
 
+// checkAnnounced refuses a run announcing more records than an import
+// holds, with held the records of the runs before it.
+func checkAnnounced(rr runRecord, held int) error {
+	for _, c := range []struct {
+		what string
+		n    int
+	}{{"samples", rr.Samples}, {"failures", rr.Failures}, {"audits", rr.Audits}} {
+		if c.n > MaxRunRecords {
+			return fmt.Errorf("%w: run %q announces %d %s, an import takes at most %d a run", ErrTooLarge, rr.Key, c.n, c.what, MaxRunRecords)
+		}
+	}
+	if n := held + rr.Samples + rr.Failures + rr.Audits; n > MaxRecords {
+		return fmt.Errorf("%w: with run %q it announces %d samples, failures and audits, an import takes at most %d", ErrTooLarge, rr.Key, n, MaxRecords)
+	}
+	return nil
+}
+
 func readHeader(lr *lineReader) (header, error) {
 	line, err := lr.line()
 	if errors.Is(err, errEnded) {
@@ -158,30 +209,41 @@ func readHeader(lr *lineReader) (header, error) {
 		return header{}, err
 	}
 	// The format and the versions are read before anything else of the
-	// header, which a newer version may have changed.
-	var h header
-	if err := json.Unmarshal(line, &h); err != nil || h.Format != Format {
+	// header, which a newer version may have changed, as any number: a
+	// version past what an int holds is still a newer one.
+	var v struct {
+		Format          string
+		Version, Schema json.Number
+	}
+	if err := json.Unmarshal(line, &v); err != nil || v.Format != Format {
 		return header{}, fmt.Errorf("%w (its first line is no %s header)", ErrNotArchive, Format)
 	}
-	if h.Version > FormatVersion {
-		return header{}, fmt.Errorf("%w: its format is version %d, this vfleet reads up to version %d (use a newer vfleet)",
-			ErrTooNew, h.Version, FormatVersion)
+	if newer(v.Version, FormatVersion) {
+		return header{}, fmt.Errorf("%w: its format is version %s, this vfleet reads up to version %d (use a newer vfleet)",
+			ErrTooNew, v.Version, FormatVersion)
 	}
 	// Runs of any schema this vfleet knows are read: a file names its
 	// runs' schema (older vfleets wrote the whole store's, as high or
 	// higher), which only a change of a carried table moves.
-	if h.Schema > store.SchemaVersion() {
-		return header{}, fmt.Errorf("%w: its runs are of store schema version %d, this vfleet knows up to version %d (use a newer vfleet)",
-			ErrTooNew, h.Schema, store.SchemaVersion())
+	if newer(v.Schema, store.SchemaVersion()) {
+		return header{}, fmt.Errorf("%w: its runs are of store schema version %s, this vfleet knows up to version %d (use a newer vfleet)",
+			ErrTooNew, v.Schema, store.SchemaVersion())
 	}
-	if h.Version < 1 || h.Schema < 1 || h.Runs < 0 {
-		return header{}, fmt.Errorf("%w: header with format version %d, schema %d, %d runs", ErrCorrupt, h.Version, h.Schema, h.Runs)
+	var h header
+	if err := json.Unmarshal(line, &h); err != nil || h.Version < 1 || h.Schema < 1 || h.Runs < 0 {
+		return header{}, fmt.Errorf("%w: header with format version %s, schema %s, %d runs", ErrCorrupt, v.Version, v.Schema, h.Runs)
 	}
 	h = header{}
 	if err := strictDecode(line, &h); err != nil {
 		return header{}, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
 	return h, nil
+}
+
+// newer says whether a header's version number is past known.
+func newer(n json.Number, known int) bool {
+	f, err := strconv.ParseFloat(string(n), 64)
+	return (err == nil || errors.Is(err, strconv.ErrRange)) && f > float64(known)
 }
 
 func readRun(lr *lineReader, rr runRecord) (store.CarriedRun, error) {
@@ -256,6 +318,9 @@ type lineReader struct {
 	br  *bufio.Reader
 	sum hash.Hash
 	n   int // lines read
+	// decoded counts the bytes of the lines read, the reader stopping one
+	// past MaxDecoded.
+	decoded int64
 }
 
 // line returns the next line without its newline. A line cut short (the
@@ -268,10 +333,14 @@ func (lr *lineReader) line() ([]byte, error) {
 		chunk, err := lr.br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if len(line) > maxRecord {
-			return nil, fmt.Errorf("%w: line %d is longer than %d bytes", ErrCorrupt, lr.n, maxRecord)
+			return nil, fmt.Errorf("%w: line %d is longer than %s", ErrTooLarge, lr.n, regfile.Bytes(maxRecord))
+		}
+		if lr.decoded+int64(len(line)) > MaxDecoded {
+			return nil, fmt.Errorf("%w: it is over %s unzipped", ErrTooLarge, regfile.Bytes(MaxDecoded))
 		}
 		switch {
 		case err == nil:
+			lr.decoded += int64(len(line))
 			lr.sum.Write(line)
 			return line[:len(line)-1], nil
 		case errors.Is(err, bufio.ErrBufferFull):

@@ -48,6 +48,16 @@ func Peer(ctx context.Context, o PeerOptions) []Result {
 		out = append(out, Result{Name: reach, Status: Skip, Detail: why}, Result{Name: hostKey, Status: Skip, Detail: why},
 			Result{Name: auth, Status: Missing, Detail: err.Error(), Fix: "start an SSH agent holding your key (ssh-add), or give an identity file"})
 		return skipRest(later, why)
+	case errors.Is(err, remote.ErrKnownHosts):
+		const why = "not tried: known_hosts could not be read"
+		out = append(out, Result{Name: reach, Status: Skip, Detail: why},
+			Result{Name: hostKey, Status: Fail, Detail: err.Error(), Fix: "give a known_hosts file (a regular file), or none for ~/.ssh/known_hosts"})
+		return skipRest(append([]string{auth}, later...), why)
+	case errors.Is(err, remote.ErrIdentity):
+		const why = "not tried: the identity could not be read"
+		out = append(out, Result{Name: reach, Status: Skip, Detail: why}, Result{Name: hostKey, Status: Skip, Detail: why},
+			Result{Name: auth, Status: Fail, Detail: err.Error(), Fix: "give a private key file without passphrase, or none to offer the SSH agent's keys"})
+		return skipRest(later, why)
 	case errors.Is(err, remote.ErrHostKeyUnknown), errors.Is(err, remote.ErrHostKeyChanged):
 		out = append(out, Result{Name: reach, Status: OK, Detail: o.Target.String() + " speaks SSH"},
 			Result{Name: hostKey, Status: Fail, Detail: err.Error(), Fix: "check the fingerprint with whoever runs the peer before you accept it"})

@@ -2,7 +2,9 @@ package doctor
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/remote"
@@ -27,5 +29,33 @@ func TestPeerWithoutCredentials(t *testing.T) {
 	}
 	if got[2].Name != "peer authentication" || got[2].Fix == "" {
 		t.Errorf("authentication: %+v; want it missing with what to do", got[2])
+	}
+}
+
+// A key or known_hosts file that cannot be read is the check it belongs
+// to that failed, not the peer's address: nothing is dialled.
+func TestPeerKeyFileProblemsNameTheirStep(t *testing.T) {
+	dir := t.TempDir()
+	key, fifo := filepath.Join(dir, "key"), filepath.Join(dir, "fifo")
+	if err := os.WriteFile(key, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg    remote.Config
+		failed string
+	}{
+		{remote.Config{Identity: key, KnownHosts: filepath.Join(dir, "none")}, "peer authentication"},
+		{remote.Config{Identity: "/dev/zero", KnownHosts: filepath.Join(dir, "none")}, "peer authentication"},
+		{remote.Config{KnownHosts: fifo}, "peer host key"},
+	} {
+		got := Peer(context.Background(), PeerOptions{Target: remote.Target{User: "lab", Host: "198.18.0.1", Port: 22}, Config: tc.cfg})
+		for _, r := range got {
+			if want := map[bool]Status{true: Fail, false: Skip}[r.Name == tc.failed]; r.Status != want {
+				t.Errorf("%+v: %s: %s (%s); want %s", tc.cfg, r.Name, r.Status, r.Detail, want)
+			}
+		}
 	}
 }

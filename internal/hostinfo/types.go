@@ -49,6 +49,19 @@ func (f Fingerprint) Machine() string {
 	return name + " (" + strings.Join(about, ", ") + ")"
 }
 
+// Named says whether name names the machine f is of, in either form a
+// command takes: its host name, or the whole name Machine gives it.
+func (f Fingerprint) Named(name string) bool {
+	return MachineNamed(f.Machine(), name)
+}
+
+// MachineNamed says whether name names machine, a name Machine gave (or,
+// stored before machines were named by more, a host name alone): the
+// whole of it, or its host name.
+func MachineNamed(machine, name string) bool {
+	return name != "" && (machine == name || strings.HasPrefix(machine, name+" ("))
+}
+
 // shortMachineID is enough of a machine-id to tell a few machines apart
 // in a name.
 func shortMachineID(id string) string {

@@ -163,12 +163,17 @@ func (c Config) agentSocket() string {
 // hostKeyChecker reads known_hosts; a file that does not exist knows no
 // host, which the check then says how to fix.
 func hostKeyChecker(file string) (ssh.HostKeyCallback, error) {
+	// knownhosts opens the file itself: it is checked first, so that a
+	// named pipe or a device is refused rather than read.
+	if err := CheckKnownHosts(file); err != nil {
+		return nil, err
+	}
 	check, err := knownhosts.New(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return func(string, net.Addr, ssh.PublicKey) error { return &knownhosts.KeyError{} }, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read known hosts: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrKnownHosts, err)
 	}
 	return check, nil
 }
@@ -250,17 +255,17 @@ func knownAlgorithms(check ssh.HostKeyCallback, t Target) []string {
 func authMethod(cfg Config) (ssh.AuthMethod, func(), error) {
 	var signers []ssh.Signer
 	if cfg.Identity != "" {
-		raw, err := os.ReadFile(cfg.Identity)
+		raw, err := readIdentity(cfg.Identity)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read identity: %w", err)
+			return nil, nil, err
 		}
 		s, err := ssh.ParsePrivateKey(raw)
 		var protected *ssh.PassphraseMissingError
 		if errors.As(err, &protected) {
-			return nil, nil, fmt.Errorf("identity %s has a passphrase, which vfleet never asks for: add it to your SSH agent (ssh-add %s) and give no identity", cfg.Identity, cfg.Identity)
+			return nil, nil, fmt.Errorf("%w: %s has a passphrase, which vfleet never asks for: add it to your SSH agent (ssh-add %s) and give no identity", ErrIdentity, cfg.Identity, cfg.Identity)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("identity %s: %w", cfg.Identity, err)
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrIdentity, cfg.Identity, err)
 		}
 		signers = append(signers, s)
 	}

@@ -416,10 +416,10 @@ func (p *parser) network(n *yaml.Node, s *Spec) *Network {
 			}
 		},
 		"peer_identity": func(v *yaml.Node, path string) {
-			p.file(v, path, s, &nw.PeerIdentity, "a private key file without passphrase, or remove peer_identity to use the SSH agent's keys", maxPeerFile)
+			p.keyFile(v, path, s, &nw.PeerIdentity, "a private key file without passphrase, or remove peer_identity to use the SSH agent's keys", remote.CheckIdentity)
 		},
 		"peer_known_hosts": func(v *yaml.Node, path string) {
-			p.file(v, path, s, &nw.PeerKnownHosts, "a known_hosts file, or remove peer_known_hosts to use ~/.ssh/known_hosts", maxPeerFile)
+			p.keyFile(v, path, s, &nw.PeerKnownHosts, "a known_hosts file, or remove peer_known_hosts to use ~/.ssh/known_hosts", remote.CheckKnownHosts)
 		},
 		"peer_nic": func(v *yaml.Node, path string) {
 			if name, ok := p.scalar(v, path); ok {
@@ -490,9 +490,6 @@ func (p *parser) checkPassthrough(n *yaml.Node, s *Spec) {
 		}
 	}
 }
-
-// maxPeerFile bounds a key or known_hosts file: both are a few kilobytes.
-const maxPeerFile = 1 << 20
 
 // checkPeer refuses the fields of a remote peer without each other: a
 // dedicated NIC leads to the peer's machine, which nothing local can play,
@@ -663,6 +660,20 @@ func (p *parser) file(n *yaml.Node, path string, s *Spec, dst *string, want stri
 		return
 	}
 	if max > 0 && !p.regularFile(n, path, abs, max) {
+		return
+	}
+	*dst = abs
+}
+
+// keyFile is file for a key or known_hosts file, checked as every such
+// file vfleet is given (package remote).
+func (p *parser) keyFile(n *yaml.Node, path string, s *Spec, dst *string, want string, check func(string) error) {
+	var abs string
+	if p.file(n, path, s, &abs, want, 0); abs == "" {
+		return
+	}
+	if err := check(abs); err != nil {
+		p.errorf(n, path, "%v", err)
 		return
 	}
 	*dst = abs

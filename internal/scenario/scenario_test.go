@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -637,6 +638,12 @@ func TestNetworkPeer(t *testing.T) {
 	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 1<<20+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	src := filepath.Join(dir, "t.yaml")
 	s, err := Parse(src, []byte("name: t\nnetwork: {path: routed, uplink: lab0, peer: 'ssh://root@[fd00::1]:2222', peer_nic: eth1, peer_identity: id}\n"+rest), opts)
 	if err != nil {
@@ -652,6 +659,11 @@ func TestNetworkPeer(t *testing.T) {
 		"network: {uplink: lab0, peer: 'ssh://h', peer_nic: e}":                              `t.yaml:2:31: network.peer: bad peer URL "ssh://h": no user (want ssh://USER@HOST[:PORT])`,
 		"network: {peer_nic: eth1}":                                                          "t.yaml:2:10: network.peer_nic: only for a remote peer: give network.peer too, or remove it",
 		"network: {uplink: lab0, peer: 'ssh://r@h', peer_nic: e, peer_known_hosts: nothere}": "network.peer_known_hosts: " + filepath.Join(dir, "nothere") + " does not exist",
+		"network: {uplink: lab0, peer: 'ssh://r@h', peer_nic: e, peer_identity: fifo}":       "network.peer_identity: identity unusable: " + filepath.Join(dir, "fifo") + " is a named pipe",
+		"network: {uplink: lab0, peer: 'ssh://r@h', peer_nic: e, peer_identity: /dev/zero}":  "network.peer_identity: identity unusable: /dev/zero is a character device",
+		"network: {uplink: lab0, peer: 'ssh://r@h', peer_nic: e, peer_identity: big}":        "network.peer_identity: identity unusable: " + filepath.Join(dir, "big") + " is too large",
+		"network: {uplink: lab0, peer: 'ssh://r@h', peer_nic: e, peer_known_hosts: fifo}":    "network.peer_known_hosts: known_hosts unusable: " + filepath.Join(dir, "fifo") + " is a named pipe",
+		"network: {uplink: lab0, peer: 'ssh://r@h', peer_nic: e, peer_known_hosts: .}":       "network.peer_known_hosts: known_hosts unusable: " + dir + " is a directory",
 	} {
 		if _, err := Parse(filepath.Join(dir, "t.yaml"), []byte("name: t\n"+src+"\n"+rest), opts); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", src, err, want)

@@ -188,7 +188,15 @@ func TestVMBootFilesAreBoundedRegularFiles(t *testing.T) {
 func TestLibvirtURIIsCheckedAtItsLine(t *testing.T) {
 	o := Options{KnownKinds: []string{"host", "vm"}}
 	src := "name: t\nguests:\n  - kind: host\n  - kind: vm\n    libvirt: URI\nworkloads:\n  - workload: scenario-test\n"
-	for _, uri := range []string{"qemu:///system", "qemu+ssh://root@lab2/system", "qemu+ssh://root@lab2:2222/system?keyfile=/k&known_hosts=/kh"} {
+	dir := t.TempDir()
+	key, fifo := filepath.Join(dir, "k"), filepath.Join(dir, "fifo")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{"qemu:///system", "qemu+ssh://root@lab2/system", "qemu+ssh://root@lab2:2222/system?keyfile=" + key + "&known_hosts=" + dir + "/kh"} {
 		spec, err := Parse("t.yaml", []byte(strings.Replace(src, "URI", `"`+uri+`"`, 1)), o)
 		if err != nil {
 			t.Fatalf("%s: %v", uri, err)
@@ -208,6 +216,20 @@ func TestLibvirtURIIsCheckedAtItsLine(t *testing.T) {
 		_, err := Parse("t.yaml", []byte(strings.Replace(src, "URI", `"`+uri+`"`, 1)), o)
 		if err == nil || !strings.Contains(err.Error(), "t.yaml:5:14: guests[1].libvirt: ") || !strings.Contains(err.Error(), want) ||
 			!strings.Contains(err.Error(), "want qemu:///system or qemu+ssh://USER@HOST") {
+			t.Errorf("%s: %v, want %q at its line", uri, err, want)
+		}
+	}
+	// Key files are checked at load, as every key file is: never read
+	// from a named pipe or a device, never missing.
+	for uri, want := range map[string]string{
+		"qemu+ssh://root@lab2/system?keyfile=" + fifo:                         "identity unusable: " + fifo + " is a named pipe",
+		"qemu+ssh://root@lab2/system?keyfile=/dev/zero":                       "identity unusable: /dev/zero is a character device",
+		"qemu+ssh://root@lab2/system?keyfile=" + dir + "/none":                "identity unusable: stat " + dir + "/none: no such file",
+		"qemu+ssh://root@lab2/system?keyfile=" + key + "&known_hosts=" + fifo: "known_hosts unusable: " + fifo + " is a named pipe",
+		"qemu+ssh://root@lab2/system?known_hosts=" + dir:                      "known_hosts unusable: " + dir + " is a directory",
+	} {
+		_, err := Parse("t.yaml", []byte(strings.Replace(src, "URI", `"`+uri+`"`, 1)), o)
+		if err == nil || !strings.Contains(err.Error(), "t.yaml:5:14: guests[1].libvirt: "+want) {
 			t.Errorf("%s: %v, want %q at its line", uri, err, want)
 		}
 	}

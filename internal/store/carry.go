@@ -1,12 +1,17 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/stats"
@@ -215,19 +220,19 @@ func (s *Store) AddCarried(ctx context.Context, runs []CarriedRun, origin string
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("add carried runs: %w", err)
+		return nil, fmt.Errorf("add carried runs: %w", explain(err, s.path))
 	}
 	defer tx.Rollback()
 	out := make([]CarriedResult, 0, len(runs))
 	for i := range runs {
 		res, err := addCarried(ctx, tx, &runs[i], origin)
 		if err != nil {
-			return nil, fmt.Errorf("add carried run %s: %w", runs[i].Key, err)
+			return nil, fmt.Errorf("add carried run %s: %w", runs[i].Key, explain(err, s.path))
 		}
 		out = append(out, res)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("add carried runs: %w", err)
+		return nil, fmt.Errorf("add carried runs: %w", explain(err, s.path))
 	}
 	return out, nil
 }
@@ -302,6 +307,26 @@ func addCarried(ctx context.Context, tx *sql.Tx, r *CarriedRun, origin string) (
 	return CarriedResult{ID: id}, nil
 }
 
+// SameContent says whether two carried runs hold the same measurement:
+// everything a store keeps of them but where each came from, its key and
+// its origin (which an import may set).
+func (r *CarriedRun) SameContent(o *CarriedRun) bool {
+	a, b := *r, *o
+	a.Key, a.Origin, a.ScenarioText, a.Samples = "", "", nil, nil
+	b.Key, b.Origin, b.ScenarioText, b.Samples = "", "", nil, nil
+	return reflect.DeepEqual(a, b) && bytes.Equal(r.ScenarioText, o.ScenarioText) &&
+		slices.EqualFunc(r.Samples, o.Samples, sameCarriedSample)
+}
+
+// sameCarriedSample compares two samples, a NaN value the same as another.
+func sameCarriedSample(x, y CarriedSample) bool {
+	if x.Value != y.Value && !(math.IsNaN(x.Value) && math.IsNaN(y.Value)) {
+		return false
+	}
+	x.Value, y.Value = 0, 0
+	return reflect.DeepEqual(x, y)
+}
+
 // Check refuses what the store's readers could not read back, or what
 // would make the run's record a lie: a run is only carried once it ended,
 // since its owner, the process that would end it, stays behind. The
@@ -331,10 +356,34 @@ func (r *CarriedRun) Check() error {
 			return bad("%s: %v", c.what, err)
 		}
 	}
+	switch {
+	case r.StartedNS < 0:
+		return bad("started_ns %d: want a time since 1970 (0 or more)", r.StartedNS)
+	case r.FinishedNS < 0:
+		return bad("finished_ns %d: want a time since 1970 (0 or more)", r.FinishedNS)
+	case r.FinishedNS != 0 && r.FinishedNS < r.StartedNS:
+		return bad("finished_ns %d is before started_ns %d: want the end at or after the start", r.FinishedNS, r.StartedNS)
+	}
+	groups := map[string]bool{}
+	for _, g := range guests {
+		groups[g.Group] = true
+	}
 	for i, sm := range r.Samples {
 		var params workload.Params
 		if err := json.Unmarshal(sm.Params, &params); err != nil {
 			return bad("sample %d: params: %v", i+1, err)
+		}
+		if err := checkRow(sm.Repetition, map[string]int64{"at_ns": sm.AtNS, "wall_ns": sm.WallNS, "cpu_ns": sm.CPUNS}); err != nil {
+			return bad("sample %d: %v", i+1, err)
+		}
+		if b := workload.Better(sm.Better); b != workload.HigherIsBetter && b != workload.LowerIsBetter {
+			return bad("sample %d: better %q: want %q or %q", i+1, sm.Better, workload.HigherIsBetter, workload.LowerIsBetter)
+		}
+		// A sample is a guest's, or a group's whole (named by the group).
+		// A run that lists no guests was written before runs recorded
+		// them, and says nothing against its samples'.
+		if _, listed := guests[sm.Guest]; len(guests) > 0 && !listed && (sm.Guest != sm.Group || !groups[sm.Group]) {
+			return bad("sample %d: guest %q: want one of the run's guests (%s) or, for a group's sample, its group", i+1, sm.Guest, names(guests))
 		}
 		if sm.Hist != nil {
 			var h stats.Histogram
@@ -343,10 +392,37 @@ func (r *CarriedRun) Check() error {
 			}
 		}
 	}
+	for i, f := range r.Failures {
+		if err := checkRow(f.Repetition, map[string]int64{"at_ns": f.AtNS}); err != nil {
+			return bad("failure %d: %v", i+1, err)
+		}
+	}
 	for i, a := range r.Audits {
 		if !json.Valid(a.Evidence) {
 			return bad("audit %d: its evidence is not JSON", i+1)
 		}
+		if err := checkRow(0, map[string]int64{"at_ns": a.AtNS}); err != nil {
+			return bad("audit %d: %v", i+1, err)
+		}
 	}
 	return nil
+}
+
+// checkRow refuses what no run writes in a row: a negative repetition,
+// time or duration.
+func checkRow(rep int, times map[string]int64) error {
+	if rep < 0 {
+		return fmt.Errorf("repetition %d: want 0 or more", rep)
+	}
+	for _, field := range slices.Sorted(maps.Keys(times)) {
+		if v := times[field]; v < 0 {
+			return fmt.Errorf("%s %d: want 0 or more", field, v)
+		}
+	}
+	return nil
+}
+
+// names lists a run's guests for a message.
+func names(guests map[string]GuestRecord) string {
+	return strings.Join(slices.Sorted(maps.Keys(guests)), ", ")
 }

@@ -40,6 +40,10 @@ var (
 	// ErrReadOnly is returned when a command that writes results is given
 	// a database it cannot write.
 	ErrReadOnly = errors.New("results database is read-only")
+	// ErrDiskFull is returned when the database's file system has no room
+	// left, where SQLite cannot even read: reading a database in WAL mode
+	// makes its shared-memory index beside it.
+	ErrDiskFull = errors.New("no space left for the results database")
 	// ErrSchemaTooOld is returned when a database written by an older
 	// vfleet is opened read-only and cannot be upgraded.
 	ErrSchemaTooOld = errors.New("database schema is older than this vfleet")
@@ -87,15 +91,15 @@ func Open(path string) (*Store, error) {
 	// would rewrite its header.
 	if err := s.refuseForeign(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+		return nil, fmt.Errorf("open results database %s: %w", abs, explain(err, abs))
 	}
 	if err := s.useWAL(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+		return nil, fmt.Errorf("open results database %s: %w", abs, explain(err, abs))
 	}
 	if err := s.migrate(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+		return nil, fmt.Errorf("open results database %s: %w", abs, explain(err, abs))
 	}
 	return s, nil
 }
@@ -306,7 +310,7 @@ func openReadOnly(abs, mode string) (*Store, error) {
 	s := &Store{db: db, path: abs}
 	if err := s.checkSchema(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open results database %s: %w", abs, err)
+		return nil, fmt.Errorf("open results database %s: %w", abs, explain(err, abs))
 	}
 	return s, nil
 }
@@ -326,6 +330,29 @@ func refuseNonRegular(path string) error {
 	return nil
 }
 
+// explain says what SQLite's err means when the database's file system
+// is full (SQLite says "disk I/O error" when it cannot make its index of
+// the write-ahead log) or the database cannot be written.
+func explain(err error, path string) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	dir := filepath.Dir(path)
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%w on %s (free some space): %w", ErrDiskFull, dir, err)
+	case sqlite3.SQLITE_IOERR:
+		var st unix.Statfs_t
+		if unix.Statfs(dir, &st) == nil && st.Bavail == 0 {
+			return fmt.Errorf("%w on %s (free some space): %w", ErrDiskFull, dir, err)
+		}
+	case sqlite3.SQLITE_READONLY:
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return err
+}
+
 // checkWritable fails with ErrReadOnly when this process cannot write the
 // database or, since SQLite keeps its journal beside it, its directory.
 // access(2) answers for the real user, as the kernel would for root: a
@@ -341,7 +368,7 @@ func checkWritable(path string) error {
 			if errors.Is(err, unix.EROFS) {
 				why = "read-only file system"
 			}
-			return fmt.Errorf("%w: %s on %s (a run needs to write its results; pass another --db)", ErrReadOnly, why, p)
+			return fmt.Errorf("%w: %s on %s (pass a database this process can write with --db)", ErrReadOnly, why, p)
 		}
 	}
 	return nil

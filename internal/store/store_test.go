@@ -760,3 +760,41 @@ func TestOpenReadOnlyUpgradesAWritableOldDatabase(t *testing.T) {
 		t.Fatalf("run of an upgraded database: %+v, %v", r, err)
 	}
 }
+
+// On a full file system SQLite cannot make the index of its write-ahead
+// log, and says "disk I/O error": the store says the disk is full.
+func TestFullDiskIsSaid(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	path := filepath.Join(dir, "r.db")
+	s := open(t, path)
+	createRun(t, s)
+	s.Close()
+	fillDisk(t, dir)
+	if _, err := OpenReadOnly(path); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "no space left for the results database on "+dir) {
+		t.Errorf("OpenReadOnly on a full disk: %v, want %v", err, ErrDiskFull)
+	}
+	if _, err := Open(path); !errors.Is(err, ErrDiskFull) {
+		t.Errorf("Open on a full disk: %v, want %v", err, ErrDiskFull)
+	}
+}
+
+// fillDisk fills the file system of dir.
+func fillDisk(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<16)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			return
+		}
+	}
+}

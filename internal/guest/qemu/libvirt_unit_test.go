@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -55,7 +56,11 @@ func TestNewRefusesWhatLibvirtCannotDo(t *testing.T) {
 			t.Errorf("%s on a remote libvirt: %v, want %q", why, err, c.want)
 		}
 	}
-	if _, err := k.New(guest.Spec{Name: "v", Libvirt: lab2 + "?keyfile=/k"}, env); err != nil {
+	key := filepath.Join(t.TempDir(), "k")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.New(guest.Spec{Name: "v", Libvirt: lab2 + "?keyfile=" + key}, env); err != nil {
 		t.Errorf("a remote libvirt: %v", err)
 	}
 	// The run makes a local domain's tap in this host's namespace; a

@@ -105,8 +105,12 @@ func hasPassword(u *url.URL) bool {
 	return set
 }
 
-// checkLibvirtURI is the libvirt field's check.
+// checkLibvirtURI is the libvirt field's check, at load: the URI, and the
+// key files a remote one names, checked as every key file is.
 func checkLibvirtURI(s string) error {
-	_, err := parseLibvirtURI(s)
-	return err
+	r, err := parseLibvirtURI(s)
+	if err != nil || !r.Remote {
+		return err
+	}
+	return r.SSH.Check()
 }
