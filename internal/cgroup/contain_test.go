@@ -29,14 +29,15 @@ func TestReleaseKillsADaemonStartedInTheGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("sh", "-c", `setsid sh -c "sleep 3181" >/dev/null 2>&1 </dev/null & echo started`)
+	sleep := testutil.SleepArg(3181)
+	cmd := exec.Command("sh", "-c", `setsid sh -c "sleep `+sleep+`" >/dev/null 2>&1 </dev/null & echo started`)
 	if err := g.Start(cmd, cmd.Start); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if len(testutil.RunningIn(t, path)) == 0 || len(testutil.RunningWithArgs(t, "sleep", "3181")) == 0 {
+	if len(testutil.RunningIn(t, path)) == 0 || len(testutil.RunningWithArgs(t, "sleep", sleep)) == 0 {
 		t.Fatal("the daemon is not running in the group")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -44,7 +45,7 @@ func TestReleaseKillsADaemonStartedInTheGroup(t *testing.T) {
 	if err := led.Release(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
-	if left := testutil.Outliving(func() []int { return testutil.RunningWithArgs(t, "sleep", "3181") }); len(left) > 0 {
+	if left := testutil.Outliving(func() []int { return testutil.RunningWithArgs(t, "sleep", sleep) }); len(left) > 0 {
 		t.Errorf("the daemon survived its group: %v", left)
 	}
 	testutil.CheckLeaks(t, before)

@@ -224,6 +224,12 @@ func RunningIn(t testing.TB, cgroupPath string) []string {
 	return out
 }
 
+// SleepArg is the length of a sleep a test starts and later looks for
+// among the machine's processes: seconds, and this test process's pid as
+// a fraction, so that it finds no other test's sleep, nor one a killed
+// run of its own left.
+func SleepArg(seconds int) string { return fmt.Sprintf("%d.%d", seconds, os.Getpid()) }
+
 // RunningWithArgs lists the running (not zombie) processes whose command
 // line is exactly argv: a test's distinctive command, looked for wherever
 // it went.

@@ -59,7 +59,8 @@ func TestLeakCheckSeesProcessesInVfleetCgroups(t *testing.T) {
 		cgroup.Kill(ctx, path)
 		cgroup.Remove(path)
 	})
-	cmd := exec.Command("sh", "-c", `setsid sleep 3183 >/dev/null 2>&1 </dev/null &`)
+	sleep := SleepArg(3183)
+	cmd := exec.Command("sh", "-c", `setsid sleep `+sleep+` >/dev/null 2>&1 </dev/null &`)
 	if err := g.Start(cmd, cmd.Start); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestLeakCheckSeesProcessesInVfleetCgroups(t *testing.T) {
 	// runs sleep: a busy machine shows it a moment later.
 	var sleeps []int
 	for deadline := time.Now().Add(5 * time.Second); len(sleeps) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		sleeps = RunningWithArgs(t, "sleep", "3183")
+		sleeps = RunningWithArgs(t, "sleep", sleep)
 	}
 	if len(sleeps) != 1 {
 		t.Fatalf("sleeps running: %v", sleeps)
