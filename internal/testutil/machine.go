@@ -3,6 +3,7 @@ package testutil
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -19,12 +20,20 @@ import (
 //
 // The hold is a flock, so it goes with a test process that dies; within a
 // process it is counted, so that a test's subtests and helpers (which call
-// RequiresRoot again) take it without waiting on themselves.
+// RequiresRoot again) take it without waiting on themselves. A test process
+// that a holding test starts (the test binary run again as the process to
+// kill, say) holds it through its parent, which waits for it.
 var machine struct {
 	sync.Mutex
 	held int
 	f    *os.File
 }
+
+// machineHeldEnv is set, while a test holds the machine, for the processes
+// it starts; heldByParent is whether this process was started so.
+const machineHeldEnv = "VFLEET_TEST_MACHINE_HELD"
+
+var heldByParent = os.Getenv(machineHeldEnv) != ""
 
 // machineLockFile is where test processes meet: the same path for all of
 // them, on a file system that goes with a reboot where there is one.
@@ -39,6 +48,9 @@ func machineLockFile() string {
 // integration tests of other test processes to end first.
 func holdMachine(t testing.TB) {
 	t.Helper()
+	if heldByParent {
+		return
+	}
 	machine.Lock()
 	defer machine.Unlock()
 	if machine.held == 0 {
@@ -51,12 +63,14 @@ func holdMachine(t testing.TB) {
 			t.Fatalf("hold the machine for integration tests: flock %s: %v", f.Name(), err)
 		}
 		machine.f = f
+		os.Setenv(machineHeldEnv, strconv.Itoa(os.Getpid()))
 	}
 	machine.held++
 	t.Cleanup(func() {
 		machine.Lock()
 		defer machine.Unlock()
 		if machine.held--; machine.held == 0 {
+			os.Unsetenv(machineHeldEnv)
 			machine.f.Close()
 			machine.f = nil
 		}
