@@ -47,9 +47,10 @@ With --ab, two scenarios run as two runs at once, step by step in alternating or
 difference between them; the A/B comparison is printed at the end.
 
 With --baseline, the run is compared with its scenario's baseline on this machine
-('vfleet baseline set'), and while a change beyond the noise floor is too little repeated
-to be tested, each workload is measured again, up to --max-repetitions. Exit status as
-'vfleet compare --baseline': 8 when something got worse, 9 when something is undecided.
+('vfleet baseline set'), and while a metric of a workload is undecided (neither a change
+nor the same within the noise floor), the workload is measured again, up to
+--max-repetitions. Exit status as 'vfleet compare --baseline': 0 when every metric is the
+same or better, 8 when something got worse, 9 when something is undecided.
 
 With --on, the scenario runs on each machine named (over SSH: keys from the SSH agent or
 --on-identity, host keys checked against known_hosts, never a password) instead of this

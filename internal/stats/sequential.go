@@ -93,9 +93,9 @@ const needsCap = 100000
 // At each look a metric still open is first tested for equivalence (two
 // one-sided Welch t tests against ±floor, Schuirmann 1987), then the
 // open metrics' Welch t tests of "no change" are taken in Holm's order.
-// Both kinds of test spend their level over the looks by an
-// O'Brien-Fleming-type function (Lan & DeMets 1983) through exact
-// group-sequential boundaries; Holm's procedure at each look uses the
+// Both kinds of test spend their level over the looks (Lan & DeMets
+// 1983, with the spending function of Kim & DeMets 1987, ρ = 2) through
+// exact group-sequential boundaries; Holm's procedure at each look uses the
 // boundaries of alpha/r for the r hypotheses not yet rejected, which
 // keeps the family-wise error at alpha over looks and metrics (the
 // group-sequential Holm procedure of Ye, Li, Liu & Yao 2013).
@@ -118,7 +118,10 @@ func Decide(p Plan, ms []Metric) Result {
 	for n := FirstLook; n <= latest; n++ {
 		snaps = snaps[:0]
 		for i := range ms {
-			if !open[i] {
+			// A metric is looked at only when it has grown: looking again
+			// at the same values would spend alpha on nothing new (a
+			// workload measured fewer rounds than another so far).
+			if !open[i] || n > series[i].latest(p.FixedA) {
 				continue
 			}
 			s, ok := series[i].at(n, p.FixedA)
@@ -128,6 +131,7 @@ func Decide(p Plan, ms []Metric) Result {
 			s.metric = i
 			s.fixedA = series[i].fixedA(p.FixedA)
 			if s.equivalent(p, n, last) {
+				s.pValue()
 				res.Metrics[i] = s.outcome(n, Same, 0)
 				open[i] = false
 				continue
@@ -139,16 +143,20 @@ func Decide(p Plan, ms []Metric) Result {
 		}
 		// Holm's first step is the strictest: when no open metric may
 		// reach it, none is rejected at this look, and the exact p-values
-		// can wait for the last look.
+		// can wait for each metric's last look.
 		first := lookLevels(p.Alpha/float64(family-rejected), snaps[0].fixedA, FirstLook, last)[n-FirstLook]
-		if n < latest && !slices.ContainsFunc(snaps, func(s snapshot) bool { return s.mayReject(first) }) {
-			continue
-		}
+		reachable := slices.ContainsFunc(snaps, func(s snapshot) bool { return s.mayReject(first) })
 		for i := range snaps {
+			if !reachable && n < series[snaps[i].metric].latest(p.FixedA) {
+				continue
+			}
 			snaps[i].pValue()
 			// Every open metric shows the level it would have had to
 			// reach, the one the first of them faced.
 			res.Metrics[snaps[i].metric] = snaps[i].outcome(n, Undecided, first)
+		}
+		if !reachable {
+			continue
 		}
 		sort.SliceStable(snaps, func(i, j int) bool { return snaps[i].p < snaps[j].p })
 		for _, s := range snaps {

@@ -50,8 +50,7 @@ type simResult struct {
 }
 
 // simulate draws runs of simMetrics metrics, each repetition one value a
-// side, A and B growing together as `run --ab` and an adaptive run
-// measure them, and decides each run as the runner does: looks after
+// side, A and B growing together, and decides each run as the runner does: looks after
 // every round until nothing is open. Decide replays the looks itself, so
 // one call over every repetition up to the last a run could need gives
 // the decisions, and the look that closed the last metric is the

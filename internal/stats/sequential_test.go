@@ -2,24 +2,46 @@ package stats
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-// Five equally spaced looks of the O'Brien-Fleming-type spending function
-// at two-sided 0.05: the critical values every group-sequential text
-// tabulates for it (Jennison & Turnbull 2000, ch. 7): 4.877, 3.357, 2.680,
-// 2.290, 2.031.
-func TestGroupSequentialMatchesPublishedBoundaries(t *testing.T) {
-	levels := groupSequential(0.05, []float64{1, 2, 3, 4, 5})
-	for k, want := range []float64{4.877, 3.357, 2.680, 2.290, 2.031} {
-		if got := distuv.UnitNormal.Quantile(1 - levels[k]/2); math.Abs(got-want) > 0.01 {
-			t.Errorf("look %d: critical value %.3f, want %.3f", k+1, got, want)
+// The boundaries hold what they promise: Brownian paths under the null,
+// looked at with unequal increments of information, cross at each look
+// as often as the spending allows there, and the first look is the
+// normal quantile of its share.
+func TestGroupSequentialSpendsAsPlanned(t *testing.T) {
+	info := []float64{1, 1.5, 3, 4, 6}
+	const alpha = 0.1
+	levels := groupSequential(alpha, info)
+	if want := spent(alpha, info[0]/6); math.Abs(levels[0]-want) > 1e-12 {
+		t.Errorf("first look: %v, want %v", levels[0], want)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const paths = 400000
+	crossed := make([]int, len(info))
+	for range paths {
+		s, prev := 0.0, 0.0
+		for k, ik := range info {
+			s += rng.NormFloat64() * math.Sqrt(ik-prev)
+			prev = ik
+			if z := math.Abs(s) / math.Sqrt(ik); z >= distuv.UnitNormal.Quantile(1-levels[k]/2) {
+				crossed[k]++
+				break
+			}
 		}
 	}
-	if one := groupSequential(0.05, []float64{3}); math.Abs(one[0]-0.05) > 1e-12 {
-		t.Errorf("a single look spends the whole alpha: %v", one)
+	before := 0.0
+	for k, ik := range info {
+		want := spent(alpha, ik/6) - before
+		before += want
+		got := float64(crossed[k]) / paths
+		// Four standard errors of a binomial share.
+		if tol := 4 * math.Sqrt(want*(1-want)/paths); math.Abs(got-want) > tol {
+			t.Errorf("look %d: crossed in %.5f of paths, want %.5f ± %.5f", k+1, got, want, tol)
+		}
 	}
 }
 
@@ -99,5 +121,22 @@ func TestDecideBaselineTooSmall(t *testing.T) {
 	o := Decide(p, []Metric{{A: reps(1000, 1080, 920), B: b}}).Metrics[0]
 	if o.Decision != Undecided || o.Needs != 0 {
 		t.Errorf("%+v", o)
+	}
+}
+
+// A metric with fewer repetitions than another is not looked at again
+// until it grows: its verdict is the one it would have alone.
+func TestDecideLooksOnlyAtNewValues(t *testing.T) {
+	a := reps(1000, 1040, 950, 1010, 990)
+	b := reps(930, 990, 900, 960, 950)
+	var longA, longB [][]float64
+	for i := range 40 {
+		longA = append(longA, []float64{1000 + float64(i%2)})
+		longB = append(longB, []float64{1000 + float64(i%3)})
+	}
+	alone := Decide(Plan{Alpha: 0.01, Equivalence: 0.05, Floor: 0.05, MaxRepetitions: 40, Family: 2}, []Metric{{A: a, B: b}}).Metrics[0]
+	with := Decide(Plan{Alpha: 0.01, Equivalence: 0.05, Floor: 0.05, MaxRepetitions: 40}, []Metric{{A: a, B: b}, {A: longA, B: longB}}).Metrics[0]
+	if alone != with {
+		t.Errorf("alone %+v, beside a longer metric %+v", alone, with)
 	}
 }
