@@ -74,7 +74,11 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "run %d is the baseline of scenario %s on %s\n", b.RunID, b.ScenarioName, b.Machine)
-			return nil
+			samples, err := st.Samples(cmd.Context(), b.RunID)
+			if err != nil {
+				return err
+			}
+			return warnShortfalls(b.RunID, samples, report.DefaultCompareOptions)
 		},
 	}, &cobra.Command{
 		Use:   "show [SCENARIO]",
@@ -199,7 +203,20 @@ func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario s
 	if c.samples, err = st.Samples(ctx, b.RunID); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return c, warnShortfalls(b.RunID, c.samples, opts)
+}
+
+// warnShortfalls says which metrics of a baseline are too little repeated
+// at their noise for a run of opts.MaxRepetitions to be decided against:
+// they would end undecided however long the run measures, and only a
+// baseline of more repetitions helps.
+func warnShortfalls(id int64, samples []store.Sample, opts report.CompareOptions) error {
+	short, metrics := report.BaselineShortfalls(samples, opts)
+	if len(short) == 0 {
+		return nil
+	}
+	fmt.Fprint(os.Stderr, "vfleet: warning: ")
+	return report.WriteShortfalls(os.Stderr, id, metrics, short, opts)
 }
 
 // moreRounds is the runner's Options.MoreRounds: another round of a

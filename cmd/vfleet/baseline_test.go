@@ -35,7 +35,13 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 	if _, stderr, code := c.run("baseline", "set", "6"); code != 1 || !strings.Contains(stderr, "run 6 is complete with failures") {
 		t.Errorf("a run with failures as baseline: exit %d: %s", code, stderr)
 	}
-	if _, stderr, code := c.run("baseline", "set", "1"); code != 0 || !strings.Contains(stderr, "run 1 is the baseline of scenario quick on lab1") {
+	// A baseline too noisy for its repetitions says so when set.
+	if _, stderr, code := c.run("baseline", "set", "4"); code != 0 || !strings.Contains(stderr, "baseline run 4 is too small for 1 of its 1 metrics") ||
+		!strings.Contains(stderr, "host cpu events_per_sec: cv 11%, 3 repetitions, too noisy for any baseline at 40 repetitions of a run") {
+		t.Errorf("baseline set 4: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := c.run("baseline", "set", "1"); code != 0 || !strings.Contains(stderr, "run 1 is the baseline of scenario quick on lab1") ||
+		strings.Contains(stderr, "too small") {
 		t.Fatalf("baseline set 1: exit %d: %s", code, stderr)
 	}
 	if stdout, stderr, code := c.run("baseline", "show"); code != 0 || !strings.Contains(stdout, "quick") || !strings.Contains(stdout, "lab1") {

@@ -362,3 +362,29 @@ func (p prefix) needs(pl Plan, open int, change float64) int {
 	}
 	return 0
 }
+
+// detectPower is the chance the sizing of a baseline aims at for a change
+// at the floor, as the simulation's goal does.
+const detectPower = 0.8
+
+// BaselineRepetitions is the fewest repetitions a baseline needs, at a
+// coefficient of variation cv per value and perRep values a repetition,
+// for a run of the plan's MaxRepetitions to decide against it: a change
+// at the floor found with detectPower even at the strictest of Holm's
+// levels in a family of the plan's size. 0 when no baseline would do:
+// the run's own values are too few at that noise. Against a baseline of
+// n repetitions no number of new ones resolves a change smaller than the
+// baseline's own uncertainty, so its size is fixed when it is set.
+func BaselineRepetitions(p Plan, cv, perRep float64) int {
+	if cv == 0 {
+		return FirstLook
+	}
+	z := distuv.UnitNormal.Quantile(1-p.Alpha/float64(2*max(p.Family, 1))) + distuv.UnitNormal.Quantile(detectPower)
+	// The change's relative standard error with nA repetitions against
+	// the run's N: cv·√((1/nA + 1/N)/perRep), at most floor/z.
+	room := (p.Floor/z)*(p.Floor/z)*perRep/(cv*cv) - 1/float64(p.MaxRepetitions)
+	if room <= 0 {
+		return 0
+	}
+	return max(FirstLook, int(math.Ceil(1/room)))
+}

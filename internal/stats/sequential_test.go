@@ -140,3 +140,20 @@ func TestDecideLooksOnlyAtNewValues(t *testing.T) {
 		t.Errorf("alone %+v, beside a longer metric %+v", alone, with)
 	}
 }
+
+func TestBaselineRepetitions(t *testing.T) {
+	p := Plan{Alpha: 0.01, Floor: 0.05, MaxRepetitions: 40, Family: 20}
+	quiet, noisy := BaselineRepetitions(p, 0.02, 1), BaselineRepetitions(p, 0.05, 1)
+	if quiet < FirstLook || quiet > 5 || noisy <= quiet || noisy > 60 {
+		t.Errorf("cv 2%%: %d, cv 5%%: %d", quiet, noisy)
+	}
+	// Two guests give two values a repetition.
+	if two := BaselineRepetitions(p, 0.05, 2); two >= noisy {
+		t.Errorf("2 values a repetition need %d, not fewer than 1 value's %d", two, noisy)
+	}
+	// At 10% noise, 40 repetitions of a run cannot find 5% whatever the
+	// baseline.
+	if none := BaselineRepetitions(p, 0.10, 1); none != 0 {
+		t.Errorf("cv 10%%: %d, want none", none)
+	}
+}
