@@ -152,7 +152,7 @@ type baselineFlags struct {
 func (f *baselineFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.on, "baseline", false, "compare the run with its scenario's baseline on this machine, adding repetitions while a metric is undecided; exit 8 when worse, 9 when undecided")
 	f.opts = report.DefaultCompareOptions
-	registerCompareOptions(fs, &f.opts, "with --baseline: ")
+	registerCompareOptions(fs, &f.opts, "with --baseline or --ab: ")
 }
 
 // check refuses what the flags parse but cannot mean.
@@ -160,10 +160,10 @@ func (f *baselineFlags) check(fs *pflag.FlagSet, ab bool) error {
 	if f.on && ab {
 		return errors.New("--baseline compares one run with its baseline; --ab compares two scenarios: use one or the other")
 	}
-	if !f.on {
+	if !f.on && !ab {
 		for _, flag := range []string{"max-repetitions", "alpha", "noise-floor"} {
 			if fs.Changed(flag) {
-				return fmt.Errorf("--%s is for the comparison with the baseline: give --baseline too", flag)
+				return fmt.Errorf("--%s is for a comparison: give --baseline or --ab too", flag)
 			}
 		}
 	}
@@ -232,14 +232,7 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		c.err = fmt.Errorf("read run %d's samples to compare with its baseline: %w", runID, err)
 		return ""
 	}
-	undecided := 0
-	for _, r := range report.CompareRuns(c.run, c.samples, store.Run{ID: runID}, samples, c.opts).Rows {
-		// A baseline too small to resolve the floor is not helped by
-		// more rounds of the run.
-		if r.WorkloadID == workloadID && r.Verdict == report.VerdictUndecided && r.NeedsRepetitions > 0 {
-			undecided++
-		}
-	}
+	undecided := undecidedIn(report.CompareRuns(c.run, c.samples, store.Run{ID: runID}, samples, c.opts), workloadID)
 	if undecided == 0 {
 		return ""
 	}

@@ -88,8 +88,8 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		want string
 	}{
 		{[]string{"--baseline", "--ab", "a.yaml", "b.yaml"}, "use one or the other"},
-		{[]string{"--max-repetitions", "8"}, "give --baseline too"},
-		{[]string{"--noise-floor", "0.1"}, "--noise-floor is for the comparison with the baseline"},
+		{[]string{"--max-repetitions", "8"}, "give --baseline or --ab too"},
+		{[]string{"--noise-floor", "0.1"}, "--noise-floor is for a comparison"},
 		{[]string{"--baseline", "--alpha", "1"}, "strictly between 0 and 1"},
 		{[]string{"--baseline", "--max-repetitions", "1"}, "--max-repetitions 1: want 2 to 1000"},
 	} {
@@ -189,6 +189,32 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 	}
 	if why := hopeless.moreRounds(ctx, add(store.StatusRunning, 95, 105, 100), "cpu", 3); why != "" {
 		t.Errorf("against a baseline of 1 repetition: %q, want no more", why)
+	}
+}
+
+// run --ab measures both runs on while a metric is undecided between
+// them, up to --max-repetitions.
+func TestRunABMoreRounds(t *testing.T) {
+	ctx := context.Background()
+	st, add := baselineStore(t)
+	a := add(store.StatusRunning, 100, 100.1, 99.9)
+	check := &abCheck{st: st, opts: report.DefaultCompareOptions}
+	for _, tc := range []struct {
+		values []float64
+		more   bool
+	}{
+		{[]float64{70, 70.1, 69.9}, false},     // 30% slower: worse at once
+		{[]float64{95, 105, 100}, true},        // not yet within ±5% at 5% noise
+		{[]float64{100.05, 99.95, 100}, false}, // the same
+	} {
+		if why := check.moreRounds(ctx, [2]int64{a, add(store.StatusRunning, tc.values...)}, "cpu", 3); (why != "") != tc.more {
+			t.Errorf("%v: %q, want another round: %v", tc.values, why, tc.more)
+		}
+	}
+	limited := &abCheck{st: st, opts: report.DefaultCompareOptions}
+	limited.opts.MaxRepetitions = 3
+	if why := limited.moreRounds(ctx, [2]int64{a, add(store.StatusRunning, 95, 105, 100)}, "cpu", 3); why != "" {
+		t.Errorf("at --max-repetitions: %q", why)
 	}
 }
 

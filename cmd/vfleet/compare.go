@@ -192,6 +192,47 @@ func registerCompareOptions(fs *pflag.FlagSet, o *report.CompareOptions, prefix 
 	fs.IntVar(&o.MaxRepetitions, "max-repetitions", o.MaxRepetitions, prefix+"the most repetitions a side measured while a metric is undecided, which the looks' levels are planned for")
 }
 
+// undecidedIn counts the metrics of a workload more rounds could decide:
+// undecided, and not against a baseline too small to resolve the floor.
+func undecidedIn(c report.ABComparison, workloadID string) int {
+	n := 0
+	for _, r := range c.Rows {
+		if r.WorkloadID == workloadID && r.Verdict == report.VerdictUndecided && r.NeedsRepetitions > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// abCheck is `vfleet run --ab`'s Options.MoreRoundsAB: another round of
+// a workload in both runs while one of its metrics is undecided between
+// them, compared as the run's comparison will be at the end.
+type abCheck struct {
+	st   *store.Store
+	opts report.CompareOptions
+	// err is the first error reading the runs' samples: no more rounds.
+	err error
+}
+
+func (c *abCheck) moreRounds(ctx context.Context, ids [2]int64, workloadID string, done int) string {
+	if done >= c.opts.MaxRepetitions || c.err != nil {
+		return ""
+	}
+	var samples [2][]store.Sample
+	for i, id := range ids {
+		var err error
+		if samples[i], err = c.st.Samples(ctx, id); err != nil {
+			c.err = fmt.Errorf("read run %d's samples to compare the A/B runs: %w", id, err)
+			return ""
+		}
+	}
+	undecided := undecidedIn(report.CompareRuns(store.Run{ID: ids[0]}, samples[0], store.Run{ID: ids[1]}, samples[1], c.opts), workloadID)
+	if undecided == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its metrics undecided between A and B", undecided)
+}
+
 // checkCompareOptions refuses what the flags parse but the test cannot
 // use. NaN is false under every comparison, so each bound says what is
 // allowed rather than what is not.
