@@ -56,8 +56,8 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		{[]string{"2"}, 0, "same"},
 		{[]string{"2"}, 0, "0.79%/0.72%"}, // each side's coefficient of variation
 		{[]string{"3"}, exitWorse, "run 3: 1 of 1 metrics got worse than in baseline run 1"},
-		{[]string{"4"}, exitUndecided, "1 metric is undecided after 5 and 3 repetitions: about 9 repetitions of a run would likely decide"},
-		{[]string{"4"}, exitUndecided, "1 of 1 metrics are undecided (a run of about 9 repetitions would likely decide them)"},
+		{[]string{"4"}, exitUndecided, "1 metric is undecided after 5 and 3 repetitions: about 30 repetitions of a run would likely decide"},
+		{[]string{"4"}, exitUndecided, "1 of 1 metrics are undecided (a run of about 30 repetitions would likely decide them)"},
 		{[]string{"4", "--format", "json"}, exitUndecided, `"cv_b": 0.1111`},
 		{[]string{"5"}, exitFailed, "scenario quick has no baseline on lab2"},
 		{[]string{"1"}, exitUsage, "run 1 is the baseline of scenario quick itself"},

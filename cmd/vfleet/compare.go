@@ -36,7 +36,7 @@ func newCompareCommand(g *globalOptions) *cobra.Command {
 		Long: `Compare run B against run A. Samples are paired by guest group, workload, parameters
 and metric; each pair gets the change of the mean with its 95% confidence interval, its
 coefficient of variation on each side, and one of four verdicts: better or worse
-(significant by Welch's t test and not within --noise-floor), the same (the change's
+(significant by a t test on the difference of the means and not within --noise-floor), the same (the change's
 interval lies within ±--noise-floor), or undecided (neither yet, with how many repetitions
 would likely decide it). The false better/worse of a whole comparison are bounded by
 --alpha over all its metrics (Holm) and over every look of repetitions up to

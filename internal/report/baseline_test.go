@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// A baseline of 3 repetitions is enough for a quiet metric, not for one
+// A baseline of 5 repetitions is enough for a quiet metric, 3 not for one
 // at 5% noise, and no baseline is for one at 20% against 40 repetitions
 // of a run.
 func TestBaselineShortfalls(t *testing.T) {
-	quiet := abSamples(1, map[string][]float64{"events_per_sec": {100, 101, 99}})
+	quiet := abSamples(1, map[string][]float64{"events_per_sec": {100, 101, 99, 100.5, 99.5}})
 	if short, n := BaselineShortfalls(quiet, DefaultCompareOptions); len(short) != 0 || n != 1 {
 		t.Errorf("cv 1%%: %+v of %d", short, n)
 	}

@@ -40,7 +40,7 @@ type CompareOptions struct {
 // DefaultCompareOptions: a false "better" or "worse" in at most 1% of
 // comparisons whatever their metrics, a change within ±5% the same, and
 // up to 40 repetitions a side, which decide a 5% change at a 5%
-// coefficient of variation in more than 90% of comparisons
+// coefficient of variation in more than 80% of comparisons
 // (TestSequentialDecisionsSimulated).
 var DefaultCompareOptions = CompareOptions{Alpha: 0.01, NoiseFloor: 0.05, Equivalence: 0.05, MaxRepetitions: 40}
 
@@ -82,7 +82,7 @@ type ABRow struct {
 	// deviation / mean): the noise the verdict was reached at.
 	CVA float64 `json:"cv_a"`
 	CVB float64 `json:"cv_b"`
-	// P is the p-value of Welch's t test at the look that decided the row
+	// P is the p-value of the t test at the look that decided the row
 	// (the last for an undecided one), and Level what it had to be below
 	// there: alpha spent at that look and divided among the metrics still
 	// open.

@@ -32,11 +32,11 @@ func abSamples(runID int64, values map[string][]float64) []store.Sample {
 func TestCompareDetectsRealChangesOnly(t *testing.T) {
 	a := abSamples(1, map[string][]float64{
 		"events_per_sec": {100, 101, 99, 100.5, 99.5},
-		"read_clat_p99":  {50, 51, 49, 50, 50},
+		"read_clat_p99":  {50, 50.2, 49.8, 50, 50},
 	})
 	b := abSamples(2, map[string][]float64{
-		"events_per_sec": {90, 91, 89, 90.5, 89.5}, // 10% slower, fully separated
-		"read_clat_p99":  {50.5, 49.5, 51, 50, 49}, // the same
+		"events_per_sec": {90, 91, 89, 90.5, 89.5},     // 10% slower, fully separated
+		"read_clat_p99":  {50.1, 49.9, 50.2, 50, 49.8}, // the same
 	})
 	c := CompareRuns(store.Run{ID: 1}, a, store.Run{ID: 2}, b, DefaultCompareOptions)
 	if len(c.Rows) != 2 {

@@ -243,7 +243,7 @@ const abPageHTML = `<!DOCTYPE html>
 {{range .Rows}}<tr><td>{{.Group}}</td><td>{{.Workload}}{{if .Params}}<br><span class="muted">{{.Params}}</span>{{end}}</td><td>{{.Metric}} {{.Arrow}}</td>
 <td class="num">{{.A}}</td><td class="num">{{.B}}</td><td class="num {{.Class}}">{{.Change}}</td><td class="num">{{.CV}}</td><td class="num">{{.P}}</td><td class="{{.Class}}">{{.Verdict}}</td></tr>
 {{end}}</table>
-<p class="muted">cv: each side's coefficient of variation (standard deviation / mean). p: Welch's t test on the difference of the
+<p class="muted">cv: each side's coefficient of variation (standard deviation / mean). p: t test (Welch's standard error, min(n<sub>A</sub>, n<sub>B</sub>) − 1 degrees of freedom) on the difference of the
 means at the look (repetitions so far) that decided the row, against that look's share of alpha; the verdict says at how many
 repetitions it was decided when it was earlier than the last. The interval of the change propagates both means' 95% intervals.</p>
 </body>

@@ -106,8 +106,8 @@ func groupSequential(alpha float64, info []float64) []float64 {
 // quick.
 func gridPoints(b float64, info []float64, k int) int {
 	sd := math.Sqrt(info[k+1] - info[k])
-	n := int(2*b/(sd/6)) + 1
-	n = min(max(n, 101), 801)
+	n := int(2*b/(sd/4)) + 1
+	n = min(max(n, 101), 401)
 	return n | 1
 }
 

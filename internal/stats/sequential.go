@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -61,7 +62,7 @@ type Outcome struct {
 	Look int
 	// Change is B's mean relative to A's, minus 1, at that look.
 	Change float64
-	// P is the two-sided p-value of Welch's t test at that look, and Level
+	// P is the two-sided p-value of the t test at that look, and Level
 	// the nominal level it had to be below there: the alpha spent at that
 	// look, divided as Holm's procedure divides it among the metrics still
 	// open.
@@ -91,8 +92,9 @@ const needsCap = 100000
 // went on is what its comparison says afterwards.
 //
 // At each look a metric still open is first tested for equivalence (two
-// one-sided Welch t tests against ±floor, Schuirmann 1987), then the
-// open metrics' Welch t tests of "no change" are taken in Holm's order.
+// one-sided t tests against ±floor, Schuirmann 1987), then the open
+// metrics' t tests of "no change" are taken in Holm's
+// order.
 // Both kinds of test spend their level over the looks (Lan & DeMets
 // 1983, with the spending function of Kim & DeMets 1987, ρ = 2) through
 // exact group-sequential boundaries; Holm's procedure at each look uses the
@@ -270,7 +272,7 @@ func (p prefix) at(n int, fixedA bool) (snapshot, bool) {
 	return s, true
 }
 
-// pValue is the two-sided p of Welch's t test, computed apart because
+// pValue is the two-sided p of the t test, computed apart because
 // most looks need only to know it is not small (mayReject).
 func (s *snapshot) pValue() float64 {
 	switch {
@@ -290,16 +292,14 @@ func (s snapshot) mayReject(level float64) bool {
 	return s.se == 0 || math.Abs(s.diff)/s.se >= distuv.UnitNormal.Quantile(1-level/2)
 }
 
-// welch is the standard error of a difference of means and its
-// Welch–Satterthwaite degrees of freedom.
+// welch is the standard error of a difference of means from each side's
+// own variance, and conservative degrees of freedom: min(nA, nB) − 1.
+// Welch–Satterthwaite's estimate is liberal when a run's 2 or 3 values
+// happen to lie close beside a baseline's dozens, and a pooled variance
+// lends a quiet run's spread to a noisy baseline: both call unchanged
+// metrics changed far beyond alpha (TestDecideBaselineFalseAlarms).
 func welch(varA, nA, varB, nB float64) (se, df float64) {
-	qa, qb := varA/nA, varB/nB
-	se = math.Sqrt(qa + qb)
-	df = (qa + qb) * (qa + qb) / (qa*qa/(nA-1) + qb*qb/(nB-1))
-	if math.IsNaN(df) {
-		df = nA + nB - 2
-	}
-	return se, df
+	return math.Sqrt(varA/nA + varB/nB), math.Min(nA, nB) - 1
 }
 
 func (s snapshot) outcome(n int, d Decision, level float64) Outcome {
@@ -338,29 +338,68 @@ func (p prefix) needs(pl Plan, open int, change float64) int {
 		return 0
 	}
 	perA, perB := ma.n/float64(len(p.a)-1), mb.n/float64(len(p.b)-1)
-	zs := distuv.UnitNormal.Quantile(1 - pl.Alpha/float64(2*open))
-	ze := distuv.UnitNormal.Quantile(1 - pl.Equivalence)
+	ls, le := pl.Alpha/float64(2*open), pl.Equivalence
+	zs, ze := distuv.UnitNormal.Quantile(1-ls), distuv.UnitNormal.Quantile(1-le)
 	d, mean := math.Abs(change), math.Abs(ma.mean()+p.shift)
 	decides := func(nA, nB float64) bool {
-		se, _ := welch(ma.variance(), nA, mb.variance(), nB)
+		se, df := welch(ma.variance(), nA, mb.variance(), nB)
 		se /= mean
-		return d > zs*se || d+ze*se < pl.Floor
+		// Student's quantiles are never below the normal ones: what the
+		// normal cannot decide needs no more arithmetic.
+		if d <= zs*se && d+ze*se >= pl.Floor {
+			return false
+		}
+		// Beyond a thousand degrees of freedom Student's quantiles are the
+		// normal's to within 1%, closer than an estimate needs.
+		if df > 1000 {
+			return true
+		}
+		return d > studentQuantile(1-ls, df)*se || d+studentQuantile(1-le, df)*se < pl.Floor
 	}
 	// Against a baseline, B's part of the error vanishes as it grows and
 	// the baseline's stays: what that cannot decide, nothing can.
 	if pl.FixedA && !decides(ma.n, math.Inf(1)) {
 		return 0
 	}
-	for n := len(p.b); n <= needsCap; n++ {
+	at := func(n int) bool {
 		nA := ma.n
 		if !pl.FixedA {
 			nA = perA * float64(n)
 		}
-		if decides(nA, perB*float64(n)) {
-			return n
+		return decides(nA, perB*float64(n))
+	}
+	// More repetitions only narrow the interval: the first size that
+	// decides is found by bisection.
+	lo, hi := len(p.b)-1, needsCap
+	if !at(hi) {
+		return 0
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if at(mid) {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	return 0
+	return hi
+}
+
+type quantileKey struct{ p, df float64 }
+
+var quantiles sync.Map // quantileKey → float64
+
+// studentQuantile is Student's quantile at p for df degrees of freedom
+// rounded down (the larger quantile), remembered: the estimates of
+// undecided metrics ask for the same few again and again.
+func studentQuantile(p, df float64) float64 {
+	k := quantileKey{p, math.Floor(df)}
+	if q, ok := quantiles.Load(k); ok {
+		return q.(float64)
+	}
+	q := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: k.df}.Quantile(p)
+	quantiles.Store(k, q)
+	return q
 }
 
 // detectPower is the chance the sizing of a baseline aims at for a change
@@ -371,20 +410,34 @@ const detectPower = 0.8
 // coefficient of variation cv per value and perRep values a repetition,
 // for a run of the plan's MaxRepetitions to decide against it: a change
 // at the floor found with detectPower even at the strictest of Holm's
-// levels in a family of the plan's size. 0 when no baseline would do:
-// the run's own values are too few at that noise. Against a baseline of
-// n repetitions no number of new ones resolves a change smaller than the
-// baseline's own uncertainty, so its size is fixed when it is set.
+// levels in a family of the plan's size, by the t test at the degrees of
+// freedom the smaller side gives. 0 when no baseline of up to
+// maxBaseline repetitions would do: the run's own values are too few at
+// that noise. Against a baseline of n repetitions no number of new ones
+// resolves a change smaller than the baseline's own uncertainty, so its
+// size is fixed when it is set.
 func BaselineRepetitions(p Plan, cv, perRep float64) int {
 	if cv == 0 {
 		return FirstLook
 	}
-	z := distuv.UnitNormal.Quantile(1-p.Alpha/float64(2*max(p.Family, 1))) + distuv.UnitNormal.Quantile(detectPower)
-	// The change's relative standard error with nA repetitions against
-	// the run's N: cv·√((1/nA + 1/N)/perRep), at most floor/z.
-	room := (p.Floor/z)*(p.Floor/z)*perRep/(cv*cv) - 1/float64(p.MaxRepetitions)
-	if room <= 0 {
-		return 0
+	level := p.Alpha / float64(2*max(p.Family, 1))
+	runValues := perRep * float64(p.MaxRepetitions)
+	for n := FirstLook; n <= maxBaseline; n++ {
+		values := perRep * float64(n)
+		se := cv * math.Sqrt(1/values+1/runValues)
+		df := math.Min(values, runValues) - 1
+		// The normal quantiles are never above Student's: a size they
+		// cannot reach needs no more arithmetic.
+		if (distuv.UnitNormal.Quantile(1-level)+distuv.UnitNormal.Quantile(detectPower))*se > p.Floor {
+			continue
+		}
+		t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+		if (t.Quantile(1-level)+t.Quantile(detectPower))*se <= p.Floor {
+			return n
+		}
 	}
-	return max(FirstLook, int(math.Ceil(1/room)))
+	return 0
 }
+
+// maxBaseline bounds the sizes BaselineRepetitions considers.
+const maxBaseline = 1000
