@@ -93,9 +93,8 @@ const needsCap = 100000
 //
 // At each look a metric still open is first tested for equivalence (two
 // one-sided t tests against ±floor, Schuirmann 1987), then the open
-// metrics' t tests of "no change" are taken in Holm's
-// order.
-// Both kinds of test spend their level over the looks (Lan & DeMets
+// metrics' t tests of "no change" are taken in Holm's order. Both kinds
+// of test spend their level over the looks (Lan & DeMets
 // 1983, with the spending function of Kim & DeMets 1987, ρ = 2) through
 // exact group-sequential boundaries; Holm's procedure at each look uses the
 // boundaries of alpha/r for the r hypotheses not yet rejected, which
@@ -114,6 +113,9 @@ func Decide(p Plan, ms []Metric) Result {
 	open := make([]bool, len(ms))
 	for i := range open {
 		open[i] = true
+		// A metric never looked at (a side without two values) has no
+		// evidence of a change.
+		res.Metrics[i].P = 1
 	}
 	rejected := 0
 	var snaps []snapshot
@@ -146,16 +148,18 @@ func Decide(p Plan, ms []Metric) Result {
 		// Holm's first step is the strictest: when no open metric may
 		// reach it, none is rejected at this look, and the exact p-values
 		// can wait for each metric's last look.
-		first := lookLevels(p.Alpha/float64(family-rejected), snaps[0].fixedA, FirstLook, last)[n-FirstLook]
-		reachable := slices.ContainsFunc(snaps, func(s snapshot) bool { return s.mayReject(first) })
+		firstLevel := func(s snapshot) float64 {
+			return lookLevels(p.Alpha/float64(family-rejected), s.fixedA, FirstLook, last)[n-FirstLook]
+		}
+		reachable := slices.ContainsFunc(snaps, func(s snapshot) bool { return s.mayReject(firstLevel(s)) })
 		for i := range snaps {
 			if !reachable && n < series[snaps[i].metric].latest(p.FixedA) {
 				continue
 			}
 			snaps[i].pValue()
 			// Every open metric shows the level it would have had to
-			// reach, the one the first of them faced.
-			res.Metrics[snaps[i].metric] = snaps[i].outcome(n, Undecided, first)
+			// reach first.
+			res.Metrics[snaps[i].metric] = snaps[i].outcome(n, Undecided, firstLevel(snaps[i]))
 		}
 		if !reachable {
 			continue

@@ -122,6 +122,11 @@ func TestDecideBaselineTooSmall(t *testing.T) {
 	if o.Decision != Undecided || o.Needs != 0 {
 		t.Errorf("%+v", o)
 	}
+	// A baseline of one value bounds no spread: never looked at, no
+	// evidence of anything.
+	if o := Decide(p, []Metric{{A: reps(1000), B: b}}).Metrics[0]; o.Decision != Undecided || o.P != 1 || o.Needs != 0 {
+		t.Errorf("one value: %+v", o)
+	}
 }
 
 // A metric with fewer repetitions than another is not looked at again
