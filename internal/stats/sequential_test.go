@@ -200,3 +200,21 @@ func TestDecideBaselineFalseAlarms(t *testing.T) {
 		}
 	}
 }
+
+// Against a baseline, a metric of few baseline repetitions has boundaries
+// of its own, more lenient early than those of one of many: the look at
+// which it is decided does not depend on which metric comes first.
+func TestDecideEachMetricByItsOwnBoundaries(t *testing.T) {
+	p := Plan{Alpha: 0.01, Equivalence: 0.05, Floor: 0.05, MaxRepetitions: 40, FixedA: true, Family: 2}
+	var many [][]float64
+	for i := range 40 {
+		many = append(many, []float64{1000 + float64(i%5)*20})
+	}
+	quiet := Metric{A: many, B: reps(1000, 1040, 1020, 1060, 1010, 1030)}
+	slower := Metric{A: reps(1000, 1001, 999), B: reps(800, 801, 799, 800, 800, 801)}
+	alone := Decide(p, []Metric{slower}).Metrics[0]
+	after := Decide(p, []Metric{quiet, slower}).Metrics[1]
+	if alone.Decision != Lower || after.Decision != Lower || alone.Look != after.Look {
+		t.Errorf("alone %+v, after another metric %+v", alone, after)
+	}
+}
