@@ -209,8 +209,7 @@ const abPageHTML = `<!DOCTYPE html>
 </head>
 <body>
 <h1>vfleet compare: run {{.A.Run.ID}} → run {{.B.Run.ID}}</h1>
-<p>{{range .Counts}}<span class="{{.Class}}"><strong>{{.N}}</strong> {{.Verdict}}</span> · {{end}}a change counts when
-p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
+<p>{{range .Counts}}<span class="{{.Class}}"><strong>{{.N}}</strong> {{.Verdict}}</span> · {{end}}{{.Criteria}}.</p>
 {{range .Notes}}<p><strong>Note:</strong> {{.}}</p>{{end}}
 
 <h2>Runs</h2>
@@ -224,8 +223,8 @@ p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
 
 <h2>Changes</h2>
 <p class="muted">Bars: the change of B's mean from A's; whiskers: its 95% confidence interval; shaded: the ±{{.NoisePct}} noise floor.
-↑ higher is better, ↓ lower is better. Green/red: better/worse (significant and beyond the floor); grey: no significant difference, or undecided
-(beyond the floor, but too few repetitions for the test to reach p &lt; {{.Options.Alpha}}).</p>
+↑ higher is better, ↓ lower is better. Green/red: better/worse (significant, and the interval not within the floor); grey: the same
+(the interval within the floor), or undecided (neither yet: the note above says what would decide it).</p>
 {{if .HasChart}}{{with .Chart}}{{$c := .}}
 <svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="change of every metric from run A to run B">
 <rect class="band" x="{{px .BandX}}" y="14" width="{{px .BandW}}" height="{{.Height}}"/>
@@ -240,12 +239,13 @@ p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
 
 <h2>Table</h2>
 <table>
-<tr><th>group</th><th>workload</th><th>metric</th><th>A</th><th>B</th><th>change [95% CI]</th><th>p</th><th>verdict</th></tr>
+<tr><th>group</th><th>workload</th><th>metric</th><th>A</th><th>B</th><th>change [95% CI]</th><th>cv A/B</th><th>p</th><th>verdict</th></tr>
 {{range .Rows}}<tr><td>{{.Group}}</td><td>{{.Workload}}{{if .Params}}<br><span class="muted">{{.Params}}</span>{{end}}</td><td>{{.Metric}} {{.Arrow}}</td>
-<td class="num">{{.A}}</td><td class="num">{{.B}}</td><td class="num {{.Class}}">{{.Change}}</td><td class="num">{{.P}}</td><td class="{{.Class}}">{{.Verdict}}</td></tr>
+<td class="num">{{.A}}</td><td class="num">{{.B}}</td><td class="num {{.Class}}">{{.Change}}</td><td class="num">{{.CV}}</td><td class="num">{{.P}}</td><td class="{{.Class}}">{{.Verdict}}</td></tr>
 {{end}}</table>
-<p class="muted">p: two-sided permutation test on the difference of the means, exact over every split of the pooled
-repetitions when they are few. The interval of the change propagates both means' 95% intervals.</p>
+<p class="muted">cv: each side's coefficient of variation (standard deviation / mean). p: t test (Welch's standard error, min(n<sub>A</sub>, n<sub>B</sub>) − 1 degrees of freedom) on the difference of the
+means at the look (repetitions so far) that decided the row, against that look's share of alpha; the verdict says at how many
+repetitions it was decided when it was earlier than the last. The interval of the change propagates both means' 95% intervals.</p>
 </body>
 </html>
 `
