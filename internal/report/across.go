@@ -205,15 +205,14 @@ func (a Across) shared() []bool {
 	return out
 }
 
-func (r AcrossRow) footprint() bool { return r.Role == workload.RoleFootprint }
+// has reports whether any machine has a row of the role.
+func (a Across) has(role workload.Role) bool {
+	return slices.ContainsFunc(a.Rows, func(r AcrossRow) bool { return r.Role == role })
+}
 
 // sharedIndex is each machine's index over the rows of one role
-// (parallel to its columns) that all machines measured; nil when no
-// machine has a row of the role.
+// (parallel to its columns) that all machines measured.
 func (a Across) sharedIndex(role workload.Role) [][]stats.Estimate {
-	if !slices.ContainsFunc(a.Rows, func(r AcrossRow) bool { return r.Role == role }) {
-		return nil
-	}
 	shared := a.shared()
 	out := make([][]stats.Estimate, len(a.Machines))
 	for i, m := range a.Machines {
@@ -293,9 +292,9 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 	writeAligned(w, legend, func(int, int) int { return 0 }, false)
 	fmt.Fprintf(w, "\noverhead index ↑ %s\n", a.sharedCount(workload.RolePerformance))
 	writeAligned(w, foldCells(a.indexRows(a.sharedIndex(workload.RolePerformance)), opts.Width), func(int, int) int { return 0 }, false)
-	if footprint := a.sharedIndex(workload.RoleFootprint); footprint != nil {
+	if a.has(workload.RoleFootprint) {
 		fmt.Fprintf(w, "\nfootprint index ↑ %s\n", a.sharedCount(workload.RoleFootprint))
-		writeAligned(w, foldCells(a.indexRows(footprint), opts.Width), func(int, int) int { return 0 }, false)
+		writeAligned(w, foldCells(a.indexRows(a.sharedIndex(workload.RoleFootprint)), opts.Width), func(int, int) int { return 0 }, false)
 	}
 	if rows, colours := a.wideRows(); opts.Width <= 0 || tableWidth(rows) <= opts.Width {
 		fmt.Fprintln(w)
@@ -307,7 +306,7 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 		}
 	}
 	legendText := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
-		"in parentheses the group's mean;\n" + indexLegend(slices.ContainsFunc(a.Rows, AcrossRow.footprint))
+		"in parentheses the group's mean;\n" + indexLegend(a.has(workload.RoleFootprint))
 	if opts.Color {
 		legendText = ansiDim + legendText + "; green/red: better/worse than the machine's baseline beyond that interval" + ansiReset
 	}
@@ -353,7 +352,7 @@ func (a Across) wideRows() (rows [][]string, colours [][]int) {
 		}
 	}
 	rows, colours = append(rows, index), append(colours, make([]int, len(index)))
-	if slices.ContainsFunc(a.Rows, AcrossRow.footprint) {
+	if a.has(workload.RoleFootprint) {
 		rows, colours = append(rows, footprint), append(colours, make([]int, len(footprint)))
 	}
 	return rows, colours
@@ -394,7 +393,11 @@ type jsonAcrossRow struct {
 // row's cells per machine.
 func WriteAcrossJSON(w io.Writer, a Across) error {
 	out := jsonAcross{Scenario: a.Scenario, Machines: []jsonMachine{}, Rows: []jsonAcrossRow{}}
-	shared, sharedFootprint := a.sharedIndex(workload.RolePerformance), a.sharedIndex(workload.RoleFootprint)
+	shared := a.sharedIndex(workload.RolePerformance)
+	var sharedFootprint [][]stats.Estimate
+	if a.has(workload.RoleFootprint) {
+		sharedFootprint = a.sharedIndex(workload.RoleFootprint)
+	}
 	for i, m := range a.Machines {
 		c := m.Comparison
 		jm := jsonMachine{Label: m.Label, RunID: c.Run.ID, Origin: c.Run.Origin, ScenarioHash: c.Run.ScenarioHash,

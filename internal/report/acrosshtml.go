@@ -55,8 +55,8 @@ func WriteAcrossHTML(w io.Writer, a Across) error {
 		IndexRows: a.indexRows(a.sharedIndex(workload.RolePerformance)), IndexNote: a.sharedCount(workload.RolePerformance),
 		CSVHref:  template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
 		JSONHref: template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes()))}
-	if footprint := a.sharedIndex(workload.RoleFootprint); footprint != nil {
-		d.FootprintRows, d.FootprintNote = a.indexRows(footprint), a.sharedCount(workload.RoleFootprint)
+	if a.has(workload.RoleFootprint) {
+		d.FootprintRows, d.FootprintNote = a.indexRows(a.sharedIndex(workload.RoleFootprint)), a.sharedCount(workload.RoleFootprint)
 	}
 	for _, m := range a.Machines {
 		run := m.Comparison.Run

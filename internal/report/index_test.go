@@ -221,3 +221,31 @@ func TestAcrossShowsBothIndexes(t *testing.T) {
 		t.Errorf("across JSON = %+v, want each machine's shared overhead interval and footprint index", doc.Machines)
 	}
 }
+
+// Runs of footprint rows alone still have an overhead index to print,
+// with nothing comparable in it.
+func TestAcrossWithFootprintOnly(t *testing.T) {
+	run, samples := footprintRun()
+	samples = slices.DeleteFunc(samples, func(s store.Sample) bool {
+		return workload.RoleOf(s.Workload, s.Metric) != workload.RoleFootprint
+	})
+	other := run
+	other.ID = 4
+	a, err := BuildAcross([]Comparison{Build(run, samples, nil), Build(other, samples, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, page bytes.Buffer
+	if err := WriteAcrossTable(&out, a, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "over the 0 of 0 performance metrics") || !strings.Contains(out.String(), "0.54 [no interval]") {
+		t.Errorf("across table:\n%s", out.String())
+	}
+	if err := WriteAcrossHTML(&page, a); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "<h2>Footprint index</h2>") {
+		t.Error("across HTML lacks the footprint index")
+	}
+}

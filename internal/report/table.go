@@ -121,8 +121,8 @@ func writeComparison(w io.Writer, c Comparison, opts TableOptions) {
 	metrics = append(metrics, index)
 	if c.Footprint != nil {
 		footprint := metricRow{name: "footprint index ↑", colours: make([]int, len(c.Footprint))}
-		for j := range c.Footprint {
-			footprint.cells = append(footprint.cells, footprintText(c.Footprint, j))
+		for _, e := range c.Footprint {
+			footprint.cells = append(footprint.cells, formatEstimate(e))
 		}
 		metrics = append(metrics, footprint)
 	}
