@@ -28,11 +28,20 @@ baseline <strong>{{.Run.Baseline}}</strong> = 1.00 · scenario {{.Run.ScenarioSo
 {{end}}</table>
 {{end}}
 <h2>Overhead index</h2>
-<p class="muted">Geometric mean over the workloads of each metric's ratio to the baseline (inverted where lower is
-better, so above 1.00 is always better), with a 95% interval from the spread of the index between repetitions.</p>
+<p class="muted">Geometric mean over the workloads of each performance metric's ratio to the baseline (inverted where
+lower is better, so above 1.00 is always better), with a 95% interval from the spread of the index between repetitions.</p>
 <table>
 {{range .Index}}<tr><th>{{.Label}}</th><td class="num {{.Class}}">{{.Value}}</td></tr>
 {{end}}</table>
+{{with .Footprint}}
+<h2>Footprint index</h2>
+<p class="muted">The same over the fleet's launch and idle density rows (start-up, memory, disk, idle CPU): what
+holding the guests costs, kept out of the overhead index. "no interval": a figure measured once (a fleet launches
+once), nothing to bound it.</p>
+<table>
+{{range .}}<tr><th>{{.Label}}</th><td class="num {{.Class}}">{{.Value}}</td></tr>
+{{end}}</table>
+{{end}}
 {{with .Audit}}
 <h2>Isolation audit</h2>
 <p class="muted">What each group's first guest could do, from read-only probes run by its agent, against what a
