@@ -79,7 +79,11 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "run %d is the baseline of scenario %s on %s\n", b.RunID, termtext.Safe(b.ScenarioName), termtext.Safe(b.Machine))
-			return nil
+			samples, err := st.Samples(cmd.Context(), b.RunID)
+			if err != nil {
+				return err
+			}
+			return warnShortfalls(b.RunID, samples, report.DefaultCompareOptions)
 		},
 	}, &cobra.Command{
 		Use:   "show [SCENARIO]",
@@ -167,33 +171,27 @@ func namedBaseline(ctx context.Context, st *store.Store, scenario, name string) 
 }
 
 // baselineFlags are `vfleet run --baseline`'s: compare the run with its
-// scenario's baseline, measuring more rounds while a change is undecided.
+// scenario's baseline, measuring more rounds while a metric is undecided.
 type baselineFlags struct {
-	on             bool
-	maxRepetitions int
-	opts           report.CompareOptions
+	on   bool
+	opts report.CompareOptions
 }
 
 func (f *baselineFlags) register(fs *pflag.FlagSet) {
-	fs.BoolVar(&f.on, "baseline", false, "compare the run with its scenario's baseline on this machine, adding repetitions while a change is undecided; exit 8 when worse, 9 when undecided")
-	fs.IntVar(&f.maxRepetitions, "max-repetitions", 10, "with --baseline: measure each workload at most this many times")
+	fs.BoolVar(&f.on, "baseline", false, "compare the run with its scenario's baseline on this machine, adding repetitions while a metric is undecided; exit 8 when worse, 9 when undecided")
 	f.opts = report.DefaultCompareOptions
-	fs.Float64Var(&f.opts.Alpha, "alpha", f.opts.Alpha, "with --baseline: significance level of the permutation test")
-	fs.Float64Var(&f.opts.NoiseFloor, "noise-floor", f.opts.NoiseFloor, "with --baseline: smallest relative change that counts (0.05 = 5%)")
+	registerCompareOptions(fs, &f.opts, "with --baseline or --ab: ")
 }
 
 // check refuses what the flags parse but cannot mean.
 func (f *baselineFlags) check(fs *pflag.FlagSet, ab bool) error {
-	switch {
-	case f.on && ab:
+	if f.on && ab {
 		return errors.New("--baseline compares one run with its baseline; --ab compares two scenarios: use one or the other")
-	case f.maxRepetitions < 1:
-		return fmt.Errorf("--max-repetitions %d: want at least 1", f.maxRepetitions)
 	}
-	if !f.on {
+	if !f.on && !ab {
 		for _, flag := range []string{"max-repetitions", "alpha", "noise-floor"} {
 			if fs.Changed(flag) {
-				return fmt.Errorf("--%s is for the comparison with the baseline: give --baseline too", flag)
+				return fmt.Errorf("--%s is for a comparison: give --baseline or --ab too", flag)
 			}
 		}
 	}
@@ -203,12 +201,11 @@ func (f *baselineFlags) check(fs *pflag.FlagSet, ab bool) error {
 // baselineCheck compares a run being measured with its scenario's
 // baseline, as `compare --baseline` does once it is done.
 type baselineCheck struct {
-	st             *store.Store
-	base           store.Baseline
-	run            store.Run
-	samples        []store.Sample
-	opts           report.CompareOptions
-	maxRepetitions int
+	st      *store.Store
+	base    store.Baseline
+	run     store.Run
+	samples []store.Sample
+	opts    report.CompareOptions
 	// err is the first error reading the run's samples while it runs: the
 	// run goes on without more rounds, and its end says what went wrong
 	// before comparing what it measured.
@@ -227,21 +224,35 @@ func (f *baselineFlags) prepare(ctx context.Context, st *store.Store, scenario s
 	}
 	opts := f.opts
 	opts.Baseline = true
-	c := &baselineCheck{st: st, base: b, opts: opts, maxRepetitions: f.maxRepetitions}
+	c := &baselineCheck{st: st, base: b, opts: opts}
 	if c.run, err = st.GetRun(ctx, b.RunID); err != nil {
 		return nil, err
 	}
 	if c.samples, err = st.Samples(ctx, b.RunID); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return c, warnShortfalls(b.RunID, c.samples, opts)
+}
+
+// warnShortfalls says which metrics of a baseline are too little repeated
+// at their noise for a run of opts.MaxRepetitions to be decided against:
+// they would end undecided however long the run measures, and only a
+// baseline of more repetitions helps.
+func warnShortfalls(id int64, samples []store.Sample, opts report.CompareOptions) error {
+	short, metrics := report.BaselineShortfalls(samples, opts)
+	if len(short) == 0 {
+		return nil
+	}
+	fmt.Fprint(os.Stderr, "vfleet: warning: ")
+	return report.WriteShortfalls(os.Stderr, id, metrics, short, opts)
 }
 
 // moreRounds is the runner's Options.MoreRounds: another round of a
-// workload while one of its changes against the baseline exceeds the
-// noise floor but is too little repeated to be tested.
+// workload while one of its metrics is undecided against the baseline
+// and could be decided: the whole run so far is compared, as its
+// comparison will be at the end, so that the same looks decide both.
 func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID string, done int) string {
-	if done >= c.maxRepetitions || c.err != nil {
+	if done >= c.opts.MaxRepetitions || c.err != nil {
 		return ""
 	}
 	samples, err := c.st.Samples(ctx, runID)
@@ -249,27 +260,11 @@ func (c *baselineCheck) moreRounds(ctx context.Context, runID int64, workloadID 
 		c.err = fmt.Errorf("read run %d's samples to compare with its baseline: %w", runID, err)
 		return ""
 	}
-	of := func(all []store.Sample) []store.Sample {
-		var out []store.Sample
-		for _, s := range all {
-			if s.WorkloadID == workloadID {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	undecided := 0
-	for _, r := range report.CompareRuns(c.run, of(c.samples), store.Run{ID: runID}, of(samples), c.opts).Rows {
-		// Rounds that cannot decide within the most allowed are not
-		// measured: a baseline with few values of its own may need more.
-		if r.Verdict == report.VerdictUndecided && r.NeedsRepetitions <= c.maxRepetitions {
-			undecided++
-		}
-	}
+	undecided := undecidedIn(report.CompareRuns(c.run, c.samples, store.Run{ID: runID}, samples, c.opts), workloadID)
 	if undecided == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d of its changes against baseline run %d undecided", undecided, c.base.RunID)
+	return fmt.Sprintf("%d of its metrics undecided against baseline run %d", undecided, c.base.RunID)
 }
 
 // finish prints the run's comparison with the baseline and returns its

@@ -15,8 +15,8 @@ import (
 )
 
 // A regression check made for CI: `compare --baseline` exits 0 for an A/A,
-// 8 when a metric got worse and 9 when a change is beyond the noise floor
-// but too few repetitions were measured to test it.
+// 8 when a metric got worse and 9 when a metric is neither the same nor
+// a change at the repetitions measured.
 func TestCompareBaselineExitStatuses(t *testing.T) {
 	same := []float64{100, 101, 99, 100.5, 99.5}
 	slower := []float64{70, 71, 69, 70.5, 69.5} // 30% slower
@@ -24,7 +24,7 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		storedRun{quickText, "lab1", store.StatusComplete, same},                                 // 1: the baseline
 		storedRun{quickText, "lab1", store.StatusComplete, []float64{100.2, 99.8, 101, 99, 100}}, // 2: A/A
 		storedRun{quickText, "lab1", store.StatusComplete, slower},                               // 3: worse
-		storedRun{quickText, "lab1", store.StatusComplete, []float64{70, 71, 69}},                // 4: worse, 3 reps
+		storedRun{quickText, "lab1", store.StatusComplete, []float64{90, 100, 80}},               // 4: -10% ± 10%, undecided
 		storedRun{quickText, "lab2", store.StatusComplete, same},                                 // 5: another machine
 		storedRun{quickText, "lab1", store.StatusCompleteWithFailures, same},                     // 6
 		storedRun{quickEdited, "lab1", store.StatusComplete, same},                               // 7: scenario edited
@@ -35,7 +35,13 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 	if _, stderr, code := c.run("baseline", "set", "6"); code != 1 || !strings.Contains(stderr, "run 6 is complete with failures") {
 		t.Errorf("a run with failures as baseline: exit %d: %s", code, stderr)
 	}
-	if _, stderr, code := c.run("baseline", "set", "1"); code != 0 || !strings.Contains(stderr, "run 1 is the baseline of scenario quick on lab1") {
+	// A baseline too noisy for its repetitions says so when set.
+	if _, stderr, code := c.run("baseline", "set", "4"); code != 0 || !strings.Contains(stderr, "baseline run 4 is too small for 1 of its 1 metrics") ||
+		!strings.Contains(stderr, "host cpu events_per_sec: cv 11%, 3 repetitions, too noisy for any baseline at 40 repetitions of a run") {
+		t.Errorf("baseline set 4: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := c.run("baseline", "set", "1"); code != 0 || !strings.Contains(stderr, "run 1 is the baseline of scenario quick on lab1") ||
+		strings.Contains(stderr, "too small") {
 		t.Fatalf("baseline set 1: exit %d: %s", code, stderr)
 	}
 	if stdout, stderr, code := c.run("baseline", "show"); code != 0 || !strings.Contains(stdout, "quick") || !strings.Contains(stdout, "lab1") {
@@ -47,10 +53,12 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		code int
 		want string // on stdout and stderr together
 	}{
-		{[]string{"2"}, 0, "no significant difference"},
+		{[]string{"2"}, 0, "same"},
+		{[]string{"2"}, 0, "0.79%/0.72%"}, // each side's coefficient of variation
 		{[]string{"3"}, exitWorse, "run 3: 1 of 1 metrics got worse than in baseline run 1"},
-		{[]string{"4"}, exitUndecided, "undecided (too few repetitions)"},
-		{[]string{"4"}, exitUndecided, "too few repetitions to tell (a run of 4 repetitions can)"},
+		{[]string{"4"}, exitUndecided, "1 metric is undecided after 5 and 3 repetitions: about 30 repetitions of a run would likely decide"},
+		{[]string{"4"}, exitUndecided, "1 of 1 metrics are undecided (a run of about 30 repetitions would likely decide them)"},
+		{[]string{"4", "--format", "json"}, exitUndecided, `"cv_b": 0.1111`},
 		{[]string{"5"}, exitFailed, "scenario quick has no baseline on lab2"},
 		{[]string{"1"}, exitUsage, "run 1 is the baseline of scenario quick itself"},
 		{[]string{"7"}, 0, "scenario quick changed between run 1 and run 7"},
@@ -80,11 +88,10 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		want string
 	}{
 		{[]string{"--baseline", "--ab", "a.yaml", "b.yaml"}, "use one or the other"},
-		{[]string{"--max-repetitions", "8"}, "give --baseline too"},
-		{[]string{"--noise-floor", "0.1"}, "--noise-floor is for the comparison with the baseline"},
+		{[]string{"--max-repetitions", "8"}, "give --baseline or --ab too"},
+		{[]string{"--noise-floor", "0.1"}, "--noise-floor is for a comparison"},
 		{[]string{"--baseline", "--alpha", "1"}, "strictly between 0 and 1"},
-		{[]string{"--baseline", "--alpha", "1e-5"}, "its smallest p is 1/10001"},
-		{[]string{"--baseline", "--max-repetitions", "0"}, "want at least 1"},
+		{[]string{"--baseline", "--max-repetitions", "1"}, "--max-repetitions 1: want 2 to 1000"},
 	} {
 		if _, stderr, code := c.run(append([]string{"run"}, tc.args...)...); code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("run %v: exit %d: %s; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
@@ -92,9 +99,6 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 	}
 }
 
-// run --baseline measures on while a change beyond the noise floor is
-// too little repeated to be tested against the baseline, and no further
-// than --max-repetitions.
 // baselineStore is a store whose runs of scenario quick on lab1 add
 // makes: cpu's values as given, and another workload's, doubled in every
 // run still running and undecided with 3 repetitions, that no question
@@ -134,6 +138,9 @@ func baselineStore(t *testing.T) (st *store.Store, add func(status string, value
 	}
 }
 
+// run --baseline measures on while a metric is undecided against the
+// baseline, and stops once decided, at --max-repetitions, or when the
+// baseline itself is too small for any number of rounds to decide.
 func TestRunBaselineMoreRounds(t *testing.T) {
 	ctx := context.Background()
 	st, add := baselineStore(t)
@@ -141,10 +148,11 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 	if _, err := st.SetBaseline(ctx, base, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab2"}); err == nil || !strings.Contains(err.Error(), "vfleet baseline set") {
+	flags := &baselineFlags{opts: report.DefaultCompareOptions}
+	if _, err := flags.prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab2"}); err == nil || !strings.Contains(err.Error(), "vfleet baseline set") {
 		t.Errorf("no baseline on lab2: %v", err)
 	}
-	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
+	check, err := flags.prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +161,10 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 		done   int
 		more   bool
 	}{
-		{[]float64{70, 71, 69}, 3, true},                  // 30% slower, 3 and 3 cannot reach p < 0.01
-		{[]float64{70, 71, 69, 70, 70, 71}, 6, true},      // 3 and 6: the smallest p is 1/84
-		{[]float64{70, 71, 69, 70, 70, 71, 69}, 7, false}, // 3 and 7: 1/120 < 0.01, decidable
-		{[]float64{102, 101, 103}, 3, false},              // within the noise floor
-		{[]float64{70, 71, 69, 70, 71}, 6, true},          // a step failed: 5 in 6 rounds come to 7 in 8
+		{[]float64{70, 71, 69}, 3, false},       // 30% slower: worse at once
+		{[]float64{95, 105, 100}, 3, true},      // no change, but at 5% noise not yet within ±5%
+		{[]float64{100.5, 99.5, 100}, 3, false}, // the same
+		{[]float64{95, 105}, 3, true},           // a step failed: 2 in 3 rounds
 	} {
 		id := add(store.StatusRunning, tc.values...)
 		why := check.moreRounds(ctx, id, "cpu", tc.done)
@@ -165,21 +172,49 @@ func TestRunBaselineMoreRounds(t *testing.T) {
 			t.Errorf("%v after %d rounds: %q, want another round: %v", tc.values, tc.done, why, tc.more)
 		}
 	}
-	// A baseline of one repetition needs 99 more of the run's to decide.
+	// At the limit, however undecided.
+	limited := *check
+	limited.opts.MaxRepetitions = 3
+	if why := limited.moreRounds(ctx, add(store.StatusRunning, 95, 105, 100), "cpu", 3); why != "" {
+		t.Errorf("at --max-repetitions: %q, want no more", why)
+	}
+	// A baseline of one repetition bounds no spread: no round can help.
 	one := add(store.StatusComplete, 100)
 	if _, err := st.SetBaseline(ctx, one, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	hopeless, err := (&baselineFlags{maxRepetitions: 10, opts: report.DefaultCompareOptions}).prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
+	hopeless, err := flags.prepare(ctx, st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if why := hopeless.moreRounds(ctx, add(store.StatusRunning, 70, 71, 69), "cpu", 3); why != "" {
-		t.Errorf("against a baseline of 1 repetition, 10 cannot decide: %q, want no more", why)
+	if why := hopeless.moreRounds(ctx, add(store.StatusRunning, 95, 105, 100), "cpu", 3); why != "" {
+		t.Errorf("against a baseline of 1 repetition: %q, want no more", why)
 	}
-	// At the limit, however undecided.
-	if why := (&baselineCheck{st: st, base: check.base, run: check.run, samples: check.samples, opts: check.opts, maxRepetitions: 3}).moreRounds(ctx, add(store.StatusRunning, 70, 71, 69), "cpu", 3); why != "" {
-		t.Errorf("at --max-repetitions: %q, want no more", why)
+}
+
+// run --ab measures both runs on while a metric is undecided between
+// them, up to --max-repetitions.
+func TestRunABMoreRounds(t *testing.T) {
+	ctx := context.Background()
+	st, add := baselineStore(t)
+	a := add(store.StatusRunning, 100, 100.1, 99.9)
+	check := &abCheck{st: st, opts: report.DefaultCompareOptions}
+	for _, tc := range []struct {
+		values []float64
+		more   bool
+	}{
+		{[]float64{70, 70.1, 69.9}, false},     // 30% slower: worse at once
+		{[]float64{95, 105, 100}, true},        // not yet within ±5% at 5% noise
+		{[]float64{100.05, 99.95, 100}, false}, // the same
+	} {
+		if why := check.moreRounds(ctx, [2]int64{a, add(store.StatusRunning, tc.values...)}, "cpu", 3); (why != "") != tc.more {
+			t.Errorf("%v: %q, want another round: %v", tc.values, why, tc.more)
+		}
+	}
+	limited := &abCheck{st: st, opts: report.DefaultCompareOptions}
+	limited.opts.MaxRepetitions = 3
+	if why := limited.moreRounds(ctx, [2]int64{a, add(store.StatusRunning, 95, 105, 100)}, "cpu", 3); why != "" {
+		t.Errorf("at --max-repetitions: %q", why)
 	}
 }
 
@@ -191,11 +226,11 @@ func TestRunBaselineComparesAfterAFailedRead(t *testing.T) {
 	if _, err := st.SetBaseline(context.Background(), base, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	check, err := (&baselineFlags{maxRepetitions: 8, opts: report.DefaultCompareOptions}).prepare(context.Background(), st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
+	check, err := (&baselineFlags{opts: report.DefaultCompareOptions}).prepare(context.Background(), st, "quick", hostinfo.Fingerprint{Hostname: "lab1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := add(store.StatusRunning, 70, 71, 69)
+	run := add(store.StatusRunning, 90, 100, 80)
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
 	if why := check.moreRounds(gone, run, "cpu", 3); why != "" || check.err == nil {
@@ -207,7 +242,7 @@ func TestRunBaselineComparesAfterAFailedRead(t *testing.T) {
 	if err := st.FinishRun(context.Background(), run, store.StatusComplete, "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	// 30% slower in 3 repetitions against 5: compared, and undecided.
+	// 10% slower at 10% noise in 3 repetitions against 5: compared, and undecided.
 	var outcome exitError
 	if err := check.finish(context.Background(), run); !errors.As(err, &outcome) || outcome.code != exitUndecided {
 		t.Errorf("finish: %v; want the comparison's outcome, undecided (exit %d)", err, exitUndecided)

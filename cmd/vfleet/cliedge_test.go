@@ -104,9 +104,8 @@ func TestCompareRefusesUnusableAlphaAndNoiseFloor(t *testing.T) {
 		{"--alpha=-Inf", alpha},
 		{"--alpha=0", alpha},
 		{"--alpha=1", alpha},
-		// The sampled test's p is at least 1/10001.
-		{"--alpha=1e-5", "its smallest p is 1/10001"},
-		{"--alpha=0.0000999", "its smallest p is 1/10001"},
+		{"--max-repetitions=1", "--max-repetitions 1: want 2 to 1000"},
+		{"--max-repetitions=1001", "want 2 to 1000"},
 		{"--noise-floor=Inf", floor},
 		{"--noise-floor=NaN", floor},
 		{"--noise-floor=-0.01", floor},
@@ -118,7 +117,7 @@ func TestCompareRefusesUnusableAlphaAndNoiseFloor(t *testing.T) {
 			t.Errorf("compare %s: exit %d, stderr %q; want exit 2 and %q", tc.flag, code, stderr, tc.want)
 		}
 	}
-	for _, flags := range [][]string{{"--alpha=0.5", "--noise-floor=0"}, {"--alpha=0.0001"}, {"--noise-floor=0.99"}} {
+	for _, flags := range [][]string{{"--alpha=0.5", "--noise-floor=0"}, {"--alpha=1e-6", "--max-repetitions=2"}, {"--noise-floor=0.99"}} {
 		if _, stderr, code := c.run(append([]string{"compare", "1", "2"}, flags...)...); code != 0 {
 			t.Errorf("compare %v is allowed: exit %d: %s", flags, code, stderr)
 		}

@@ -8,8 +8,10 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vfleet/vfleet/internal/report"
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 )
 
@@ -18,8 +20,8 @@ import (
 const (
 	// exitWorse: some metric got worse than the baseline's.
 	exitWorse = 8
-	// exitUndecided: nothing got worse, but some change beyond the noise
-	// floor had too few repetitions for the test to decide it.
+	// exitUndecided: nothing got worse, but some metric is neither
+	// better nor the same: its repetitions did not decide it.
 	exitUndecided = 9
 )
 
@@ -31,14 +33,17 @@ func newCompareCommand(g *globalOptions) *cobra.Command {
 		Use:   "compare RUN_A RUN_B | compare --baseline [RUN]",
 		Short: "Compare two stored runs metric by metric, with a significance test",
 		Long: `Compare run B against run A. Samples are paired by guest group, workload, parameters
-and metric; each pair gets the change of the mean with its 95% confidence interval and the
-p-value of an exact (or, for many repetitions, sampled) permutation test. A change counts
-only when p < --alpha and it exceeds --noise-floor; one beyond the floor that too few
-repetitions cannot test is undecided.
+and metric; each pair gets the change of the mean with its 95% confidence interval, its
+coefficient of variation on each side, and one of four verdicts: better or worse
+(significant by a t test on the difference of the means and not within --noise-floor), the same (the change's
+interval lies within ±--noise-floor), or undecided (neither yet, with how many repetitions
+would likely decide it). The false better/worse of a whole comparison are bounded by
+--alpha over all its metrics (Holm) and over every look of repetitions up to
+--max-repetitions (group-sequential spending): see docs/results.md.
 
 With --baseline, RUN (default: latest) is compared against the baseline of its scenario on
-its machine ('vfleet baseline set'). Exit status: 0 when nothing got worse and nothing was
-undecided, 8 when some metric got worse, 9 when none did but some change was undecided.`,
+its machine ('vfleet baseline set'). Exit status: 0 when every metric is the same or better,
+8 when some metric got worse, 9 when none did but some metric is undecided.`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -92,8 +97,7 @@ undecided, 8 when some metric got worse, 9 when none did but some change was und
 			return writeComparison(g, c, format, output)
 		},
 	}
-	cmd.Flags().Float64Var(&o.Alpha, "alpha", o.Alpha, "significance level of the permutation test")
-	cmd.Flags().Float64Var(&o.NoiseFloor, "noise-floor", o.NoiseFloor, "smallest relative change that counts (0.05 = 5%)")
+	registerCompareOptions(cmd.Flags(), &o, "")
 	cmd.Flags().BoolVar(&baseline, "baseline", false, "compare RUN (default latest) with its scenario's baseline; exit 8 when worse, 9 when undecided")
 	cmd.Flags().StringVar(&format, "format", "table", "table, json or html")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
@@ -150,26 +154,82 @@ func compareWithBaseline(ctx context.Context, st *store.Store, ref string, o rep
 }
 
 // baselineOutcome is the exit status of a comparison with a baseline: a
-// CI job fails on what got worse, and tells apart what it could not decide.
+// CI job passes only when every metric is the same or better, fails on
+// what got worse, and tells apart what was not decided.
 func baselineOutcome(c report.ABComparison) error {
-	worse, undecided, needs := 0, 0, 0
+	worse, undecided, needs, never := 0, 0, 0, 0
 	for _, r := range c.Rows {
 		switch r.Verdict {
 		case report.VerdictWorse:
 			worse++
 		case report.VerdictUndecided:
 			undecided++
+			if r.NeedsRepetitions == 0 {
+				never++
+			}
 			needs = max(needs, r.NeedsRepetitions)
 		}
 	}
 	switch {
 	case worse > 0:
 		return exitError{exitWorse, fmt.Errorf("run %d: %d of %d metrics got worse than in baseline run %d", c.B.ID, worse, len(c.Rows), c.A.ID)}
+	case never > 0:
+		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics are undecided, %d of them because the baseline's repetitions are too few at its noise (set a baseline of more repetitions)",
+			c.B.ID, c.A.ID, undecided, len(c.Rows), never)}
 	case undecided > 0:
-		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics changed beyond the noise floor with too few repetitions to tell (a run of %d repetitions can)",
+		return exitError{exitUndecided, fmt.Errorf("run %d: nothing got worse than in baseline run %d, but %d of %d metrics are undecided (a run of about %d repetitions would likely decide them)",
 			c.B.ID, c.A.ID, undecided, len(c.Rows), needs)}
 	}
 	return nil
+}
+
+// registerCompareOptions adds the flags of a comparison; prefix says
+// which command's option they are for ("with --baseline: ").
+func registerCompareOptions(fs *pflag.FlagSet, o *report.CompareOptions, prefix string) {
+	fs.Float64Var(&o.Alpha, "alpha", o.Alpha, prefix+"chance of calling any unchanged metric better or worse, per comparison of all metrics")
+	fs.Float64Var(&o.NoiseFloor, "noise-floor", o.NoiseFloor, prefix+"relative change within which a metric is the same (0.05 = 5%)")
+	fs.IntVar(&o.MaxRepetitions, "max-repetitions", o.MaxRepetitions, prefix+"the most repetitions a side measured while a metric is undecided, which the looks' levels are planned for")
+}
+
+// undecidedIn counts the metrics of a workload more rounds could decide:
+// undecided, and not against a baseline too small to resolve the floor.
+func undecidedIn(c report.ABComparison, workloadID string) int {
+	n := 0
+	for _, r := range c.Rows {
+		if r.WorkloadID == workloadID && r.Verdict == report.VerdictUndecided && r.NeedsRepetitions > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// abCheck is `vfleet run --ab`'s Options.MoreRoundsAB: another round of
+// a workload in both runs while one of its metrics is undecided between
+// them, compared as the run's comparison will be at the end.
+type abCheck struct {
+	st   *store.Store
+	opts report.CompareOptions
+	// err is the first error reading the runs' samples: no more rounds.
+	err error
+}
+
+func (c *abCheck) moreRounds(ctx context.Context, ids [2]int64, workloadID string, done int) string {
+	if done >= c.opts.MaxRepetitions || c.err != nil {
+		return ""
+	}
+	var samples [2][]store.Sample
+	for i, id := range ids {
+		var err error
+		if samples[i], err = c.st.Samples(ctx, id); err != nil {
+			c.err = fmt.Errorf("read run %d's samples to compare the A/B runs: %w", id, err)
+			return ""
+		}
+	}
+	undecided := undecidedIn(report.CompareRuns(store.Run{ID: ids[0]}, samples[0], store.Run{ID: ids[1]}, samples[1], c.opts), workloadID)
+	if undecided == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its metrics undecided between A and B", undecided)
 }
 
 // checkCompareOptions refuses what the flags parse but the test cannot
@@ -179,20 +239,20 @@ func checkCompareOptions(o report.CompareOptions) error {
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return fmt.Errorf("--alpha %v: want a number strictly between 0 and 1, such as 0.01", o.Alpha)
 	}
-	// Many values are tested by sampling splits, whose p is never below
-	// 1/(rounds+1): at a lower alpha every such row would read "no
-	// significant difference", however large its change.
-	if floor := 1 / float64(o.Rounds+1); o.Alpha <= floor {
-		return fmt.Errorf("--alpha %v: the test samples %d splits of many values, so its smallest p is 1/%d (%.2g): want an alpha above it",
-			o.Alpha, o.Rounds, o.Rounds+1, floor)
-	}
 	// A floor of 100% or more would hide every fall of a positive metric
 	// (none falls by more), and past that its band prints as ±+Inf%.
 	if !(o.NoiseFloor >= 0 && o.NoiseFloor < 1) {
 		return fmt.Errorf("--noise-floor %v: want a fraction ≥ 0 and below 1 (0.05 = 5%%)", o.NoiseFloor)
 	}
+	if o.MaxRepetitions < stats.FirstLook || o.MaxRepetitions > maxRepetitionsLimit {
+		return fmt.Errorf("--max-repetitions %d: want %d to %d (the first look needs %d a side)", o.MaxRepetitions, stats.FirstLook, maxRepetitionsLimit, stats.FirstLook)
+	}
 	return nil
 }
+
+// maxRepetitionsLimit bounds the looks a comparison plans for: beyond
+// it, a run of that many rounds is no longer a regression check.
+const maxRepetitionsLimit = 1000
 
 // scenarioWarning says, or returns "", when two runs did not run the same
 // scenario: they are still compared, as variants may be on purpose, but a

@@ -41,12 +41,14 @@ written next to the results.
 
 With --ab, two scenarios run as two runs at once, step by step in alternating order
 (A then B, then B then A, ...), so that drift of the machine cannot pass for a
-difference between them; the A/B comparison is printed at the end.
+difference between them; while a metric of a workload is undecided between them, both
+measure it again, up to --max-repetitions; the A/B comparison is printed at the end.
 
 With --baseline, the run is compared with its scenario's baseline on this machine
-('vfleet baseline set'), and while a change beyond the noise floor is too little repeated
-to be tested, each workload is measured again, up to --max-repetitions. Exit status as
-'vfleet compare --baseline': 8 when something got worse, 9 when something is undecided.
+('vfleet baseline set'), and while a metric of a workload is undecided (neither a change
+nor the same within the noise floor), the workload is measured again, up to
+--max-repetitions. Exit status as 'vfleet compare --baseline': 0 when every metric is the
+same or better, 8 when something got worse, 9 when something is undecided.
 
 With --on, the scenario runs on each machine named (over SSH: keys from the SSH agent or
 --on-identity, host keys checked against known_hosts, never a password) instead of this
@@ -85,9 +87,6 @@ removes what a killed run left on a machine (docs/many-machines.md).`,
 			if stopOnEOF {
 				eof = os.Stdin
 			}
-			if !base.on {
-				return runScenarios(g, args, htmlPath, &obs, nil, nil, eof)
-			}
 			return runScenarios(g, args, htmlPath, &obs, nil, &base, eof)
 		},
 	}
@@ -103,9 +102,10 @@ removes what a killed run left on a machine (docs/many-machines.md).`,
 }
 
 // runScenarios runs the scenarios and prints their reports; with an
-// audit, it only starts the guests, audits them and prints that; with a
-// baseline, it compares the run with it. A run ends as after Ctrl-C when
-// eof, if not nil, ends.
+// audit, it only starts the guests, audits them and prints that; with
+// base on, it compares the run with its baseline; two scenarios are an
+// A/B run, compared at base's options (the defaults when base is nil).
+// A run ends as after Ctrl-C when eof, if not nil, ends.
 func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observeFlags, auditOnly *auditOptions, base *baselineFlags, eof io.Reader) error {
 	began := time.Now()
 	var specs []*scenario.Spec
@@ -141,12 +141,20 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	}
 	opts := sess.Options(ctx, st)
 	opts.AuditOnly = auditOnly != nil
-	var check *baselineCheck
+	compareOpts := report.DefaultCompareOptions
 	if base != nil {
+		compareOpts = base.opts
+	}
+	var check *baselineCheck
+	if base != nil && base.on {
 		if check, err = base.prepare(ctx, st, specs[0].Name, opts.Host); err != nil {
 			return err
 		}
 		opts.MoreRounds = check.moreRounds
+	}
+	ab := &abCheck{st: st, opts: compareOpts}
+	if len(specs) == 2 && !opts.AuditOnly {
+		opts.MoreRoundsAB = ab.moreRounds
 	}
 	observer, stopObserving, err := obs.start(ctx, progress.Logf)
 	if err != nil {
@@ -193,7 +201,10 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		}
 	}
 	if len(ids) == 2 && ids[0] != 0 && ids[1] != 0 {
-		if _, err := printComparison(rctx, st, ids[0], ids[1], report.DefaultCompareOptions); err != nil {
+		if ab.err != nil {
+			fmt.Fprintf(os.Stderr, "vfleet: warning: %v; no rounds were added after it\n", ab.err)
+		}
+		if _, err := printComparison(rctx, st, ids[0], ids[1], compareOpts); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/vfleet/vfleet/internal/runner"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // lendsDevice says whether each guest of g takes a PCI device of the host.
@@ -72,7 +73,7 @@ func (f *Fleet) Measure(ctx context.Context, size int) ([]Sample, int64, error) 
 func groupSamples(stored []store.Sample, group string, c Catalog) []Sample {
 	var out []Sample
 	for _, s := range stored {
-		if _, ok := c[s.WorkloadID]; !ok || s.Group != group || runner.GroupFigure(s.Metric) {
+		if _, ok := c[s.WorkloadID]; !ok || s.Group != group || workload.GroupFigure(s.Metric) {
 			continue
 		}
 		out = append(out, Sample{Metric: s.WorkloadID + "." + s.Metric, Unit: s.Unit, Guest: s.Guest, Repetition: s.Repetition, Value: s.Value})

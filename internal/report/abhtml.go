@@ -148,6 +148,7 @@ type abHTMLData struct {
 	A, B      abRunInfo
 	Options   CompareOptions
 	NoisePct  string
+	Criteria  string
 	HostsDiff []string
 	Chart     changeChart
 	HasChart  bool
@@ -163,7 +164,7 @@ type abRunInfo struct {
 
 type abHTMLRow struct {
 	Group, Workload, Params, Metric, Arrow string
-	A, B, Change, P, Verdict, Class        string
+	A, B, Change, CV, P, Verdict, Class    string
 }
 
 type abCount struct {
@@ -179,16 +180,17 @@ func WriteABHTML(w io.Writer, c ABComparison) error {
 	rows := sortedABRows(c)
 	d := abHTMLData{
 		A: abRunInfo{Run: c.A, Host: hostLine(c.A.Host)}, B: abRunInfo{Run: c.B, Host: hostLine(c.B.Host)},
-		Options: c.Options, NoisePct: fmt.Sprintf("%g%%", 100*c.Options.NoiseFloor), HostsDiff: runDifferences(c.A, c.B),
+		Options: c.Options, NoisePct: fmt.Sprintf("%g%%", 100*c.Options.NoiseFloor), Criteria: criteria(c.Options), HostsDiff: runDifferences(c.A, c.B),
 	}
 	d.Chart, d.HasChart = buildChangeChart(c, rows)
 	counts := map[string]int{}
 	for _, r := range rows {
 		hr := abHTMLRow{Group: r.Group, Workload: r.WorkloadID, Params: r.Params, Metric: r.Metric, Arrow: arrow(string(r.Better)),
-			A: cellValue(r.A, r.Unit), B: cellValue(r.B, r.Unit), Change: "—", P: "—", Verdict: r.Verdict, Class: verdictClass(r.Verdict)}
+			A: cellValue(r.A, r.Unit), B: cellValue(r.B, r.Unit), Change: "—", CV: "—", P: "—", Verdict: verdictText(r), Class: verdictClass(r.Verdict)}
 		if r.Verdict != VerdictOnlyA && r.Verdict != VerdictOnlyB {
 			hr.P = fmt.Sprintf("%.3g", r.P)
 			hr.Change = changeText(r)
+			hr.CV = cvText(r)
 		}
 		if r.Verdict == VerdictOnlyA || r.Verdict == VerdictOnlyB {
 			hr.Class = "muted"

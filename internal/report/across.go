@@ -50,6 +50,7 @@ type AcrossRow struct {
 	Metric     string          `json:"metric"`
 	Unit       string          `json:"unit"`
 	Better     workload.Better `json:"better"`
+	Role       workload.Role   `json:"role"`
 }
 
 // Entry names the row's workload entry and case together.
@@ -83,7 +84,7 @@ func BuildAcross(cs []Comparison) (Across, error) {
 			k := rowKey{r.WorkloadID, r.Case, r.Metric}
 			if _, ok := index[k]; !ok {
 				index[k] = len(a.Rows)
-				a.Rows = append(a.Rows, AcrossRow{WorkloadID: r.WorkloadID, Case: r.Case, Metric: r.Metric, Unit: r.Unit, Better: r.Better})
+				a.Rows = append(a.Rows, AcrossRow{WorkloadID: r.WorkloadID, Case: r.Case, Metric: r.Metric, Unit: r.Unit, Better: r.Better, Role: r.Role})
 			}
 		}
 	}
@@ -92,7 +93,7 @@ func BuildAcross(cs []Comparison) (Across, error) {
 		aligned := make([]Row, len(a.Rows))
 		for j, r := range a.Rows {
 			aligned[j] = Row{WorkloadID: r.WorkloadID, Case: r.Case, Metric: r.Metric, Unit: r.Unit, Better: r.Better,
-				Cells: make([]Cell, len(c.Columns))}
+				Role: r.Role, Cells: make([]Cell, len(c.Columns))}
 		}
 		for _, r := range c.Rows {
 			aligned[index[rowKey{r.WorkloadID, r.Case, r.Metric}]] = r
@@ -205,9 +206,14 @@ func (a Across) shared() []bool {
 	return out
 }
 
-// sharedIndex is each machine's overhead index (parallel to its columns)
-// over the rows all machines measured.
-func (a Across) sharedIndex() [][]stats.Estimate {
+// has reports whether any machine has a row of the role.
+func (a Across) has(role workload.Role) bool {
+	return slices.ContainsFunc(a.Rows, func(r AcrossRow) bool { return r.Role == role })
+}
+
+// sharedIndex is each machine's index over the rows of one role
+// (parallel to its columns) that all machines measured.
+func (a Across) sharedIndex(role workload.Role) [][]stats.Estimate {
 	shared := a.shared()
 	out := make([][]stats.Estimate, len(a.Machines))
 	for i, m := range a.Machines {
@@ -218,16 +224,30 @@ func (a Across) sharedIndex() [][]stats.Estimate {
 				view.Rows = append(view.Rows, r)
 			}
 		}
-		out[i] = overheadIndex(view)
+		out[i] = indexOf(view, role)
 	}
 	return out
 }
 
-// indexRows are the overhead index of every group on every machine over
-// the rows all measured, a row per group (in first-seen order, titled as
+// sharedCount says over how many of the role's rows the shared index is.
+func (a Across) sharedCount(role workload.Role) string {
+	shared, total := 0, 0
+	for i, ok := range a.shared() {
+		if a.Rows[i].Role != role {
+			continue
+		}
+		total++
+		if ok {
+			shared++
+		}
+	}
+	return fmt.Sprintf("over the %d of %d %s metrics every machine measured", shared, total, role)
+}
+
+// indexRows are an index of every group on every machine (as
+// sharedIndex gives it), a row per group (in first-seen order, titled as
 // the first machine with it titles it), a column per machine.
-func (a Across) indexRows() [][]string {
-	index := a.sharedIndex()
+func (a Across) indexRows(index [][]stats.Estimate) [][]string {
 	var groups, labels []string
 	for _, m := range a.Machines {
 		for _, col := range m.Comparison.Columns {
@@ -271,14 +291,12 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 		}
 	}
 	writeAligned(w, legend, func(int, int) int { return 0 }, false)
-	shared := 0
-	for _, ok := range a.shared() {
-		if ok {
-			shared++
-		}
+	fmt.Fprintf(w, "\noverhead index ↑ %s\n", a.sharedCount(workload.RolePerformance))
+	writeAligned(w, foldCells(a.indexRows(a.sharedIndex(workload.RolePerformance)), opts.Width), func(int, int) int { return 0 }, false)
+	if a.has(workload.RoleFootprint) {
+		fmt.Fprintf(w, "\nfootprint index ↑ %s\n", a.sharedCount(workload.RoleFootprint))
+		writeAligned(w, foldCells(a.indexRows(a.sharedIndex(workload.RoleFootprint)), opts.Width), func(int, int) int { return 0 }, false)
 	}
-	fmt.Fprintf(w, "\noverhead index ↑ over the %d of %d metrics every machine measured\n", shared, len(a.Rows))
-	writeAligned(w, foldCells(a.indexRows(), opts.Width), func(int, int) int { return 0 }, false)
 	if rows, colours := a.wideRows(); opts.Width <= 0 || tableWidth(rows) <= opts.Width {
 		fmt.Fprintln(w)
 		writeAligned(w, rows, func(i, j int) int { return colours[i][j] }, opts.Color)
@@ -289,8 +307,7 @@ func WriteAcrossTable(out io.Writer, a Across, opts TableOptions) error {
 		}
 	}
 	legendText := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
-		"in parentheses the group's mean; overhead index: geometric mean over workloads of each metric's\n" +
-		"ratio (inverted where lower is better) [95% interval]"
+		"in parentheses the group's mean;\n" + indexLegend(a.has(workload.RoleFootprint))
 	if opts.Color {
 		legendText = ansiDim + legendText + "; green/red: better/worse than the machine's baseline beyond that interval" + ansiReset
 	}
@@ -328,13 +345,18 @@ func (a Across) wideRows() (rows [][]string, colours [][]int) {
 		}
 		rows, colours = append(rows, row), append(colours, colour)
 	}
-	index := []string{"overhead index ↑"}
+	index, footprint := []string{"overhead index ↑"}, []string{"footprint index ↑"}
 	for _, m := range a.Machines {
-		for _, e := range m.Comparison.Index {
+		for j, e := range m.Comparison.Index {
 			index = append(index, formatEstimate(e))
+			footprint = append(footprint, footprintText(m.Comparison.Footprint, j))
 		}
 	}
-	return append(rows, index), append(colours, make([]int, len(index)))
+	rows, colours = append(rows, index), append(colours, make([]int, len(index)))
+	if a.has(workload.RoleFootprint) {
+		rows, colours = append(rows, footprint), append(colours, make([]int, len(footprint)))
+	}
+	return rows, colours
 }
 
 // jsonAcross is the JSON export of a comparison across machines.
@@ -356,6 +378,10 @@ type jsonMachine struct {
 	Index        []jsonEstimate       `json:"overhead_index"` // parallel to columns
 	// SharedIndex is the index over only the rows every machine measured.
 	SharedIndex []jsonEstimate `json:"overhead_index_shared"`
+	// Footprint and SharedFootprint are the footprint index, the same
+	// way; null for runs without launch and density rows.
+	Footprint       []jsonEstimate `json:"footprint_index"`
+	SharedFootprint []jsonEstimate `json:"footprint_index_shared"`
 }
 
 type jsonAcrossRow struct {
@@ -368,12 +394,20 @@ type jsonAcrossRow struct {
 // row's cells per machine.
 func WriteAcrossJSON(w io.Writer, a Across) error {
 	out := jsonAcross{Scenario: a.Scenario, Machines: []jsonMachine{}, Rows: []jsonAcrossRow{}}
-	shared := a.sharedIndex()
+	shared := a.sharedIndex(workload.RolePerformance)
+	var sharedFootprint [][]stats.Estimate
+	if a.has(workload.RoleFootprint) {
+		sharedFootprint = a.sharedIndex(workload.RoleFootprint)
+	}
 	for i, m := range a.Machines {
 		c := m.Comparison
-		out.Machines = append(out.Machines, jsonMachine{Label: m.Label, RunID: c.Run.ID, Origin: c.Run.Origin, ScenarioHash: c.Run.ScenarioHash,
+		jm := jsonMachine{Label: m.Label, RunID: c.Run.ID, Origin: c.Run.Origin, ScenarioHash: c.Run.ScenarioHash,
 			Status: c.Run.Status, Baseline: c.Run.Baseline, Host: c.Run.Host, Columns: c.Columns, Index: jsonEstimates(c.Index),
-			SharedIndex: jsonEstimates(shared[i])})
+			SharedIndex: jsonEstimates(shared[i]), Footprint: jsonEstimates(c.Footprint)}
+		if sharedFootprint != nil {
+			jm.SharedFootprint = jsonEstimates(sharedFootprint[i])
+		}
+		out.Machines = append(out.Machines, jm)
 	}
 	for i, r := range a.Rows {
 		row := jsonAcrossRow{AcrossRow: r}
@@ -389,7 +423,7 @@ func WriteAcrossJSON(w io.Writer, a Across) error {
 
 // acrossCSVColumns are the long form's columns, documented in docs/results.md.
 var acrossCSVColumns = []string{"machine", "run_id", "group", "kind", "runtime", "baseline", "workload_id", "case", "metric",
-	"unit", "better", "n", "mean", "ci_low", "ci_high", "ratio", "ratio_ci_low", "ratio_ci_high"}
+	"unit", "better", "n", "mean", "ci_low", "ci_high", "ratio", "ratio_ci_low", "ratio_ci_high", "role"}
 
 // WriteAcrossCSV writes one line per machine, group and row measured: the
 // group's mean with its interval and its ratio to the machine's baseline
@@ -410,10 +444,11 @@ func WriteAcrossCSV(w io.Writer, a Across) error {
 				s := cell.Summary
 				rec := []string{m.Label, strconv.FormatInt(m.Comparison.Run.ID, 10), col.Group, col.Kind, col.Runtime,
 					strconv.FormatBool(col.Baseline), r.WorkloadID, r.Case, r.Metric, r.Unit, string(r.Better),
-					strconv.Itoa(s.N), num(s.Mean), num(s.CILow), num(s.CIHigh), "", "", ""}
+					strconv.Itoa(s.N), num(s.Mean), num(s.CILow), num(s.CIHigh), "", "", "", string(r.Role)}
 				if cell.Comparable {
 					n := cell.Normalized
-					rec[len(rec)-3], rec[len(rec)-2], rec[len(rec)-1] = num(n.Ratio), num(n.CILow), num(n.CIHigh)
+					at := slices.Index(acrossCSVColumns, "ratio")
+					rec[at], rec[at+1], rec[at+2] = num(n.Ratio), num(n.CILow), num(n.CIHigh)
 				}
 				if err := cw.Write(rec); err != nil {
 					return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // acrossFixture is the fixture's scenario on two machines: lab1 (x86_64)
@@ -66,7 +67,7 @@ func TestBuildAcrossAlignsRowsPerMachine(t *testing.T) {
 	}
 	// The machines' indexes side by side count only what both measured:
 	// lab1's fio would otherwise weigh on its index alone.
-	if got := a.sharedIndex()[0][1].Value; math.Abs(got-4110.0/4285.0) > 1e-9 {
+	if got := a.sharedIndex(workload.RolePerformance)[0][1].Value; math.Abs(got-4110.0/4285.0) > 1e-9 {
 		t.Fatalf("lab1's container index over the shared metrics = %v, want cpu's ratio %v", got, 4110.0/4285.0)
 	}
 }
@@ -252,7 +253,7 @@ func TestAcrossHTML(t *testing.T) {
 	}
 	for _, want := range []string{"default on 2 machines", "lab2 (aarch64, 6.1.0-arm) · container (runc): 0.80",
 		"lab1 (x86_64, 6.1.0) · run 7", "lab2 (aarch64, 6.1.0-arm) · run 9", "Neoverse-N1", `<rect class="worse"`,
-		"over the 2 of 3 metrics every machine measured", "measured on ssh://root@lab2:22"} {
+		"over the 2 of 3 performance metrics every machine measured", "measured on ssh://root@lab2:22"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 type acrossHTMLData struct {
@@ -17,10 +19,14 @@ type acrossHTMLData struct {
 	IndexNote string
 	// IndexRows is the overhead index per group and machine, the header first.
 	IndexRows [][]string
-	Charts    []chart
-	Blocks    []acrossHTMLBlock
-	CSVHref   template.URL
-	JSONHref  template.URL
+	// FootprintNote and FootprintRows are the footprint index the same
+	// way; no rows for runs without launch and density rows.
+	FootprintNote string
+	FootprintRows [][]string
+	Charts        []chart
+	Blocks        []acrossHTMLBlock
+	CSVHref       template.URL
+	JSONHref      template.URL
 }
 
 type acrossHTMLMachine struct {
@@ -45,16 +51,13 @@ func WriteAcrossHTML(w io.Writer, a Across) error {
 	if err := WriteAcrossJSON(&jsonBuf, a); err != nil {
 		return err
 	}
-	shared := 0
-	for _, ok := range a.shared() {
-		if ok {
-			shared++
-		}
+	d := acrossHTMLData{Scenario: a.Scenario, Where: a.where(),
+		IndexRows: a.indexRows(a.sharedIndex(workload.RolePerformance)), IndexNote: a.sharedCount(workload.RolePerformance),
+		CSVHref:  template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
+		JSONHref: template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes()))}
+	if a.has(workload.RoleFootprint) {
+		d.FootprintRows, d.FootprintNote = a.indexRows(a.sharedIndex(workload.RoleFootprint)), a.sharedCount(workload.RoleFootprint)
 	}
-	d := acrossHTMLData{Scenario: a.Scenario, Where: a.where(), IndexRows: a.indexRows(),
-		IndexNote: fmt.Sprintf("over the %d of %d metrics every machine measured", shared, len(a.Rows)),
-		CSVHref:   template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
-		JSONHref:  template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes()))}
 	for _, m := range a.Machines {
 		run := m.Comparison.Run
 		d.Machines = append(d.Machines, acrossHTMLMachine{Label: m.Label, Run: strconv.FormatInt(run.ID, 10), Origin: run.Origin, Status: run.Status,
@@ -107,11 +110,19 @@ machine, the figure beside it what the machine does.</p>
 {{end}}</table>
 
 <h2>Overhead index</h2>
-<p class="muted">Geometric mean over the workloads of each metric's ratio to the machine's baseline (inverted where lower
-is better, so above 1.00 is always better) {{.IndexNote}}, with a 95% interval.</p>
+<p class="muted">Geometric mean over the workloads of each performance metric's ratio to the machine's baseline (inverted
+where lower is better, so above 1.00 is always better) {{.IndexNote}}, with a 95% interval.</p>
 <table>
 {{range $i, $r := .IndexRows}}<tr>{{range $r}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>
 {{end}}</table>
+{{with .FootprintRows}}
+<h2>Footprint index</h2>
+<p class="muted">The same over the fleet's launch and idle density rows (start-up, memory, disk, idle CPU), kept out of
+the overhead index {{$.FootprintNote}}; "no interval": a figure measured once, nothing to bound it.</p>
+<table>
+{{range $i, $r := .}}<tr>{{range $r}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>
+{{end}}</table>
+{{end}}
 
 <h2>Each metric on each machine</h2>
 <p class="muted">Bars: each group's mean relative to its machine's baseline; whiskers: 95% confidence interval; dashed

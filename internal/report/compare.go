@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,34 +15,51 @@ import (
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
-// CompareOptions set what counts as a real difference between two runs.
+// CompareOptions set what counts as a real difference between two runs
+// and how long a comparison may measure to find out.
 type CompareOptions struct {
-	// Alpha is the significance level of the permutation test.
+	// Alpha bounds the chance that a comparison calls any unchanged metric
+	// better or worse: family-wise over all its metrics (Holm) and over
+	// every look of its repetitions.
 	Alpha float64 `json:"alpha"`
-	// NoiseFloor is the smallest relative change worth reporting, however
-	// significant: a 0.5% difference can be real and still not matter.
+	// NoiseFloor is the relative change within which a change does not
+	// matter: a metric whose change's interval lies within it is the same.
 	NoiseFloor float64 `json:"noise_floor"`
-	// Rounds of the permutation test when the samples are too many to
-	// enumerate every split.
-	Rounds int `json:"rounds"`
+	// Equivalence bounds the chance that a metric whose change is at the
+	// noise floor is called the same.
+	Equivalence float64 `json:"equivalence"`
+	// MaxRepetitions is the last look: the most repetitions a side (of B
+	// against a baseline) a comparison measures while undecided. The
+	// looks' levels depend on it, so a run is judged with the maximum it
+	// was measured under.
+	MaxRepetitions int `json:"max_repetitions"`
 	// Baseline: A is a baseline, whose samples will not grow; what could
 	// decide an undecided row is a run B of more repetitions.
 	Baseline bool `json:"baseline,omitempty"`
 }
 
-// DefaultCompareOptions: p < 0.01 and more than 5% change, the thresholds
-// regression tests of virtual machine monitors commonly use.
-var DefaultCompareOptions = CompareOptions{Alpha: 0.01, NoiseFloor: 0.05, Rounds: 10000}
+// DefaultCompareOptions: a false "better" or "worse" in at most 1% of
+// comparisons whatever their metrics, a change within ±5% the same, and
+// up to 40 repetitions a side, which decide a 5% change at a 5%
+// coefficient of variation in more than 80% of comparisons
+// (TestSequentialDecisionsSimulated).
+var DefaultCompareOptions = CompareOptions{Alpha: 0.01, NoiseFloor: 0.05, Equivalence: 0.05, MaxRepetitions: 40}
+
+// plan is the sequential plan of a comparison of family metrics.
+func (o CompareOptions) plan(family int) stats.Plan {
+	return stats.Plan{Alpha: o.Alpha, Equivalence: o.Equivalence, Floor: o.NoiseFloor, MaxRepetitions: o.MaxRepetitions,
+		FixedA: o.Baseline, Family: family}
+}
 
 // Verdicts of an A/B row.
 const (
 	VerdictBetter = "better"
 	VerdictWorse  = "worse"
-	VerdictSame   = "no significant difference"
-	// VerdictUndecided: the change exceeds the noise floor, but the
-	// repetitions are too few for the test ever to reach alpha, so "no
-	// significant difference" would claim what was not tested.
-	VerdictUndecided = "undecided (too few repetitions)"
+	// VerdictSame: the change's interval lies within ±noise floor.
+	VerdictSame = "same"
+	// VerdictUndecided: neither a change nor the same yet, at the
+	// repetitions measured.
+	VerdictUndecided = "undecided"
 	VerdictOnlyA     = "only in A"
 	VerdictOnlyB     = "only in B"
 )
@@ -61,15 +79,29 @@ type ABRow struct {
 	A          stats.Summary    `json:"a"`
 	B          stats.Summary    `json:"b"`
 	Change     stats.Normalized `json:"change"` // B relative to A
-	P          float64          `json:"p"`
-	Verdict    string           `json:"verdict"`
+	// CVA and CVB are each side's coefficient of variation (standard
+	// deviation / mean): the noise the verdict was reached at.
+	CVA float64 `json:"cv_a"`
+	CVB float64 `json:"cv_b"`
+	// P is the p-value of the t test at the look that decided the row
+	// (the last for an undecided one), and Level what it had to be below
+	// there: alpha spent at that look and divided among the metrics still
+	// open.
+	P       float64 `json:"p"`
+	Level   float64 `json:"level"`
+	Verdict string  `json:"verdict"`
+	// DecidedAt is the repetitions (of B against a baseline, a side
+	// otherwise) at the look that decided the row.
+	DecidedAt int `json:"decided_at,omitempty"`
 	// RepetitionsA and RepetitionsB are how many repetitions the values
 	// of each side came from: a group of several guests gives as many
 	// values a repetition.
 	RepetitionsA int `json:"repetitions_a"`
 	RepetitionsB int `json:"repetitions_b"`
 	// NeedsRepetitions, for an undecided row, is how many repetitions a
-	// side could decide it; against a baseline, how many of B alone.
+	// side (of B against a baseline) would likely decide it at the noise
+	// measured; 0 when none would: a baseline too small to resolve the
+	// noise floor.
 	NeedsRepetitions int `json:"needs_repetitions,omitempty"`
 }
 
@@ -85,87 +117,108 @@ type ABComparison struct {
 	A, B    store.Run
 	Options CompareOptions
 	Rows    []ABRow
+	// Continue: some row is undecided and the comparison's looks are not
+	// over, so more repetitions could decide it.
+	Continue bool
 }
 
 type abKey struct{ group, workload, params, metric string }
 
 // CompareRuns pairs the samples of two runs by guest group, workload,
-// parameters and metric and tests each pair.
+// parameters and metric, and decides every pair at once (stats.Decide):
+// the family the errors are bounded over is every metric A measured.
 func CompareRuns(a store.Run, as []store.Sample, b store.Run, bs []store.Sample, o CompareOptions) ABComparison {
 	c := ABComparison{A: a, B: b, Options: o}
 	var order []abKey
-	values := map[abKey]*[2][]float64{}
-	reps := map[abKey]*[2]map[int]bool{}
+	values := map[abKey]*[2][][]float64{}
 	meta := map[abKey]store.Sample{}
 	collect := func(side int, samples []store.Sample) {
 		for _, s := range samples {
 			k := abKey{s.Group, s.WorkloadID, paramString(s.Params), s.Metric}
 			if values[k] == nil {
-				values[k] = &[2][]float64{}
-				reps[k] = &[2]map[int]bool{{}, {}}
+				values[k] = &[2][][]float64{}
 				meta[k] = s
 				order = append(order, k)
 			}
-			values[k][side] = append(values[k][side], s.Value)
-			reps[k][side][s.Repetition] = true
+			reps := &values[k][side]
+			for len(*reps) <= s.Repetition {
+				*reps = append(*reps, nil)
+			}
+			(*reps)[s.Repetition] = append((*reps)[s.Repetition], s.Value)
 		}
 	}
 	collect(0, as)
 	collect(1, bs)
+	family := 0
+	var metrics []stats.Metric
+	var decided []int // rows decided by stats.Decide, in the order of metrics
 	for _, k := range order {
 		v, m := values[k], meta[k]
+		flatA, flatB := slices.Concat(v[0]...), slices.Concat(v[1]...)
 		row := ABRow{Group: k.group, WorkloadID: k.workload, Params: k.params, Metric: k.metric, Unit: m.Unit, Better: m.Better,
-			A: stats.Summarize(v[0], stats.DefaultConfidence), B: stats.Summarize(v[1], stats.DefaultConfidence), P: 1,
-			RepetitionsA: len(reps[k][0]), RepetitionsB: len(reps[k][1])}
+			A: stats.Summarize(flatA, stats.DefaultConfidence), B: stats.Summarize(flatB, stats.DefaultConfidence), P: 1,
+			RepetitionsA: repetitions(v[0]), RepetitionsB: repetitions(v[1])}
+		row.CVA, row.CVB = cv(row.A), cv(row.B)
+		if len(flatA) > 0 {
+			family++
+		}
 		switch {
-		case len(v[1]) == 0:
+		case len(flatB) == 0:
 			row.Verdict = VerdictOnlyA
-		case len(v[0]) == 0:
+		case len(flatA) == 0:
 			row.Verdict = VerdictOnlyB
 		default:
 			row.Change = stats.Normalize(row.B, row.A)
-			row.P = stats.PermutationTest(v[0], v[1], o.Rounds, 1)
-			row.Verdict = verdictFor(row, o)
-			if row.Verdict == VerdictUndecided {
-				row.NeedsRepetitions = needsRepetitions(row, o)
-			}
+			decided = append(decided, len(c.Rows))
+			metrics = append(metrics, stats.Metric{A: v[0], B: v[1]})
 		}
 		c.Rows = append(c.Rows, row)
+	}
+	res := stats.Decide(o.plan(family), metrics)
+	c.Continue = res.Continue
+	for i, out := range res.Metrics {
+		r := &c.Rows[decided[i]]
+		r.P, r.Level = out.P, out.Level
+		r.Verdict = verdictOf(out.Decision, r.Better)
+		if r.Verdict == VerdictUndecided {
+			r.NeedsRepetitions = out.Needs
+		} else {
+			r.DecidedAt = out.Look
+		}
 	}
 	return c
 }
 
-// needsRepetitions is how many repetitions could decide an undecided row:
-// a side, or of B alone against a baseline. A repetition adds to each side
-// as many values as it gave before (the group's guests).
-func needsRepetitions(r ABRow, o CompareOptions) int {
-	perA, perB := perRepetition(r.A.N, r.RepetitionsA), perRepetition(r.B.N, r.RepetitionsB)
-	if o.Baseline {
-		return stats.MinRepetitionsAgainst(o.Alpha, r.A.N, perB)
+// repetitions counts the repetitions that gave values: a failed step
+// leaves a hole.
+func repetitions(reps [][]float64) int {
+	n := 0
+	for _, r := range reps {
+		if len(r) > 0 {
+			n++
+		}
 	}
-	return stats.MinRepetitions(o.Alpha, perA, perB)
+	return n
 }
 
-// perRepetition is how many values a repetition gave, rounded up: a guest
-// whose step failed once leaves a repetition short, not the group smaller.
-func perRepetition(values, repetitions int) int {
-	if repetitions == 0 {
-		return 1
+// cv is a summary's coefficient of variation; 0 without a spread or a
+// mean to relate it to.
+func cv(s stats.Summary) float64 {
+	if s.N < 2 || s.Mean == 0 {
+		return 0
 	}
-	return (values + repetitions - 1) / repetitions
+	return s.Stddev / math.Abs(s.Mean)
 }
 
-func verdictFor(r ABRow, o CompareOptions) string {
-	change := r.Change.Ratio - 1
-	switch {
-	case math.IsNaN(change) || math.Abs(change) <= o.NoiseFloor:
+// verdictOf names a decision by the metric's direction.
+func verdictOf(d stats.Decision, better workload.Better) string {
+	switch d {
+	case stats.Same:
 		return VerdictSame
-	case stats.SmallestP(r.A.N, r.B.N) >= o.Alpha:
+	case stats.Undecided:
 		return VerdictUndecided
-	case r.P >= o.Alpha:
-		return VerdictSame
 	}
-	if (change > 0) == (r.Better != workload.LowerIsBetter) {
+	if (d == stats.Higher) == (better != workload.LowerIsBetter) {
 		return VerdictBetter
 	}
 	return VerdictWorse
@@ -187,19 +240,19 @@ func paramString(p workload.Params) string {
 // WriteABTable prints one line per compared metric, changed ones first.
 func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 	w := &stickyWriter{w: out}
-	fmt.Fprintf(w, "run %d (%s) → run %d (%s): significant at p < %g and beyond ±%.0f%%\n",
-		c.A.ID, termtext.Safe(c.A.ScenarioName), c.B.ID, termtext.Safe(c.B.ScenarioName), c.Options.Alpha, 100*c.Options.NoiseFloor)
+	fmt.Fprintf(w, "run %d (%s) → run %d (%s): %s\n", c.A.ID, termtext.Safe(c.A.ScenarioName), c.B.ID, termtext.Safe(c.B.ScenarioName), criteria(c.Options))
 	rows := sortedABRows(c)
-	table := [][]string{{"group", "workload / metric", "A", "B", "change", "p", "verdict"}}
+	table := [][]string{{"group", "workload / metric", "A", "B", "change", "cv A/B", "p", "verdict"}}
 	verdicts := []int{0}
 	for _, r := range rows {
-		change, p := "—", "—"
+		change, p, noise := "—", "—", "—"
 		if r.Verdict != VerdictOnlyA && r.Verdict != VerdictOnlyB {
 			change = changeText(r)
 			p = fmt.Sprintf("%.3g", r.P)
+			noise = cvText(r)
 		}
 		table = append(table, []string{r.Group, fmt.Sprintf("%s %s %s", r.WorkloadID, r.Metric, arrow(string(r.Better))),
-			cellValue(r.A, r.Unit), cellValue(r.B, r.Unit), change, p, r.Verdict})
+			cellValue(r.A, r.Unit), cellValue(r.B, r.Unit), change, noise, p, verdictText(r)})
 		v := 0
 		switch r.Verdict {
 		case VerdictBetter:
@@ -221,17 +274,37 @@ func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 	return w.err
 }
 
-// undecidedNotes say, for each set of repetition and value counts behind
-// undecided rows, why they cannot be decided and what could decide them.
+// criteria says in a line what the verdicts mean.
+func criteria(o CompareOptions) string {
+	return fmt.Sprintf("worse/better when significant (family-wise p < %g, Holm, spent over looks up to %d repetitions) and not within ±%.3g%%; same when the change's interval lies within ±%.3g%%",
+		o.Alpha, o.MaxRepetitions, 100*o.NoiseFloor, 100*o.NoiseFloor)
+}
+
+// verdictText is a row's verdict with the repetitions that decided it.
+func verdictText(r ABRow) string {
+	if r.DecidedAt > 0 && (r.DecidedAt < r.RepetitionsB || r.DecidedAt < r.RepetitionsA) {
+		return fmt.Sprintf("%s (at %d)", r.Verdict, r.DecidedAt)
+	}
+	return r.Verdict
+}
+
+// cvText is each side's coefficient of variation in percent.
+func cvText(r ABRow) string {
+	return fmt.Sprintf("%.2g%%/%.2g%%", 100*r.CVA, 100*r.CVB)
+}
+
+// undecidedNotes say, for the undecided rows, what could decide them: how
+// many repetitions at the noise measured, or that none can against a
+// baseline too small.
 func undecidedNotes(c ABComparison) []string {
-	type sizes struct{ repsA, repsB, a, b, needs int }
+	type sizes struct{ repsA, repsB, needs int }
 	count := map[sizes]int{}
 	var order []sizes
 	for _, r := range c.Rows {
 		if r.Verdict != VerdictUndecided {
 			continue
 		}
-		k := sizes{r.RepetitionsA, r.RepetitionsB, r.A.N, r.B.N, r.NeedsRepetitions}
+		k := sizes{r.RepetitionsA, r.RepetitionsB, r.NeedsRepetitions}
 		if count[k] == 0 {
 			order = append(order, k)
 		}
@@ -239,20 +312,26 @@ func undecidedNotes(c ABComparison) []string {
 	}
 	notes := make([]string, 0, len(order))
 	for _, k := range order {
-		what := fmt.Sprintf("%d changes beyond ±%.3g%% are", count[k], 100*c.Options.NoiseFloor)
+		what := fmt.Sprintf("%d metrics are", count[k])
 		if count[k] == 1 {
-			what = fmt.Sprintf("1 change beyond ±%.3g%% is", 100*c.Options.NoiseFloor)
+			what = "1 metric is"
 		}
-		with := fmt.Sprintf("%d and %d repetitions", k.repsA, k.repsB)
-		if k.a != k.repsA || k.b != k.repsB {
-			with += fmt.Sprintf(" (%d and %d values)", k.a, k.b)
+		var can string
+		switch {
+		case k.needs == 0 && c.Options.Baseline:
+			can = fmt.Sprintf("the baseline's %d repetitions are too few to resolve ±%.3g%% at its noise, whatever B measures: set a baseline of more repetitions",
+				k.repsA, 100*c.Options.NoiseFloor)
+		case k.needs == 0:
+			can = "no number of repetitions would likely decide it at the noise measured"
+		case c.Options.Baseline:
+			can = fmt.Sprintf("about %d repetitions of a run would likely decide against the baseline at the noise measured", k.needs)
+		default:
+			can = fmt.Sprintf("about %d repetitions a side would likely decide at the noise measured", k.needs)
 		}
-		can := fmt.Sprintf("%d repetitions a side can decide", k.needs)
-		if c.Options.Baseline {
-			can = fmt.Sprintf("a run of %d repetitions can decide against the baseline's %d values", k.needs, k.a)
+		if k.needs > c.Options.MaxRepetitions {
+			can += fmt.Sprintf(", more than the %d the looks allow (--max-repetitions)", c.Options.MaxRepetitions)
 		}
-		notes = append(notes, fmt.Sprintf("%s undecided: with %s the smallest p the test can give is %.2g, not below %g; %s.",
-			what, with, stats.SmallestP(k.a, k.b), c.Options.Alpha, can))
+		notes = append(notes, fmt.Sprintf("%s undecided after %d and %d repetitions: %s.", what, k.repsA, k.repsB, can))
 	}
 	return notes
 }

@@ -8,8 +8,8 @@
 // scaling curves of a workload's headline metric over a parameter that its
 // entries vary alone, drawn in HTML by a line plot that takes any series of
 // (x, mean, interval) points; and the A/B comparison of two runs, metric by
-// metric, with a permutation test, as a table, JSON or a self-contained
-// HTML page.
+// metric, each decided worse, better, the same or undecided by
+// stats.Decide, as a table, JSON or a self-contained HTML page.
 //
 // Sample values that are NaN or infinite are kept in the raw exports but
 // left out of every statistic, and counted so that each rendering says so.

@@ -49,7 +49,7 @@ func ParseFormat(s string) (Format, error) {
 // csvFixedColumns are the dimensions every sample has; params follow as
 // param_<name> columns, documented in docs/results.md.
 var csvFixedColumns = []string{"run_id", "guest", "group", "kind", "runtime", "workload_id", "workload",
-	"repetition", "metric", "unit", "value", "better", "at", "wall_ns", "cpu_ns"}
+	"repetition", "metric", "unit", "value", "better", "at", "wall_ns", "cpu_ns", "role"}
 
 // WriteCSV writes one row per raw sample with every dimension as a column.
 func WriteCSV(w io.Writer, samples []store.Sample) error {
@@ -71,7 +71,8 @@ func WriteCSV(w io.Writer, samples []store.Sample) error {
 	for _, s := range samples {
 		rec := []string{strconv.FormatInt(s.RunID, 10), s.Guest, s.Group, s.Kind, s.Runtime, s.WorkloadID, s.Workload,
 			strconv.Itoa(s.Repetition), s.Metric, s.Unit, strconv.FormatFloat(s.Value, 'g', -1, 64), string(s.Better),
-			s.At.UTC().Format(time.RFC3339Nano), strconv.FormatInt(s.WallNS, 10), strconv.FormatInt(s.CPUNS, 10)}
+			s.At.UTC().Format(time.RFC3339Nano), strconv.FormatInt(s.WallNS, 10), strconv.FormatInt(s.CPUNS, 10),
+			string(workload.RoleOf(s.Workload, s.Metric))}
 		for _, p := range params {
 			rec = append(rec, s.Params[p])
 		}
@@ -86,9 +87,11 @@ func WriteCSV(w io.Writer, samples []store.Sample) error {
 // jsonReport is the JSON export: the run, its summaries and every sample.
 // Names are snake_case throughout, as in the CSV.
 type jsonReport struct {
-	Run       jsonRun        `json:"run"`
-	Columns   []Column       `json:"columns"`
-	Index     []jsonEstimate `json:"overhead_index"` // parallel to columns
+	Run     jsonRun        `json:"run"`
+	Columns []Column       `json:"columns"`
+	Index   []jsonEstimate `json:"overhead_index"` // parallel to columns
+	// Footprint is null for a run without launch and density rows.
+	Footprint []jsonEstimate `json:"footprint_index"`
 	Rows      []Row          `json:"rows"`
 	NonFinite int            `json:"non_finite_values"`
 	Latency   []jsonLatency  `json:"latency"`
@@ -199,7 +202,7 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 		Run: jsonRun{ID: run.ID, ScenarioName: run.ScenarioName, ScenarioSource: run.ScenarioSource, ScenarioHash: run.ScenarioHash,
 			ScenarioText: string(run.ScenarioText), Baseline: run.Baseline, Started: run.Started.UTC(), Status: run.Status,
 			Host: run.Host, Guests: run.Guests, Dropped: run.Dropped, Origin: run.Origin},
-		Columns: c.Columns, Index: jsonEstimates(c.Index), Rows: make([]Row, len(c.Rows)),
+		Columns: c.Columns, Index: jsonEstimates(c.Index), Footprint: jsonEstimates(c.Footprint), Rows: make([]Row, len(c.Rows)),
 		NonFinite: c.NonFinite, Latency: make([]jsonLatency, len(c.Latency)),
 		// Empty lists rather than null, so a reader can range over them.
 		Cost: append([]CostRow{}, c.Cost...), Scaling: append([]ScalingCurve{}, c.Scaling...),
@@ -255,6 +258,9 @@ type jsonEstimate struct {
 
 // jsonEstimates converts overhead indexes for JSON, which has no NaN.
 func jsonEstimates(es []stats.Estimate) []jsonEstimate {
+	if es == nil {
+		return nil
+	}
 	out := make([]jsonEstimate, len(es))
 	for i, e := range es {
 		if finite(e.Value) {

@@ -158,9 +158,11 @@ type htmlData struct {
 	Scenario string
 	Columns  []Column
 	Index    []htmlIndex
-	Rows     []htmlRow
-	Charts   []chart
-	Failures []store.Failure
+	// Footprint is the footprint index, nil for a run without one.
+	Footprint []htmlIndex
+	Rows      []htmlRow
+	Charts    []chart
+	Failures  []store.Failure
 	// NotSupported are the steps a guest group could not run, apart from
 	// the failures.
 	NotSupported []store.Failure
@@ -222,6 +224,22 @@ type htmlIndex struct {
 	Label, Value, Class string
 }
 
+// htmlIndexes are an index's cells, coloured where a group is better or
+// worse than the baseline beyond the index's interval.
+func htmlIndexes(cols []Column, index []stats.Estimate) []htmlIndex {
+	var out []htmlIndex
+	for j, col := range cols {
+		hi := htmlIndex{Label: col.Label(), Value: formatEstimate(index[j])}
+		if e := index[j]; !col.Baseline && e.Low > 1 {
+			hi.Class = "better"
+		} else if !col.Baseline && e.High < 1 {
+			hi.Class = "worse"
+		}
+		out = append(out, hi)
+	}
+	return out
+}
+
 type htmlRow struct {
 	Workload, Metric, Unit, Arrow string
 	Cells                         []htmlCell
@@ -273,14 +291,9 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 		}
 		d.Latency = append(d.Latency, hb)
 	}
-	for j, col := range c.Columns {
-		hi := htmlIndex{Label: col.Label(), Value: formatEstimate(c.Index[j])}
-		if e := c.Index[j]; !col.Baseline && e.Low > 1 {
-			hi.Class = "better"
-		} else if !col.Baseline && e.High < 1 {
-			hi.Class = "worse"
-		}
-		d.Index = append(d.Index, hi)
+	d.Index = htmlIndexes(c.Columns, c.Index)
+	if c.Footprint != nil {
+		d.Footprint = htmlIndexes(c.Columns, c.Footprint)
 	}
 	for _, r := range c.Rows {
 		d.Rows = append(d.Rows, htmlRowOf(r.Entry(), r.Metric, r.Unit, r.Better, r.Cells))

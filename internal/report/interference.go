@@ -74,7 +74,7 @@ func buildInterference(c Comparison, headlines map[string][]string) *Interferenc
 	rowAt := map[cellKey]Row{}
 	modes := map[entryKey]map[string]bool{}
 	for _, r := range c.Rows {
-		if r.WorkloadID == launchEntry || strings.HasPrefix(r.Metric, totalPrefix) || strings.HasPrefix(r.Metric, fleetMetricPrefix) {
+		if r.Role != workload.RolePerformance {
 			continue
 		}
 		mode, rest := splitMode(r.Case)
@@ -162,12 +162,6 @@ func buildInterference(c Comparison, headlines map[string][]string) *Interferenc
 	}
 	return m
 }
-
-// Names of what the runner stores beside the measured metrics.
-const (
-	launchEntry       = "launch"
-	fleetMetricPrefix = "fleet."
-)
 
 // writeInterference prints the matrix after the main table.
 func writeInterference(w io.Writer, m *Interference) {

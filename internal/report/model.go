@@ -21,9 +21,14 @@ type Comparison struct {
 	// NonFinite counts sample values (NaN, ±Inf) left out of the
 	// statistics: they are not measurements, and one would poison a mean.
 	NonFinite int
-	// Index is each column's overhead index against the baseline (parallel
-	// to Columns; NaN where nothing is comparable).
+	// Index is each column's overhead index against the baseline over the
+	// workloads' performance (parallel to Columns; NaN where nothing is
+	// comparable).
 	Index []stats.Estimate
+	// Footprint is the same index over the fleet's start-up and idle
+	// footprint (launch and density rows), nil for a run without them:
+	// what holding guests costs, apart from what running a workload does.
+	Footprint []stats.Estimate
 	// Latency is the merged distribution of every latency metric that
 	// came with histograms, per group and parameters.
 	Latency []LatencyRow
@@ -102,7 +107,9 @@ type Row struct {
 	Metric string          `json:"metric"`
 	Unit   string          `json:"unit"`
 	Better workload.Better `json:"better"`
-	Cells  []Cell          `json:"cells"` // parallel to Comparison.Columns
+	// Role says which index, if any, the row counts in.
+	Role  workload.Role `json:"role"`
+	Cells []Cell        `json:"cells"` // parallel to Comparison.Columns
 }
 
 // Entry names the row's workload entry and case together, the way tables
@@ -183,7 +190,8 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 		k := rowKey{s.WorkloadID, caseOf(s.Params), s.Metric}
 		if _, ok := rowIndex[k]; !ok {
 			rowIndex[k] = len(c.Rows)
-			c.Rows = append(c.Rows, Row{WorkloadID: s.WorkloadID, Case: k.cse, Metric: s.Metric, Unit: s.Unit, Better: s.Better})
+			c.Rows = append(c.Rows, Row{WorkloadID: s.WorkloadID, Case: k.cse, Metric: s.Metric, Unit: s.Unit, Better: s.Better,
+				Role: workload.RoleOf(s.Workload, s.Metric)})
 			values[k] = map[string][]float64{}
 		}
 		if !finite(s.Value) {
@@ -228,7 +236,7 @@ func Build(run store.Run, samples []store.Sample, failures []store.Failure) Comp
 			row.Cells[j] = cell
 		}
 	}
-	c.Index = overheadIndex(c)
+	c.Index, c.Footprint = indexes(c)
 	c.Latency = buildLatency(samples, c.Columns)
 	c.Cost = buildCost(samples, c.Columns, c.Rows)
 	c.Scaling = buildScaling(c, samples)
@@ -257,7 +265,18 @@ func headlines(samples []store.Sample) map[string][]string {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-func overheadIndex(c Comparison) []stats.Estimate {
+// indexes are each column's overhead index and, when the run has
+// footprint rows, its footprint index.
+func indexes(c Comparison) (overhead, footprint []stats.Estimate) {
+	overhead = indexOf(c, workload.RolePerformance)
+	if slices.ContainsFunc(c.Rows, func(r Row) bool { return r.Role == workload.RoleFootprint }) {
+		footprint = indexOf(c, workload.RoleFootprint)
+	}
+	return overhead, footprint
+}
+
+// indexOf is each column's index over the rows of one role.
+func indexOf(c Comparison, role workload.Role) []stats.Estimate {
 	base := -1
 	for j, col := range c.Columns {
 		if col.Baseline {
@@ -272,7 +291,7 @@ func overheadIndex(c Comparison) []stats.Estimate {
 		}
 		var terms []stats.IndexTerm
 		for _, r := range c.Rows {
-			if base < 0 || !r.Cells[j].Present || !r.Cells[base].Present {
+			if r.Role != role || base < 0 || !r.Cells[j].Present || !r.Cells[base].Present {
 				continue
 			}
 			terms = append(terms, stats.IndexTerm{Workload: r.Entry(), Guest: r.Cells[j].values, Base: r.Cells[base].values,

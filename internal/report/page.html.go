@@ -28,11 +28,20 @@ baseline <strong>{{.Run.Baseline}}</strong> = 1.00 · scenario {{.Run.ScenarioSo
 {{end}}</table>
 {{end}}
 <h2>Overhead index</h2>
-<p class="muted">Geometric mean over the workloads of each metric's ratio to the baseline (inverted where lower is
-better, so above 1.00 is always better), with a 95% interval from the spread of the index between repetitions.</p>
+<p class="muted">Geometric mean over the workloads of each performance metric's ratio to the baseline (inverted where
+lower is better, so above 1.00 is always better), with a 95% interval from the spread of the index between repetitions.</p>
 <table>
 {{range .Index}}<tr><th>{{.Label}}</th><td class="num {{.Class}}">{{.Value}}</td></tr>
 {{end}}</table>
+{{with .Footprint}}
+<h2>Footprint index</h2>
+<p class="muted">The same over the fleet's launch and idle density rows (start-up, memory, disk, idle CPU): what
+holding the guests costs, kept out of the overhead index. "no interval": a figure measured once (a fleet launches
+once), nothing to bound it.</p>
+<table>
+{{range .}}<tr><th>{{.Label}}</th><td class="num {{.Class}}">{{.Value}}</td></tr>
+{{end}}</table>
+{{end}}
 {{with .Audit}}
 <h2>Isolation audit</h2>
 <p class="muted">What each group's first guest could do, from read-only probes run by its agent, against what a
@@ -209,8 +218,7 @@ const abPageHTML = `<!DOCTYPE html>
 </head>
 <body>
 <h1>vfleet compare: run {{.A.Run.ID}} → run {{.B.Run.ID}}</h1>
-<p>{{range .Counts}}<span class="{{.Class}}"><strong>{{.N}}</strong> {{.Verdict}}</span> · {{end}}a change counts when
-p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
+<p>{{range .Counts}}<span class="{{.Class}}"><strong>{{.N}}</strong> {{.Verdict}}</span> · {{end}}{{.Criteria}}.</p>
 {{range .Notes}}<p><strong>Note:</strong> {{.}}</p>{{end}}
 
 <h2>Runs</h2>
@@ -224,8 +232,8 @@ p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
 
 <h2>Changes</h2>
 <p class="muted">Bars: the change of B's mean from A's; whiskers: its 95% confidence interval; shaded: the ±{{.NoisePct}} noise floor.
-↑ higher is better, ↓ lower is better. Green/red: better/worse (significant and beyond the floor); grey: no significant difference, or undecided
-(beyond the floor, but too few repetitions for the test to reach p &lt; {{.Options.Alpha}}).</p>
+↑ higher is better, ↓ lower is better. Green/red: better/worse (significant, and the interval not within the floor); grey: the same
+(the interval within the floor), or undecided (neither yet: the note above says what would decide it).</p>
 {{if .HasChart}}{{with .Chart}}{{$c := .}}
 <svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="change of every metric from run A to run B">
 <rect class="band" x="{{px .BandX}}" y="14" width="{{px .BandW}}" height="{{.Height}}"/>
@@ -240,12 +248,13 @@ p &lt; {{.Options.Alpha}} and it exceeds ±{{.NoisePct}}.</p>
 
 <h2>Table</h2>
 <table>
-<tr><th>group</th><th>workload</th><th>metric</th><th>A</th><th>B</th><th>change [95% CI]</th><th>p</th><th>verdict</th></tr>
+<tr><th>group</th><th>workload</th><th>metric</th><th>A</th><th>B</th><th>change [95% CI]</th><th>cv A/B</th><th>p</th><th>verdict</th></tr>
 {{range .Rows}}<tr><td>{{.Group}}</td><td>{{.Workload}}{{if .Params}}<br><span class="muted">{{.Params}}</span>{{end}}</td><td>{{.Metric}} {{.Arrow}}</td>
-<td class="num">{{.A}}</td><td class="num">{{.B}}</td><td class="num {{.Class}}">{{.Change}}</td><td class="num">{{.P}}</td><td class="{{.Class}}">{{.Verdict}}</td></tr>
+<td class="num">{{.A}}</td><td class="num">{{.B}}</td><td class="num {{.Class}}">{{.Change}}</td><td class="num">{{.CV}}</td><td class="num">{{.P}}</td><td class="{{.Class}}">{{.Verdict}}</td></tr>
 {{end}}</table>
-<p class="muted">p: two-sided permutation test on the difference of the means, exact over every split of the pooled
-repetitions when they are few. The interval of the change propagates both means' 95% intervals.</p>
+<p class="muted">cv: each side's coefficient of variation (standard deviation / mean). p: t test (Welch's standard error, min(n<sub>A</sub>, n<sub>B</sub>) − 1 degrees of freedom) on the difference of the
+means at the look (repetitions so far) that decided the row, against that look's share of alpha; the verdict says at how many
+repetitions it was decided when it was earlier than the last. The interval of the change propagates both means' 95% intervals.</p>
 </body>
 </html>
 `

@@ -224,16 +224,12 @@ func buildScaling(c Comparison, samples []store.Sample) []ScalingCurve {
 // fleetSizeParam is the case parameter of a fleet sweep.
 const fleetSizeParam = "fleet_size"
 
-// totalPrefix marks the fleet's sum of a rate over a group's guests, as
-// the runner stores it.
-const totalPrefix = "total."
-
 // totalFamily is the family with each entry's headline swapped for its
 // fleet total; ok is false unless every entry has one.
 func totalFamily(rowOf map[[2]string]Row, family []entryInfo) ([]entryInfo, bool) {
 	out := make([]entryInfo, len(family))
 	for i, e := range family {
-		r, ok := rowOf[[2]string{e.id, totalPrefix + e.headline.Metric}]
+		r, ok := rowOf[[2]string{e.id, workload.TotalPrefix + e.headline.Metric}]
 		if !ok {
 			return nil, false
 		}

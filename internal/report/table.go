@@ -38,8 +38,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 	run := c.Run
 	fmt.Fprintf(w, "run %d · %s · %s · baseline %s = 1.00%s\n", run.ID, termtext.Safe(run.ScenarioName), run.Status, termtext.Safe(run.Baseline), measuredOn(run))
 	writeComparison(w, c, opts)
-	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" +
-		"overhead index: geometric mean over workloads of each metric's ratio (inverted where lower is better) [95% interval from the spread between repetitions]"
+	legend := "↑ higher is better, ↓ lower is better; ± is the 95% confidence interval of the ratio;\n" + indexLegend(c.Footprint != nil)
 	if opts.Color {
 		legend = ansiDim + legend + "; green/red: better/worse than the baseline beyond that interval" + ansiReset
 	}
@@ -64,6 +63,25 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 		fmt.Fprintf(w, "note: this run is %s; figures cover only what was measured.\n", status)
 	}
 	return w.err
+}
+
+// indexLegend explains the indexes, the footprint index where a run has one.
+func indexLegend(footprint bool) string {
+	legend := "overhead index: geometric mean over the workloads of each performance metric's ratio\n" +
+		"(inverted where lower is better) [95% interval from the spread between repetitions]"
+	if footprint {
+		legend += ";\nfootprint index: the same over the fleet's launch and idle density rows, kept out of the\n" +
+			"overhead index; [no interval]: a figure measured once (a fleet launches once), nothing to bound it"
+	}
+	return legend
+}
+
+// footprintText is column j's footprint index, blank for a run without one.
+func footprintText(footprint []stats.Estimate, j int) string {
+	if footprint == nil {
+		return ""
+	}
+	return formatEstimate(footprint[j])
 }
 
 // measuredOn names where an imported run was measured, "" for a run of
@@ -102,6 +120,13 @@ func writeComparison(w io.Writer, c Comparison, opts TableOptions) {
 		index.cells = append(index.cells, formatEstimate(e))
 	}
 	metrics = append(metrics, index)
+	if c.Footprint != nil {
+		footprint := metricRow{name: "footprint index ↑", colours: make([]int, len(c.Footprint))}
+		for _, e := range c.Footprint {
+			footprint.cells = append(footprint.cells, formatEstimate(e))
+		}
+		metrics = append(metrics, footprint)
+	}
 
 	rows := [][]string{header}
 	colours := [][]int{make([]int, len(header))}

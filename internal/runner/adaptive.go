@@ -35,19 +35,61 @@ func (r *run) noteHeadline(st scenario.Step, parsed []workload.Sample) {
 // Options.MoreRounds asks for another, it inserts another round of the
 // phase right after: the guests of other phases are not running.
 func (r *run) extendIfImprecise(ctx context.Context, i int, progress Progress) {
-	steps := r.plan.Steps
-	st := steps[i]
-	if st.Warmup || (i+1 < len(steps) && steps[i+1].WorkloadID == st.WorkloadID && steps[i+1].Phase == st.Phase) {
+	st, done, ok := r.roundEnd(i)
+	if !ok {
 		return
 	}
-	done := st.Repetition + 1
 	why := r.imprecise(st.WorkloadID, done)
 	if why == "" && r.opts.MoreRounds != nil {
 		why = r.opts.MoreRounds(ctx, r.id, st.WorkloadID, done)
 	}
+	if why != "" {
+		r.addRound(i, why, progress)
+	}
+}
+
+// extendPairIfUndecided is called in an A/B run once step i of both runs
+// is done. When it ends a round of the same workload in both (plans
+// alike) and Options.MoreRoundsAB asks for another, both runs get one
+// right after, so that their rounds stay interleaved.
+func extendPairIfUndecided(ctx context.Context, runs []*run, i, phase int, progress Progress) {
+	if len(runs) != 2 || runs[0].opts.MoreRoundsAB == nil {
+		return
+	}
+	a, doneA, okA := runs[0].roundEnd(i)
+	b, doneB, okB := runs[1].roundEnd(i)
+	if !okA || !okB || a.Phase != phase || b.Phase != phase || a.WorkloadID != b.WorkloadID || doneA != doneB {
+		return
+	}
+	why := runs[0].opts.MoreRoundsAB(ctx, [2]int64{runs[0].id, runs[1].id}, a.WorkloadID, doneA)
 	if why == "" {
 		return
 	}
+	for _, r := range runs {
+		r.addRound(i, why, progress)
+	}
+}
+
+// roundEnd returns step i and the rounds of its workload done when it
+// ends the last round so far of that workload in its phase.
+func (r *run) roundEnd(i int) (scenario.Step, int, bool) {
+	steps := r.plan.Steps
+	if i >= len(steps) {
+		return scenario.Step{}, 0, false
+	}
+	st := steps[i]
+	if st.Warmup || (i+1 < len(steps) && steps[i+1].WorkloadID == st.WorkloadID && steps[i+1].Phase == st.Phase) {
+		return scenario.Step{}, 0, false
+	}
+	return st, st.Repetition + 1, true
+}
+
+// addRound inserts another round of step i's workload in its phase right
+// after it.
+func (r *run) addRound(i int, why string, progress Progress) {
+	steps := r.plan.Steps
+	st := steps[i]
+	done := st.Repetition + 1
 	var round []scenario.Step
 	for _, s := range steps {
 		if s.WorkloadID == st.WorkloadID && s.Phase == st.Phase && !s.Warmup && s.Repetition == st.Repetition {

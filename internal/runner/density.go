@@ -23,9 +23,9 @@ import (
 // fleet size.
 const defaultIdleWindow = 3 * time.Second
 
-// Density samples, per guest and per group.
+// Density samples, per guest and per group, under the pseudo-workload
+// workload.DensityWorkload (footprint, not a workload's performance).
 const (
-	densityWorkload = "density"
 	// metricGuestPSS is everything the guest costs the host in memory: its
 	// processes on the host (for a VM, QEMU with the guest's RAM in it).
 	metricGuestPSS = "density.guest_pss_bytes"
@@ -112,7 +112,7 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 			rec = r.records[groupMember[group]]
 		}
 		samples = append(samples, store.Sample{RunID: r.id, Guest: guestName, Group: group, Kind: rec.Kind, Runtime: rec.Runtime,
-			WorkloadID: densityWorkload, Workload: densityWorkload, Params: params, Metric: metric, Unit: unit, Value: v,
+			WorkloadID: workload.DensityWorkload, Workload: workload.DensityWorkload, Params: params, Metric: metric, Unit: unit, Value: v,
 			Better: better, At: now})
 	}
 	add := func(guestName, group, metric, unit string, v float64) {

@@ -79,10 +79,10 @@ func (r *run) startPhase(ctx context.Context, phase int) error {
 	return r.storeDensity(ctx, ph)
 }
 
-// Launch samples: a pseudo-workload of their own, so the launch of every
-// fleet size lands in the report's tables and scaling curves.
+// Launch samples: a pseudo-workload of their own (workload.LaunchWorkload),
+// so the launch of every fleet size lands in the report's tables and
+// scaling curves, counted as footprint, not as a workload's performance.
 const (
-	launchWorkload    = "launch"
 	metricReady       = "launch.ready_s"
 	metricGroupReady  = "launch.all_ready_s"
 	metricGroupPerSec = "launch.guests_per_s"
@@ -94,8 +94,8 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 	params, noise := phaseParams(ph), r.noiseGuests()
 	now := time.Now().UTC()
 	sample := func(name, group, kind, runtime, metric, unit string, v float64, better workload.Better) store.Sample {
-		return store.Sample{RunID: r.id, Guest: name, Group: group, Kind: kind, Runtime: runtime, WorkloadID: launchWorkload,
-			Workload: launchWorkload, Params: params, Metric: metric, Unit: unit, Value: v, Better: better, At: now}
+		return store.Sample{RunID: r.id, Guest: name, Group: group, Kind: kind, Runtime: runtime, WorkloadID: workload.LaunchWorkload,
+			Workload: workload.LaunchWorkload, Params: params, Metric: metric, Unit: unit, Value: v, Better: better, At: now}
 	}
 	type groupLaunch struct {
 		kind, runtime string
@@ -275,29 +275,6 @@ type window struct {
 	start, firstRan, end time.Time
 }
 
-// Fleet aggregate metrics of a step run together.
-const (
-	// totalPrefix marks a group's sum over its guests of a rate.
-	totalPrefix = "total."
-	// metricOverlap is the share of the mean run that all the group's
-	// guests ran at once: near 100% when the start barrier held.
-	metricOverlap = "fleet.overlap_pct"
-	// metricStartSkew is the spread of the group's start moments.
-	metricStartSkew = "fleet.start_skew_us"
-	// metricFirstRunSpread is the spread of the moments the group's tools
-	// first ran after their start: with more tools than CPUs, a scheduler
-	// turn (every runnable tool's first slice), so it tells sharing from a
-	// late start.
-	metricFirstRunSpread = "fleet.first_run_spread_us"
-)
-
-// GroupFigure reports whether a metric is one the runner derives over a
-// group's guests (a sum, the overlap of their runs, the spread of their
-// starts), stored under the group's name, rather than a guest's own.
-func GroupFigure(metric string) bool {
-	return strings.HasPrefix(metric, totalPrefix) || metric == metricOverlap || metric == metricStartSkew || metric == metricFirstRunSpread
-}
-
 // summable reports whether a metric is a rate whose sum over guests is
 // the fleet's aggregate (operations, bytes or bits per second).
 func summable(unit string) bool {
@@ -319,7 +296,7 @@ func (r *run) storeFleetTotals(ctx context.Context, st scenario.Step, samples []
 		agg, ok := sums[k]
 		if !ok {
 			agg = s
-			agg.Guest, agg.Metric, agg.Value, agg.Hist, agg.CPUNS, agg.WallNS = s.Group, totalPrefix+s.Metric, 0, nil, 0, 0
+			agg.Guest, agg.Metric, agg.Value, agg.Hist, agg.CPUNS, agg.WallNS = s.Group, workload.TotalPrefix+s.Metric, 0, nil, 0, 0
 			order = append(order, k)
 		}
 		agg.Value += s.Value
@@ -351,9 +328,9 @@ func (r *run) storeFleetTotals(ctx context.Context, st scenario.Step, samples []
 		}
 		like.Guest, like.Hist, like.CPUNS, like.WallNS = group, nil, 0, 0
 		o, sk, fr := like, like, like
-		o.Metric, o.Unit, o.Value, o.Better = metricOverlap, "%", overlap*100, workload.HigherIsBetter
-		sk.Metric, sk.Unit, sk.Value, sk.Better = metricStartSkew, "us", float64(skew.Microseconds()), workload.LowerIsBetter
-		fr.Metric, fr.Unit, fr.Value, fr.Better = metricFirstRunSpread, "us", float64(firstRun.Microseconds()), workload.LowerIsBetter
+		o.Metric, o.Unit, o.Value, o.Better = workload.MetricOverlap, "%", overlap*100, workload.HigherIsBetter
+		sk.Metric, sk.Unit, sk.Value, sk.Better = workload.MetricStartSkew, "us", float64(skew.Microseconds()), workload.LowerIsBetter
+		fr.Metric, fr.Unit, fr.Value, fr.Better = workload.MetricFirstRunSpread, "us", float64(firstRun.Microseconds()), workload.LowerIsBetter
 		out = append(out, o, sk, fr)
 	}
 	return r.storeSamples(ctx, out)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
+	"github.com/vfleet/vfleet/internal/workload"
 )
 
 // fleetPlan plans one cpu step in count fake guests of group c (count 0:
@@ -56,7 +57,7 @@ func TestScaleSweepLaunchesEachSizeAfreshAndSumsTheFleet(t *testing.T) {
 		t.Errorf("per guest %v, totals %v (size 3) and %v (size 1): want the sum over the fleet", per,
 			got[key{"3", "c", "total.events_per_sec"}], got[key{"1", "c", "total.events_per_sec"}])
 	}
-	if o := got[key{"3", "c", metricOverlap}]; math.Abs(o-100) > 1 {
+	if o := got[key{"3", "c", workload.MetricOverlap}]; math.Abs(o-100) > 1 {
 		t.Errorf("overlap = %v%%, want ~100%% for runs started together", o)
 	}
 	for _, size := range []string{"1", "3"} {
@@ -133,10 +134,10 @@ func TestTogetherStartsAtOneMomentWhateverTheGuestClocks(t *testing.T) {
 	samples, _ := opts.Store.Samples(context.Background(), id)
 	var firstRunSpreads int
 	for _, s := range samples {
-		if s.Metric == metricStartSkew && s.Value > 5000 {
+		if s.Metric == workload.MetricStartSkew && s.Value > 5000 {
 			t.Errorf("stored start skew %v us, want the offsets corrected and the wait for a CPU left out", s.Value)
 		}
-		if s.Metric == metricFirstRunSpread {
+		if s.Metric == workload.MetricFirstRunSpread {
 			firstRunSpreads++
 			if s.Value < 35000 || s.Value > 45000 {
 				t.Errorf("stored first-run spread %v us, want c-1's 40 ms wait for a CPU", s.Value)
@@ -162,7 +163,7 @@ func TestAllOrNothingEndsTheRunOnOneFailedStart(t *testing.T) {
 	}
 	samples, _ := opts.Store.Samples(context.Background(), id)
 	for _, s := range samples {
-		if s.WorkloadID != launchWorkload {
+		if s.WorkloadID != workload.LaunchWorkload {
 			t.Fatalf("a step ran after a guest failed to start: %+v", s)
 		}
 	}

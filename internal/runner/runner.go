@@ -77,6 +77,11 @@ type Options struct {
 	// so far are in the store. `vfleet run --baseline` measures on while a change
 	// against the baseline is too little repeated to be tested.
 	MoreRounds func(ctx context.Context, runID int64, workloadID string, done int) (why string)
+	// MoreRoundsAB, when set, is asked in an A/B run when step i of both
+	// runs ends the last round so far of the same workload, whether both
+	// measure another, with ids A's and B's. `vfleet run --ab` measures on
+	// while a metric of the workload is undecided between them.
+	MoreRoundsAB func(ctx context.Context, ids [2]int64, workloadID string, done int) (why string)
 	// PeerAgent finds the static agent for a remote peer's architecture
 	// (a Debian name: amd64, arm64); nil when no run has a remote peer.
 	PeerAgent func(arch string) (string, error)
@@ -664,6 +669,7 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 			progress.Item(r.label+describe(st), err)
 			r.extendIfImprecise(ctx, i, progress)
 		}
+		extendPairIfUndecided(ctx, runs, i, phase, progress)
 		if !more {
 			break
 		}

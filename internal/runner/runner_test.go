@@ -421,6 +421,52 @@ func TestMoreRoundsAddRoundsWhileAsked(t *testing.T) {
 	}
 }
 
+// In an A/B run, MoreRoundsAB adds a round to both runs while asked, each
+// time both have measured the same rounds, so they stay interleaved.
+func TestMoreRoundsABAddsRoundsToBoth(t *testing.T) {
+	planA, opts := setup(t)
+	planB, _ := setup(t)
+	rec := &recorder{}
+	opts.Progress = rec
+	var asked []int
+	opts.MoreRoundsAB = func(ctx context.Context, ids [2]int64, workloadID string, done int) string {
+		asked = append(asked, done)
+		for _, id := range ids {
+			samples, err := opts.Store.Samples(ctx, id)
+			if err != nil || len(samples) != 3*done || workloadID != "cpu" {
+				t.Errorf("run %d asked after %d rounds of %s: %d samples stored (%v), want %d", id, done, workloadID, len(samples), err, 3*done)
+			}
+		}
+		if done < 4 {
+			return "undecided"
+		}
+		return ""
+	}
+	ids, err := RunAB(context.Background(), planA, planB, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"base": 4, "other-0": 4, "other-1": 4}
+	for _, id := range ids {
+		if got := repetitionsPerGuest(t, opts, id); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("run %d: repetitions = %v, want %v", id, got, want)
+		}
+	}
+	if fmt.Sprint(asked) != "[2 3 4]" {
+		t.Errorf("asked after %v rounds, want after each of [2 3 4]", asked)
+	}
+	var steps []string
+	for _, it := range rec.items {
+		if strings.Contains(it, " on ") {
+			steps = append(steps, it[:1])
+		}
+	}
+	// The added rounds alternate as the planned ones do.
+	if got := strings.Join(steps, ""); strings.Count(got, "A") != strings.Count(got, "B") || strings.Contains(got, "AAA") || strings.Contains(got, "BBB") {
+		t.Errorf("step order = %s", got)
+	}
+}
+
 // host_settings hold while the run lasts, are recorded with the host it
 // measured, and the host's own come back; an interrupt the kernel keeps
 // where it is does not stop the run.

@@ -2,6 +2,10 @@
 // summaries with confidence intervals and values normalised to a baseline.
 // Every function is pure and deterministic.
 //
+// Decide is how a comparison of many metrics is decided as repetitions
+// come: each metric same, higher, lower or undecided, its errors bounded
+// over every look and every metric of the family (sequential.go).
+//
 // Histogram keeps a whole latency distribution in mergeable form: the
 // percentiles of several executions come from merging their histograms,
 // never from averaging their percentiles.

@@ -70,3 +70,11 @@ func (s Summary) RelativeHalfWidth() float64 {
 	}
 	return math.Abs(s.CIHigh-s.Mean) / math.Abs(s.Mean)
 }
+
+func meanOf(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
