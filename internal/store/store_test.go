@@ -711,15 +711,23 @@ func TestNonRegularPathRefusedUntouched(t *testing.T) {
 	}
 }
 
-// TestReadOnlyDatabase mounts a file system read-only under the database,
-// which refuses root too, as a user's read-only mount would.
-func TestReadOnlyDatabase(t *testing.T) {
-	testutil.RequiresRoot(t)
+// smallTmpfs is a 4 MiB file system of the test's own, which a test can
+// fill or remount read-only.
+func smallTmpfs(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
 		t.Fatalf("mount a tmpfs: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// TestReadOnlyDatabase mounts a file system read-only under the database,
+// which refuses root too, as a user's read-only mount would.
+func TestReadOnlyDatabase(t *testing.T) {
+	testutil.RequiresRoot(t)
+	dir := smallTmpfs(t)
 	path := filepath.Join(dir, "r.db")
 	s := open(t, path)
 	id := createRun(t, s)
@@ -765,11 +773,7 @@ func TestOpenReadOnlyUpgradesAWritableOldDatabase(t *testing.T) {
 // log, and says "disk I/O error": the store says the disk is full.
 func TestFullDiskIsSaid(t *testing.T) {
 	testutil.RequiresRoot(t)
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
-		t.Fatalf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	dir := smallTmpfs(t)
 	path := filepath.Join(dir, "r.db")
 	s := open(t, path)
 	createRun(t, s)
