@@ -1,11 +1,13 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +29,10 @@ var machine struct {
 	sync.Mutex
 	held int
 	f    *os.File
+	// from is when this process took the machine, waited how long it
+	// waited for it: what VFLEET_TEST_MACHINE_LOG records.
+	from   time.Time
+	waited time.Duration
 }
 
 // machineHeldEnv is set, while a test holds the machine, for the processes
@@ -54,6 +60,7 @@ func holdMachine(t testing.TB) {
 	machine.Lock()
 	defer machine.Unlock()
 	if machine.held == 0 {
+		asked := time.Now()
 		f, err := os.OpenFile(machineLockFile(), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			t.Fatalf("hold the machine for integration tests: %v", err)
@@ -63,6 +70,8 @@ func holdMachine(t testing.TB) {
 			t.Fatalf("hold the machine for integration tests: flock %s: %v", f.Name(), err)
 		}
 		machine.f = f
+		machine.from = time.Now()
+		machine.waited = machine.from.Sub(asked)
 		os.Setenv(machineHeldEnv, strconv.Itoa(os.Getpid()))
 	}
 	machine.held++
@@ -70,9 +79,28 @@ func holdMachine(t testing.TB) {
 		machine.Lock()
 		defer machine.Unlock()
 		if machine.held--; machine.held == 0 {
+			logHold(t.Name(), machine.waited, time.Since(machine.from))
 			os.Unsetenv(machineHeldEnv)
 			machine.f.Close()
 			machine.f = nil
 		}
 	})
+}
+
+// logHold appends a line for a test's hold of the machine to the file
+// VFLEET_TEST_MACHINE_LOG names, if any: the suite's wall time is about the
+// sum of the holds, so that is where shortening a test shortens the suite,
+// and a test's own elapsed time (which counts its wait) does not say it.
+func logHold(test string, waited, held time.Duration) {
+	name := os.Getenv("VFLEET_TEST_MACHINE_LOG")
+	if name == "" {
+		return
+	}
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	wd, _ := os.Getwd()
+	fmt.Fprintf(f, "%s\t%s\t%.1f\t%.1f\n", filepath.Base(wd), test, waited.Seconds(), held.Seconds())
 }
