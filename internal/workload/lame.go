@@ -78,7 +78,7 @@ func (lame) Parse(stdout, stderr []byte) ([]Sample, error) {
 		}
 	}
 	if len(figures) != 2 {
-		return nil, fmt.Errorf("%w: vfleet-encode reported no encoding time: %s", ErrParse, excerpt(append(append([]byte{}, stdout...), stderr...)))
+		return nil, fmt.Errorf("%w: vfleet-encode reported no encoding time: %s", ErrParse, excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
 	}
 	return []Sample{
 		{Metric: "encode_s", Unit: "s", Value: figures["wall_seconds"], Better: LowerIsBetter},

@@ -37,9 +37,21 @@ func init() {
 	Register(cachebench{})
 }
 
-// streamKernels are STREAM's kernels as the program names them, and the
-// metric each becomes.
-var streamKernels = []struct{ name, metric string }{
+// figure is a figure as one of vfleet's own programs names it in its
+// output, and the metric it becomes.
+type figure struct{ name, metric string }
+
+// metricsOf are the metrics the figures become, in the program's order.
+func metricsOf(figures []figure) []string {
+	out := make([]string, len(figures))
+	for i, f := range figures {
+		out[i] = f.metric
+	}
+	return out
+}
+
+// streamKernels are STREAM's kernels as the program names them.
+var streamKernels = []figure{
 	{"Copy", "copy_mbps"}, {"Scale", "scale_mbps"}, {"Add", "add_mbps"}, {"Triad", "triad_mbps"},
 }
 
@@ -54,13 +66,7 @@ func (stream) Programs() []Program {
 // array_mib "auto" is four times the last-level cache, within half the
 // memory available.
 // Headlines: the consolidation study's table is STREAM's four kernels.
-func (stream) Headlines() []string {
-	out := make([]string, len(streamKernels))
-	for i, k := range streamKernels {
-		out[i] = k.metric
-	}
-	return out
-}
+func (stream) Headlines() []string { return metricsOf(streamKernels) }
 
 func (stream) Defaults() Params { return Params{"threads": "all", "array_mib": "auto"} }
 
@@ -122,7 +128,7 @@ func (stream) Parse(stdout, stderr []byte) ([]Sample, error) {
 	}
 	if !validated || len(rates) != len(streamKernels) {
 		return nil, fmt.Errorf("%w: vfleet-stream reported %d of the 4 kernels%s: %s", ErrParse, len(rates),
-			map[bool]string{true: "", false: " and no validation"}[validated], excerpt(append(append([]byte{}, stdout...), stderr...)))
+			map[bool]string{true: "", false: " and no validation"}[validated], excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
 	}
 	out := make([]Sample, len(streamKernels))
 	for i, k := range streamKernels {
@@ -170,7 +176,7 @@ func (pingpong) Parse(stdout, stderr []byte) ([]Sample, error) {
 		}
 	}
 	if len(figures) != 2 {
-		return nil, fmt.Errorf("%w: vfleet-pingpong reported no figures: %s", ErrParse, excerpt(append(append([]byte{}, stdout...), stderr...)))
+		return nil, fmt.Errorf("%w: vfleet-pingpong reported no figures: %s", ErrParse, excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
 	}
 	return []Sample{
 		{Metric: "switch_latency", Unit: "ns", Value: figures["ns_per_switch"], Better: LowerIsBetter},
@@ -178,9 +184,8 @@ func (pingpong) Parse(stdout, stderr []byte) ([]Sample, error) {
 	}, nil
 }
 
-// cachebenchModes are the program's columns, in its order, and the metric
-// each becomes.
-var cachebenchModes = []struct{ column, metric string }{
+// cachebenchModes are the program's columns, in its order.
+var cachebenchModes = []figure{
 	{"Read", "read_mbps"}, {"Write", "write_mbps"}, {"RMW", "rmw_mbps"},
 }
 
@@ -190,13 +195,7 @@ func (cachebench) Programs() []Program {
 }
 
 // Headlines: the study's table has a row for each of the three modes.
-func (cachebench) Headlines() []string {
-	out := make([]string, len(cachebenchModes))
-	for i, m := range cachebenchModes {
-		out[i] = m.metric
-	}
-	return out
-}
+func (cachebench) Headlines() []string { return metricsOf(cachebenchModes) }
 
 // Defaults: from 4 KiB, inside any first-level data cache, to 64 MiB,
 // beyond the last-level cache of most hosts.
@@ -257,13 +256,13 @@ func (cachebench) Parse(stdout, stderr []byte) ([]Sample, error) {
 		}
 	}
 	if mean == nil || !validated {
-		return nil, fmt.Errorf("%w: vfleet-cachebench reported no validated mean: %s", ErrParse, excerpt(append(append([]byte{}, stdout...), stderr...)))
+		return nil, fmt.Errorf("%w: vfleet-cachebench reported no validated mean: %s", ErrParse, excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
 	}
 	out := make([]Sample, len(cachebenchModes))
 	for i, m := range cachebenchModes {
 		v, err := parseFinite(mean[i])
 		if err != nil {
-			return nil, fmt.Errorf("%w: vfleet-cachebench %s mean %q: %v", ErrParse, m.column, mean[i], err)
+			return nil, fmt.Errorf("%w: vfleet-cachebench %s mean %q: %v", ErrParse, m.name, mean[i], err)
 		}
 		out[i] = Sample{Metric: m.metric, Unit: "MB/s", Value: v, Better: HigherIsBetter}
 	}
