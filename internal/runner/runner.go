@@ -939,8 +939,10 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if err != nil {
 		return agent.Reply{}, nil, err
 	}
-	if err := r.tools.require(ctx, g, group, r.imageName(g), ex.Argv[0]); err != nil {
-		return agent.Reply{}, nil, err
+	for _, prog := range append([]string{ex.Argv[0]}, ex.Runs...) {
+		if err := r.tools.require(ctx, g, group, r.imageName(g), prog); err != nil {
+			return agent.Reply{}, nil, err
+		}
 	}
 	if ex.WorkDir == "" {
 		ex.WorkDir = g.Info().ScratchDir
