@@ -1,0 +1,78 @@
+package cgroup
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ErrUsage says a cgroup's CPU accounting file did not look the way the
+// kernel writes it.
+var ErrUsage = errors.New("unexpected cgroup CPU accounting")
+
+// ParseCPUAcctUsage parses cgroup v1's cpuacct.usage: the CPU time of the
+// cgroup's tasks in nanoseconds, as one integer; in seconds.
+func ParseCPUAcctUsage(b []byte) (float64, error) {
+	ns, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cpuacct.usage %q: %w", short(b), ErrUsage)
+	}
+	return float64(ns) / 1e9, nil
+}
+
+// ParseCPUStatV2 takes usage_usec from cgroup v2's cpu.stat ("key value"
+// lines), in seconds.
+func ParseCPUStatV2(b []byte) (float64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || k != "usage_usec" {
+			continue
+		}
+		us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cpu.stat usage_usec %q: %w", v, ErrUsage)
+		}
+		return float64(us) / 1e6, nil
+	}
+	return 0, fmt.Errorf("cpu.stat has no usage_usec: %w", ErrUsage)
+}
+
+// CPUUsage is the CPU time, in seconds, of every task that ran in
+// cgroupPath and below it, from the hierarchy under root (/sys/fs/cgroup,
+// or a fixture tree) that accounts it: v1's cpuacct controller, else
+// v2's cpu.stat. found is false when neither holds the cgroup: nothing
+// was started in it.
+func CPUUsage(root, cgroupPath string) (seconds float64, found bool, err error) {
+	rel := filepath.Clean("/" + cgroupPath)
+	b, err := os.ReadFile(filepath.Join(root, "cpuacct", rel, "cpuacct.usage"))
+	if err == nil {
+		seconds, err = ParseCPUAcctUsage(b)
+		return seconds, err == nil, err
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return 0, false, err
+	}
+	b, err = os.ReadFile(filepath.Join(root, rel, "cpu.stat"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	seconds, err = ParseCPUStatV2(b)
+	return seconds, err == nil, err
+}
+
+func short(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return s
+}
