@@ -644,7 +644,7 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 				continue
 			}
 			if st.Together != nil {
-				err := r.runTogether(ctx, st)
+				err := r.measuringLoad(ctx, st, "", func() error { return r.runTogether(ctx, st) })
 				progress.Item(r.label+describe(st), err)
 				r.extendIfImprecise(ctx, i, progress)
 				continue
@@ -662,9 +662,11 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 				progress.Item(r.label+describe(st), err)
 				continue
 			}
-			stopNoise := r.startNoise(ctx, st)
-			err := r.runStep(ctx, g, st)
-			stopNoise()
+			err := r.measuringLoad(ctx, st, st.Guest, func() error {
+				stopNoise := r.startNoise(ctx, st)
+				defer stopNoise()
+				return r.runStep(ctx, g, st)
+			})
 			done(err)
 			progress.Item(r.label+describe(st), err)
 			r.extendIfImprecise(ctx, i, progress)
