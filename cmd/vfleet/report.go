@@ -158,6 +158,12 @@ func loadComparison(ctx context.Context, st *store.Store, id int64) (report.Comp
 	if c.Audit, err = loadAudit(ctx, st, run); err != nil {
 		return report.Comparison{}, nil, err
 	}
+	loads, err := st.StepLoads(ctx, id)
+	if err != nil {
+		return report.Comparison{}, nil, err
+	}
+	load := report.SummarizeLoad(loads)
+	c.Load = &load
 	return c, samples, nil
 }
 
