@@ -91,3 +91,33 @@ func TestReportsSayTheHostWasBusy(t *testing.T) {
 		}
 	}
 }
+
+// A comparison names the side whose host was busy, in its table, page
+// and JSON.
+func TestComparisonSaysWhichSideWasBusy(t *testing.T) {
+	run, samples, _ := fixture()
+	quiet, busy := SummarizeLoad([]store.StepLoad{step(160, 0, 1500)}), SummarizeLoad([]store.StepLoad{step(200, 0, 1500)})
+	c := CompareRuns(run, samples, run, samples, DefaultCompareOptions)
+	c.Loads = [2]*HostLoad{&quiet, &busy}
+	var table, page, js bytes.Buffer
+	if err := WriteABTable(&table, c, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteABHTML(&page, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteABJSON(&js, c); err != nil {
+		t.Fatal(err)
+	}
+	want := "B (run 7): the host was busy during 1 of 1 steps"
+	if !strings.Contains(table.String(), "note: "+want) || strings.Contains(table.String(), "A (run 7)") || !strings.Contains(page.String(), want) {
+		t.Errorf("the comparison does not say B's host was busy (and only B's):\n%s", table.String())
+	}
+	var back struct {
+		A *HostLoad `json:"host_load_a"`
+		B *HostLoad `json:"host_load_b"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.A == nil || back.A.Busy || back.B == nil || !back.B.Busy {
+		t.Errorf("JSON host loads %+v, %+v, %v", back.A, back.B, err)
+	}
+}
