@@ -27,20 +27,23 @@ const (
 )
 
 // readLoadMark reads the host's counters under procRoot and the CPU time
-// of the run's cgroups (every guest's, the peer's, the noise guests')
+// of the runs' cgroups (every guest's, the peer's, the noise guests')
 // under cgroupRoot, plus this process's own and its reaped children's:
-// all of it is the run's work, the rest of the tasks' time is not.
-func readLoadMark(procRoot, cgroupRoot, runKey string) (loadMark, error) {
+// all of it is the runs' work, the rest of the tasks' time is not.
+func readLoadMark(procRoot, cgroupRoot string, runKeys []string) (loadMark, error) {
 	cpu, err := procfs.ReadCPUStat(procRoot)
 	if err != nil {
 		return loadMark{}, err
 	}
-	// A run whose cgroup is not made yet has used nothing in it.
-	run, _, err := cgroup.CPUUsage(cgroupRoot, cgroup.PathOf(runKey, ""))
-	if err != nil {
-		return loadMark{}, err
+	var own int64
+	for _, key := range runKeys {
+		// A run whose cgroup is not made yet has used nothing in it.
+		run, _, err := cgroup.CPUUsage(cgroupRoot, cgroup.PathOf(key, ""))
+		if err != nil {
+			return loadMark{}, err
+		}
+		own += int64(run * 1e9)
 	}
-	own := int64(run * 1e9)
 	for _, who := range []int{unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN} {
 		var ru unix.Rusage
 		if err := unix.Getrusage(who, &ru); err != nil {
@@ -76,9 +79,9 @@ func (r *run) measuringLoad(ctx context.Context, st scenario.Step, guest string,
 	if st.Warmup {
 		return step()
 	}
-	before, berr := readLoadMark(loadProcRoot, loadCgroupRoot, r.key)
+	before, berr := readLoadMark(loadProcRoot, loadCgroupRoot, r.together)
 	err := step()
-	after, aerr := readLoadMark(loadProcRoot, loadCgroupRoot, r.key)
+	after, aerr := readLoadMark(loadProcRoot, loadCgroupRoot, r.together)
 	if berr != nil || aerr != nil {
 		return err
 	}

@@ -9,15 +9,16 @@ import (
 )
 
 // Two reads around a step, from fixture trees (testdata/load-a, load-b:
-// two CPUs, 2 s of ticks between them; the run's cgroup used 1.2 s):
-// the step's load is the difference, the run's own time being its
-// cgroups' and this process's.
+// two CPUs, 2 s of ticks between them; the run's cgroup used 1.2 s, and
+// the cgroup of its A/B partner, made meanwhile, 0.3 s): the step's load
+// is the difference, the runs' own time being their cgroups' and this
+// process's.
 func TestStepLoadFromTwoReads(t *testing.T) {
-	a, err := readLoadMark("testdata/load-a/proc", "testdata/load-a/cgroup", "rk")
+	a, err := readLoadMark("testdata/load-a/proc", "testdata/load-a/cgroup", []string{"rk", "rk2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := readLoadMark("testdata/load-b/proc", "testdata/load-b/cgroup", "rk")
+	b, err := readLoadMark("testdata/load-b/proc", "testdata/load-b/cgroup", []string{"rk", "rk2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,10 +28,10 @@ func TestStepLoadFromTwoReads(t *testing.T) {
 		l.TotalTicks != 400 || l.TaskTicks != 200 || l.StealTicks != 15 {
 		t.Fatalf("load %+v; want 2 CPUs, 400 ticks, 200 of tasks, 15 stolen", l)
 	}
-	// This process's own time between the reads comes on top of its
-	// cgroups' 1.2 s.
-	if l.OwnNS < 1.2e9 || l.WallNS < 0 {
-		t.Errorf("own %d ns, wall %d ns; want at least the cgroups' 1.2 s", l.OwnNS, l.WallNS)
+	// This process's own time between the reads comes on top of the
+	// cgroups' 1.5 s.
+	if l.OwnNS < 1.5e9 || l.WallNS < 0 {
+		t.Errorf("own %d ns, wall %d ns; want at least the cgroups' 1.5 s", l.OwnNS, l.WallNS)
 	}
 	// Counters that went back (a CPU taken offline) are nothing, not a
 	// wrapped number.
@@ -42,10 +43,10 @@ func TestStepLoadFromTwoReads(t *testing.T) {
 // A run whose cgroup is not there yet has used nothing in it; a host
 // whose /proc/stat cannot be read gives no load at all.
 func TestLoadMarkReads(t *testing.T) {
-	if _, err := readLoadMark("testdata/load-a/proc", "testdata/load-a/cgroup", "other"); err != nil {
+	if _, err := readLoadMark("testdata/load-a/proc", "testdata/load-a/cgroup", []string{"other"}); err != nil {
 		t.Errorf("no cgroup of the run: %v; want a mark", err)
 	}
-	if _, err := readLoadMark("testdata/none", "testdata/load-a/cgroup", "rk"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := readLoadMark("testdata/none", "testdata/load-a/cgroup", []string{"rk"}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("no /proc/stat: %v; want not exist", err)
 	}
 }
