@@ -116,9 +116,8 @@ var ErrConfig = errors.New("invalid capacity search")
 // looks share 1 − Confidence as a comparison's do (stats.LookLevels), so
 // that looking again does not raise the chance of a wrong verdict. An
 // undecided size counts as not holding, so the answer is a size shown
-// to hold. It
-// assumes what it bounds degrades with the fleet's size: it measures no
-// size between two whose verdicts it already has.
+// to hold. It assumes what it bounds degrades with the fleet's size: it
+// measures no size between two whose verdicts it already has.
 func Search(ctx context.Context, m Measurer, cfg Config) (*Result, error) {
 	if len(cfg.SLOs) == 0 || cfg.Max < 1 || cfg.Confidence <= 0 || cfg.Confidence >= 1 {
 		return nil, fmt.Errorf("%w: want at least one SLO, a maximum of 1 or more and a confidence between 0 and 1", ErrConfig)
