@@ -44,29 +44,37 @@ func ParseCPUStatV2(b []byte) (float64, error) {
 }
 
 // CPUUsage is the CPU time, in seconds, of every task that ran in
-// cgroupPath and below it, from the hierarchy under root (/sys/fs/cgroup,
-// or a fixture tree) that accounts it: v1's cpuacct controller, else
-// v2's cpu.stat. found is false when neither holds the cgroup: nothing
-// was started in it.
-func CPUUsage(root, cgroupPath string) (seconds float64, found bool, err error) {
+// cgroupPath and below it, read from each hierarchy of mounts that
+// accounts CPU time (v2's cpu.stat, v1's cpuacct) and holds the cgroup:
+// the most any of them counted, since a process may have been put in
+// some hierarchies only (on a hybrid host vfleet's own go in v2 and the
+// freezer, a runtime's in every one). found is false when none holds the
+// cgroup: nothing was started in it.
+func CPUUsage(mounts []Mount, cgroupPath string) (seconds float64, found bool, err error) {
 	rel := filepath.Clean("/" + cgroupPath)
-	b, err := os.ReadFile(filepath.Join(root, "cpuacct", rel, "cpuacct.usage"))
-	if err == nil {
-		seconds, err = ParseCPUAcctUsage(b)
-		return seconds, err == nil, err
+	for _, m := range mounts {
+		file, parse := "cpu.stat", ParseCPUStatV2
+		switch {
+		case m.V2:
+		case m.CPUAcct:
+			file, parse = "cpuacct.usage", ParseCPUAcctUsage
+		default:
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(m.Dir, rel, file))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		v, err := parse(b)
+		if err != nil {
+			return 0, false, err
+		}
+		seconds, found = max(seconds, v), true
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return 0, false, err
-	}
-	b, err = os.ReadFile(filepath.Join(root, rel, "cpu.stat"))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, err
-	}
-	seconds, err = ParseCPUStatV2(b)
-	return seconds, err == nil, err
+	return seconds, found, nil
 }
 
 func short(b []byte) string {

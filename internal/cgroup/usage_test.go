@@ -7,18 +7,27 @@ import (
 )
 
 func TestCPUUsageOnRecordedFiles(t *testing.T) {
+	v1 := Mount{Dir: "testdata/usage-v1/cpuacct", CPUAcct: true}
+	v2 := Mount{Dir: "testdata/usage-v2", V2: true}
+	freezer := Mount{Dir: "testdata/usage-v1/cpuacct", Freezer: true}
 	for _, tc := range []struct {
-		root  string
-		want  float64
-		found bool
+		name   string
+		mounts []Mount
+		want   float64
+		found  bool
 	}{
-		{"testdata/usage-v1", 0.280115349, true},
-		{"testdata/usage-v2", 0.280439, true},
-		{"testdata/proc", 0, false}, // no hierarchy holds the run
+		{"v1", []Mount{v1}, 0.280115349, true},
+		{"v2", []Mount{v2}, 0.280439, true},
+		// On a hybrid host the hierarchy that counted the most holds
+		// the processes put in one only.
+		{"hybrid", []Mount{v1, freezer, v2}, 0.280439, true},
+		// A hierarchy that does not account CPU time is not read.
+		{"freezer", []Mount{freezer}, 0, false},
+		{"none holds the run", []Mount{{Dir: "testdata/proc", V2: true}}, 0, false},
 	} {
-		got, found, err := CPUUsage(tc.root, PathOf("r1", ""))
+		got, found, err := CPUUsage(tc.mounts, PathOf("r1", ""))
 		if err != nil || found != tc.found || math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("%s: %v, %v, %v; want %v, %v", tc.root, got, found, err, tc.want, tc.found)
+			t.Errorf("%s: %v, %v, %v; want %v, %v", tc.name, got, found, err, tc.want, tc.found)
 		}
 	}
 }

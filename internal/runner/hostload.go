@@ -20,17 +20,15 @@ type loadMark struct {
 	ownNS int64
 }
 
-// Where a step's host load is read on this host.
-const (
-	loadProcRoot   = "/proc"
-	loadCgroupRoot = "/sys/fs/cgroup"
-)
+// loadProcRoot is where a step's host load is read on this host.
+const loadProcRoot = "/proc"
 
 // readLoadMark reads the host's counters under procRoot and the CPU time
-// of the runs' cgroups (every guest's, the peer's, the noise guests')
-// under cgroupRoot, plus this process's own and its reaped children's:
-// all of it is the runs' work, the rest of the tasks' time is not.
-func readLoadMark(procRoot, cgroupRoot string, runKeys []string) (loadMark, error) {
+// of the runs' cgroups (every guest's, the peer's, the noise guests') in
+// the hierarchies of mounts, plus this process's own and its reaped
+// children's: all of it is the runs' work, the rest of the tasks' time is
+// not.
+func readLoadMark(procRoot string, mounts []cgroup.Mount, runKeys []string) (loadMark, error) {
 	cpu, err := procfs.ReadCPUStat(procRoot)
 	if err != nil {
 		return loadMark{}, err
@@ -38,7 +36,7 @@ func readLoadMark(procRoot, cgroupRoot string, runKeys []string) (loadMark, erro
 	var own int64
 	for _, key := range runKeys {
 		// A run whose cgroup is not made yet has used nothing in it.
-		run, _, err := cgroup.CPUUsage(cgroupRoot, cgroup.PathOf(key, ""))
+		run, _, err := cgroup.CPUUsage(mounts, cgroup.PathOf(key, ""))
 		if err != nil {
 			return loadMark{}, err
 		}
@@ -79,9 +77,13 @@ func (r *run) measuringLoad(ctx context.Context, st scenario.Step, guest string,
 	if st.Warmup {
 		return step()
 	}
-	before, berr := readLoadMark(loadProcRoot, loadCgroupRoot, r.together)
+	mounts, merr := cgroup.Mounts(loadProcRoot)
+	if merr != nil {
+		return step()
+	}
+	before, berr := readLoadMark(loadProcRoot, mounts, r.together)
 	err := step()
-	after, aerr := readLoadMark(loadProcRoot, loadCgroupRoot, r.together)
+	after, aerr := readLoadMark(loadProcRoot, mounts, r.together)
 	if berr != nil || aerr != nil {
 		return err
 	}

@@ -5,8 +5,12 @@ import (
 	"io/fs"
 	"testing"
 
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/scenario"
 )
+
+// v2 is a cgroup v2 hierarchy at dir.
+func v2(dir string) []cgroup.Mount { return []cgroup.Mount{{Dir: dir, V2: true}} }
 
 // Two reads around a step, from fixture trees (testdata/load-a, load-b:
 // two CPUs, 2 s of ticks between them; the run's cgroup used 1.2 s, and
@@ -14,11 +18,11 @@ import (
 // is the difference, the runs' own time being their cgroups' and this
 // process's.
 func TestStepLoadFromTwoReads(t *testing.T) {
-	a, err := readLoadMark("testdata/load-a/proc", "testdata/load-a/cgroup", []string{"rk", "rk2"})
+	a, err := readLoadMark("testdata/load-a/proc", v2("testdata/load-a/cgroup"), []string{"rk", "rk2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := readLoadMark("testdata/load-b/proc", "testdata/load-b/cgroup", []string{"rk", "rk2"})
+	b, err := readLoadMark("testdata/load-b/proc", v2("testdata/load-b/cgroup"), []string{"rk", "rk2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +47,10 @@ func TestStepLoadFromTwoReads(t *testing.T) {
 // A run whose cgroup is not there yet has used nothing in it; a host
 // whose /proc/stat cannot be read gives no load at all.
 func TestLoadMarkReads(t *testing.T) {
-	if _, err := readLoadMark("testdata/load-a/proc", "testdata/load-a/cgroup", []string{"other"}); err != nil {
+	if _, err := readLoadMark("testdata/load-a/proc", v2("testdata/load-a/cgroup"), []string{"other"}); err != nil {
 		t.Errorf("no cgroup of the run: %v; want a mark", err)
 	}
-	if _, err := readLoadMark("testdata/none", "testdata/load-a/cgroup", []string{"rk"}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := readLoadMark("testdata/none", v2("testdata/load-a/cgroup"), []string{"rk"}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("no /proc/stat: %v; want not exist", err)
 	}
 }
