@@ -48,9 +48,9 @@ func ParseCPUStatV2(b []byte) (float64, error) {
 // accounts CPU time (v2's cpu.stat, v1's cpuacct) and holds the cgroup:
 // the most any of them counted, since a process may have been put in
 // some hierarchies only (on a hybrid host vfleet's own go in v2 and the
-// freezer, a runtime's in every one). found is false when none holds the
-// cgroup: nothing was started in it.
-func CPUUsage(mounts []Mount, cgroupPath string) (seconds float64, found bool, err error) {
+// freezer, a runtime's in every one). A cgroup no hierarchy holds has
+// used nothing: nothing was started in it.
+func CPUUsage(mounts []Mount, cgroupPath string) (seconds float64, err error) {
 	rel := filepath.Clean("/" + cgroupPath)
 	for _, m := range mounts {
 		file, parse := "cpu.stat", ParseCPUStatV2
@@ -66,15 +66,15 @@ func CPUUsage(mounts []Mount, cgroupPath string) (seconds float64, found bool, e
 			continue
 		}
 		if err != nil {
-			return 0, false, err
+			return 0, err
 		}
 		v, err := parse(b)
 		if err != nil {
-			return 0, false, err
+			return 0, err
 		}
-		seconds, found = max(seconds, v), true
+		seconds = max(seconds, v)
 	}
-	return seconds, found, nil
+	return seconds, nil
 }
 
 func short(b []byte) string {

@@ -35,8 +35,7 @@ func readLoadMark(procRoot string, mounts []cgroup.Mount, runKeys []string) (loa
 	}
 	var own int64
 	for _, key := range runKeys {
-		// A run whose cgroup is not made yet has used nothing in it.
-		run, _, err := cgroup.CPUUsage(mounts, cgroup.PathOf(key, ""))
+		run, err := cgroup.CPUUsage(mounts, cgroup.PathOf(key, ""))
 		if err != nil {
 			return loadMark{}, err
 		}
