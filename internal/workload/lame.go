@@ -1,12 +1,8 @@
 package workload
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/tools"
@@ -65,20 +61,9 @@ func (w lame) Command(p Params, d time.Duration) (Exec, error) {
 }
 
 func (lame) Parse(stdout, stderr []byte) ([]Sample, error) {
-	figures := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(stdout))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && (f[0] == "wall_seconds" || f[0] == "cpu_seconds") {
-			v, err := parseFinite(f[1])
-			if err != nil {
-				return nil, fmt.Errorf("%w: vfleet-encode: %q: %v", ErrParse, sc.Text(), err)
-			}
-			figures[f[0]] = v
-		}
-	}
-	if len(figures) != 2 {
-		return nil, fmt.Errorf("%w: vfleet-encode reported no encoding time: %s", ErrParse, excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
+	figures, err := keyedFigures("vfleet-encode", stdout, stderr, "wall_seconds", "cpu_seconds")
+	if err != nil {
+		return nil, err
 	}
 	return []Sample{
 		{Metric: "encode_s", Unit: "s", Value: figures["wall_seconds"], Better: LowerIsBetter},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -162,21 +163,31 @@ func (w pingpong) Command(p Params, d time.Duration) (Exec, error) {
 	}, nil
 }
 
-func (pingpong) Parse(stdout, stderr []byte) ([]Sample, error) {
+// keyedFigures reads the "KEY VALUE" lines of a program of vfleet's own
+// that prints each of keys once; what reports none of them is no result.
+func keyedFigures(program string, stdout, stderr []byte, keys ...string) (map[string]float64, error) {
 	figures := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(stdout))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 2 && (f[0] == "round_trips_per_sec" || f[0] == "ns_per_switch") {
+		if len(f) == 2 && slices.Contains(keys, f[0]) {
 			v, err := parseFinite(f[1])
 			if err != nil {
-				return nil, fmt.Errorf("%w: vfleet-pingpong: %q: %v", ErrParse, sc.Text(), err)
+				return nil, fmt.Errorf("%w: %s: %q: %v", ErrParse, program, sc.Text(), err)
 			}
 			figures[f[0]] = v
 		}
 	}
-	if len(figures) != 2 {
-		return nil, fmt.Errorf("%w: vfleet-pingpong reported no figures: %s", ErrParse, excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
+	if len(figures) != len(keys) {
+		return nil, fmt.Errorf("%w: %s reported no %s: %s", ErrParse, program, strings.Join(keys, " or "), excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
+	}
+	return figures, nil
+}
+
+func (pingpong) Parse(stdout, stderr []byte) ([]Sample, error) {
+	figures, err := keyedFigures("vfleet-pingpong", stdout, stderr, "round_trips_per_sec", "ns_per_switch")
+	if err != nil {
+		return nil, err
 	}
 	return []Sample{
 		{Metric: "switch_latency", Unit: "ns", Value: figures["ns_per_switch"], Better: LowerIsBetter},
