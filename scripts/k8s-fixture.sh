@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # A one-node Kubernetes fixture: containerd on its own socket and
-# directories, and a standalone kubelet (no API server) that runs one static
-# pod of vfleet's guest image, vfleet's agent as its container, under runc,
-# on the host's network. It is the first step of running fleets as pods
+# directories, etcd, an API server, and a kubelet registered as the node
+# "localhost" that runs one static pod of vfleet's guest image, vfleet's
+# agent as its container, under runc, on the host's network. Everything
+# listens on loopback only. It is the first step of running fleets as pods
 # (docs/kubernetes.md): it proves a pod of vfleet's image runs here.
 #
-# Nothing is pulled from a registry: the kubelet is built from the Go
-# module proxy (once per version, cached), the sandbox ("pause") image is a
+# Nothing is pulled from a registry: the kubelet and the API server are
+# built from the Go module proxy (once per version, cached), the sandbox
+# ("pause") image is a
 # small Go program packaged here, and the agent's image is vfleet's own
 # guest image packaged as an OCI image; both are imported into containerd.
 #
@@ -18,8 +20,9 @@
 #           (idempotent; the build cache is kept)
 #   status  whether the fixture runs, and the pod's phase
 #
-# Needs root, go, tar, and Debian's containerd and runc. Environment:
-#   K8S_VERSION      kubelet version to build (default 1.34.4: the last
+# Needs root, go, tar, openssl, and Debian's containerd, runc and
+# etcd-server. Environment:
+#   K8S_VERSION      Kubernetes version to build (default 1.34.4: the last
 #                    minor that runs on a cgroup v1 host without opting in)
 #   VFLEET_K8S_CACHE build cache (default /var/cache/vfleet-k8s)
 #   VFLEET_K8S_DIR   the fixture's state (default /var/lib/vfleet-k8s)
@@ -32,7 +35,8 @@ version=${K8S_VERSION:-1.34.4}
 cache=${VFLEET_K8S_CACHE:-/var/cache/vfleet-k8s}
 dir=${VFLEET_K8S_DIR:-/var/lib/vfleet-k8s}
 bindir=$cache/v$version
-tools=$cache/tools
+# The helpers' sources are in this script: a changed script builds them anew.
+tools=$cache/tools/$(sha256sum "$repo/scripts/k8s-fixture.sh" | cut -c1-12)
 sock=$dir/containerd/containerd.sock
 pause_ref=vfleet.local/k8s-pause:1
 pod=vfleet-agent
@@ -41,6 +45,13 @@ pod=vfleet-agent
 # use: it accepts no anonymous request, and with no API server to ask and
 # no client CA there is no credential it would take.
 status_url=http://127.0.0.1:10255/pods
+api=https://127.0.0.1:16443
+etcd_client=http://127.0.0.1:23790
+etcd_peer=http://127.0.0.1:23800
+# The node's name: the API server reaches a kubelet (exec, logs) at the
+# address its node reports first among these types, and a node named
+# localhost is reached on loopback, where this kubelet listens.
+node=localhost
 # The sysctls the kubelet sets at start (its "kernel tunables"); stop puts
 # back what they were.
 sysctls="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
@@ -60,16 +71,17 @@ usage() {
 
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# build_kube builds the kubelet of $version once: a scratch module that
+# build_kube builds the kubelet and the API server of $version once: a
+# scratch module that
 # requires k8s.io/kubernetes and points each staging module (required as
 # v0.0.0 and replaced by a directory in kubernetes' own go.mod) at its
 # published v0.MINOR.PATCH.
 build_kube() {
-  [ -x "$bindir/kubelet" ] && return
+  [ -x "$bindir/kubelet" ] && [ -x "$bindir/kube-apiserver" ] && return
   local src=$cache/src/kube-$version staging
   staging="v0.${version#*.}"
   mkdir -p "$src" "$bindir"
-  log "building kubelet v$version (a few minutes on a cold module cache)"
+  log "building kubelet and kube-apiserver v$version (minutes on a cold module cache)"
   (
     cd "$src"
     local gomod
@@ -85,11 +97,14 @@ build_kube() {
       sed -n '/^replace (/,/^)/s#^\s*\(k8s.io/[a-z-]*\) => ./staging/.*#\t\1 => \1 '"$staging"'#p' "$gomod"
       echo ")"
     } >go.mod
-    go get "k8s.io/kubernetes/cmd/kubelet@v$version"
-    CGO_ENABLED=0 go build -trimpath -o "$bindir/kubelet.tmp" \
-      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=${version%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" \
-      k8s.io/kubernetes/cmd/kubelet
-    mv "$bindir/kubelet.tmp" "$bindir/kubelet"
+    local c
+    for c in kubelet kube-apiserver; do
+      go get "k8s.io/kubernetes/cmd/$c@v$version"
+      CGO_ENABLED=0 go build -trimpath -o "$bindir/$c.tmp" \
+        -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=${version%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" \
+        "k8s.io/kubernetes/cmd/$c"
+      mv "$bindir/$c.tmp" "$bindir/$c"
+    done
   )
 }
 
@@ -120,13 +135,15 @@ EOF
 // Command fixture is the Kubernetes fixture's helper:
 //
 //	fixture image LAYER.tar REF OUT.tar ENTRYPOINT...  one-layer image as a docker archive
-//	fixture pod URL NAME TIMEOUT   wait until the kubelet reports the pod Running, all containers ready
+//	fixture pod URL NAME TIMEOUT   wait until the pod list at URL (the kubelet's or the API server's,
+//	                               with the bearer token in $FIXTURE_TOKEN) shows the pod Running, all containers ready
 //	fixture hello SOCKET TIMEOUT   print the first line vfleet's agent says on its socket
 package main
 
 import (
 	"bufio"
 	"compress/gzip"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -204,8 +221,8 @@ type podList struct {
 	} `json:"items"`
 }
 
-// waitPod polls the kubelet's pod list, which for a static pod carries the
-// status the kubelet keeps, since there is no API server to hold it.
+// waitPod polls a pod list: the kubelet's carries a static pod's status as
+// the kubelet keeps it, the API server's that of its mirror pod.
 func waitPod(url, pod, timeout string) error {
 	d, err := time.ParseDuration(timeout)
 	if err != nil {
@@ -225,8 +242,19 @@ func waitPod(url, pod, timeout string) error {
 	return fmt.Errorf("pod %s not running after %s: %s", pod, timeout, last)
 }
 
+// client trusts the API server's self-signed certificate: it is the
+// fixture's own, on loopback, and the token is good only for the fixture.
+var client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
 func podState(url, pod string) (string, bool) {
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err.Error(), false
+	}
+	if t := os.Getenv("FIXTURE_TOKEN"); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err.Error(), false
 	}
@@ -324,10 +352,10 @@ agent_image() {
 }
 
 pause_image() {
-  local tree=$cache/images/pause-root
+  local tree=$tools/pause-root
   mkdir -p "$tree"
   install -m 0755 "$tools/pause" "$tree/pause"
-  pack "$tree" "$pause_ref" "$cache/images/pause.tar" /pause
+  pack "$tree" "$pause_ref" "$tools/pause.tar" /pause
 }
 
 write_containerd_config() {
@@ -378,6 +406,7 @@ readOnlyPort: 10255
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: false}
+  x509: {clientCAFile: $dir/pki/ca.crt}
 authorization:
   mode: AlwaysAllow
 healthzBindAddress: 127.0.0.1
@@ -416,6 +445,51 @@ spec:
 EOF
 }
 
+# make_pki makes the fixture's credentials: a CA whose client certificates
+# the kubelet takes, the API server's certificate to call the kubelet with
+# (exec, logs), the service accounts' signing key, and bearer tokens of an
+# admin and of the kubelet, both in system:masters: who may do what is not
+# what this fixture is about.
+make_pki() {
+  local k=$dir/pki who token
+  [ -f "$k/tokens.csv" ] && return
+  mkdir -p "$k"
+  (
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$k/ca.key" -out "$k/ca.crt" -days 30 -subj /CN=vfleet-k8s-ca 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout "$k/client.key" -out "$k/client.csr" \
+      -subj /O=system:masters/CN=kube-apiserver-kubelet-client 2>/dev/null
+    openssl x509 -req -in "$k/client.csr" -CA "$k/ca.crt" -CAkey "$k/ca.key" -CAcreateserial -out "$k/client.crt" -days 30 2>/dev/null
+    openssl genrsa -out "$k/sa.key" 2048 2>/dev/null
+    for who in admin kubelet; do
+      token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+      echo "$token,$who,$who,system:masters" >>"$k/tokens.tmp"
+      # The API server's serving certificate is self-signed, made at its
+      # start, and it listens on loopback only.
+      cat >"$dir/$who.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: vfleet-k8s, cluster: {server: "$api", insecure-skip-tls-verify: true}}]
+users: [{name: $who, user: {token: $token}}]
+contexts: [{name: vfleet-k8s, context: {cluster: vfleet-k8s, user: $who}}]
+current-context: vfleet-k8s
+EOF
+    done
+    mv "$k/tokens.tmp" "$k/tokens.csv"
+  )
+}
+
+admin_token() { sed -n 's/^\([^,]*\),admin,.*/\1/p' "$dir/pki/tokens.csv"; }
+
+# launch starts one of the fixture's programs unless it runs: launch NAME ARGV...
+launch() {
+  local name=$1
+  shift
+  alive "$dir/$name.pid" && return
+  "$@" >"$dir/$name.log" 2>&1 &
+  echo $! >"$dir/$name.pid"
+}
+
 # remember records, once per fixture, what stop must put back.
 remember() {
   mkdir -p "$dir/saved"
@@ -427,13 +501,15 @@ remember() {
 }
 
 start() {
-  if alive "$dir/kubelet.pid" && alive "$dir/containerd.pid"; then
+  if alive "$dir/kubelet.pid" && alive "$dir/kube-apiserver.pid" && alive "$dir/etcd.pid" && alive "$dir/containerd.pid"; then
     log "already running"
     status
     return
   fi
-  command -v containerd >/dev/null && command -v ctr >/dev/null && command -v containerd-shim-runc-v2 >/dev/null ||
-    die "containerd is not installed (Debian: apt-get install containerd)"
+  local p
+  for p in containerd ctr containerd-shim-runc-v2 etcd openssl; do
+    command -v "$p" >/dev/null || die "$p is not installed (Debian: apt-get install containerd etcd-server openssl)"
+  done
   if ! [ -e "$dir/saved" ] && { ls -d /sys/fs/cgroup/*/kubepods >/dev/null 2>&1 || iptables-save | grep -q ':KUBE-'; }; then
     die "another Kubernetes node runs here (kubepods cgroups or KUBE-* iptables chains): stop it first"
   fi
@@ -443,28 +519,35 @@ start() {
   pause_image
   agent_image
   remember
+  make_pki
   write_containerd_config
-  if ! alive "$dir/containerd.pid"; then
-    containerd --config "$dir/containerd/config.toml" >"$dir/containerd.log" 2>&1 &
-    echo $! >"$dir/containerd.pid"
-  fi
+  launch containerd containerd --config "$dir/containerd/config.toml"
   local i
   for i in $(seq 60); do
     ctr --address "$sock" version >/dev/null 2>&1 && break
     alive "$dir/containerd.pid" || die "containerd exited: see $dir/containerd.log"
     sleep 0.5
   done
-  ctr --address "$sock" -n k8s.io images import "$cache/images/pause.tar" >/dev/null
+  ctr --address "$sock" -n k8s.io images import "$tools/pause.tar" >/dev/null
   ctr --address "$sock" -n k8s.io images import "$agent_tar" >/dev/null
+  launch etcd etcd --data-dir "$dir/etcd" --listen-client-urls "$etcd_client" --advertise-client-urls "$etcd_client" \
+    --listen-peer-urls "$etcd_peer" --initial-advertise-peer-urls "$etcd_peer" --initial-cluster "default=$etcd_peer"
+  # The service range is only allocated from (no proxy runs): it is one
+  # of the ranges set aside for tests.
+  launch kube-apiserver "$bindir/kube-apiserver" --etcd-servers "$etcd_client" --bind-address 127.0.0.1 \
+    --secure-port "${api##*:}" --cert-dir "$dir/apiserver" --token-auth-file "$dir/pki/tokens.csv" \
+    --authorization-mode Node,RBAC --service-cluster-ip-range 198.19.0.0/24 \
+    --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/pki/sa.key" \
+    --service-account-signing-key-file "$dir/pki/sa.key" \
+    --kubelet-client-certificate "$dir/pki/client.crt" --kubelet-client-key "$dir/pki/client.key" \
+    --kubelet-preferred-address-types Hostname
   write_kubelet_config
-  if ! alive "$dir/kubelet.pid"; then
-    "$bindir/kubelet" --config "$dir/kubelet/config.yaml" --root-dir "$dir/kubelet/root" --cert-dir "$dir/kubelet/pki" \
-      --hostname-override vfleet-k8s >"$dir/kubelet.log" 2>&1 &
-    echo $! >"$dir/kubelet.pid"
-  fi
-  "$tools/fixture" pod "$status_url" "$pod-vfleet-k8s" 180s
+  launch kubelet "$bindir/kubelet" --config "$dir/kubelet/config.yaml" --root-dir "$dir/kubelet/root" \
+    --cert-dir "$dir/kubelet/pki" --hostname-override "$node" --kubeconfig "$dir/kubelet.kubeconfig"
+  "$tools/fixture" pod "$status_url" "$pod-$node" 180s
+  FIXTURE_TOKEN=$(admin_token) "$tools/fixture" pod "$api/api/v1/namespaces/default/pods" "$pod-$node" 60s
   "$tools/fixture" hello "$dir/agent/agent.sock" 30s
-  log "up in $((SECONDS - t0))s"
+  log "up in $((SECONDS - t0))s; kubectl --kubeconfig $dir/admin.kubeconfig"
 }
 
 status() {
@@ -472,7 +555,7 @@ status() {
     echo "not running"
     return
   fi
-  "$tools/fixture" pod "$status_url" "$pod-vfleet-k8s" 1s || true
+  FIXTURE_TOKEN=$(admin_token) "$tools/fixture" pod "$api/api/v1/namespaces/default/pods" "$pod-$node" 1s || true
 }
 
 # stop_pid stops a process this fixture started, waiting for it to go.
@@ -493,7 +576,7 @@ stop_pid() {
 shims() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "^containerd-shim-runc-v2 .*-address $sock " && echo "${p#/proc/}"
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "^containerd-shim-runc-v2 .*-address $sock " && echo "${p#/proc/}"
   done
   return 0
 }
@@ -509,6 +592,8 @@ rm_cgroup() {
 
 stop() {
   stop_pid "$dir/kubelet.pid"
+  stop_pid "$dir/kube-apiserver.pid"
+  stop_pid "$dir/etcd.pid"
   if alive "$dir/containerd.pid"; then
     local id
     # The pod's containers, then their sandboxes: what the kubelet would
