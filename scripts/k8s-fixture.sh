@@ -41,9 +41,8 @@ sock=$dir/containerd/containerd.sock
 pause_ref=vfleet.local/k8s-pause:1
 pod=vfleet-agent
 # The kubelet's read-only port, on loopback only: the pod's status without
-# the exec and attach endpoints of its authenticated port, which nobody can
-# use: it accepts no anonymous request, and with no API server to ask and
-# no client CA there is no credential it would take.
+# the exec and attach endpoints of its authenticated port, which takes only
+# the API server's client certificate.
 status_url=http://127.0.0.1:10255/pods
 api=https://127.0.0.1:16443
 etcd_client=http://127.0.0.1:23790
