@@ -295,7 +295,7 @@ warmup: 0
 duration: 1s
 network:
 %s
-fleet: {scale: [1], groups: apart, concurrency: alone, all_or_nothing: true}
+fleet: {scale: [1], groups: apart, concurrency: alone, all_or_nothing: true, idle: 500ms}
 guests:
   - {name: host, kind: host}
   - {name: routed, kind: container}
