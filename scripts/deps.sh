@@ -21,7 +21,7 @@ set -euo pipefail
 declare -A need=(
   # The default scenario: the image builder (with the recommends it uses as
   # root: mount, gpg for the archive keys, libdpkg-perl), gcc and libc6-dev
-  # for vfleet's own programs (STREAM, the pinned context switch) compiled
+  # for vfleet's own programs (STREAM, CacheBench's sweep and the rest) compiled
   # into the image, runc for the container, iproute2.
   [base]="runc mmdebstrap mount gpg libdpkg-perl ca-certificates gcc libc6-dev iproute2"
   [crun]="crun"
@@ -48,9 +48,10 @@ declare -A need=(
   # Prometheus server that scrapes the metrics endpoint, what makes a
   # partitioned UEFI disk (sfdisk, mkfs.vfat, mcopy) of a test image,
   # OpenSSH's server, which the tests' remote machine runs in a namespace,
-  # and the programs a remote peer runs, which that machine, sharing this
-  # host's file system, finds here: iperf3 and sockperf.
-  [test]="chromium prometheus fdisk dosfstools mtools openssh-server iperf3 sockperf"
+  # the programs a remote peer runs, which that machine, sharing this
+  # host's file system, finds here: iperf3 and sockperf, and LAME, which
+  # the lame workload's test runs here under vfleet's own encoder timer.
+  [test]="chromium prometheus fdisk dosfstools mtools openssh-server iperf3 sockperf lame"
 )
 case "$(dpkg --print-architecture)" in
   amd64) need[cross]+=" gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;;

@@ -51,8 +51,10 @@ func newCapacityCommand(g *globalOptions) *cobra.Command {
 		Short: "Find the largest fleet that still meets its SLOs: a search, not a sweep",
 		Long: `Search for the largest size of the scenario's one scaled group (fleet.scale) that meets
 every SLO: grow the fleet by doubling until a size does not, then bisect. Each size is
-measured as a run of the scenario at that size, and measured again while an SLO is too
-close to call at the confidence. An SLO is
+measured as a run of the scenario at that size, and measured again while an SLO is
+undecided, up to three times: each measurement is a look, and the looks share the
+error the confidence allows, so looking again does not make a wrong verdict likelier.
+An SLO is
 
   ` + capacity.Grammar + `
 

@@ -77,11 +77,21 @@ type capacityJSON struct {
 	}
 }
 
-// agrees tells whether a sweep's answer, read off its means, is the
-// search's: its answer, or a size it could not decide at its confidence,
-// which a sweep's means decide without one.
+// agrees tells whether a sweep's answer, read off its means, contradicts
+// nothing the search decided: the search's answer holds at or below it,
+// and no size the search showed to fail is at or below it. A size the
+// search left undecided, and those above it it did not measure, are the
+// sweep's to decide: its means decide without a confidence.
 func (r capacityJSON) agrees(sweep int) bool {
-	return sweep == r.Result.Answer || r.Result.BandLow <= sweep && sweep <= r.Result.BandHigh
+	if sweep < r.Result.Answer {
+		return false
+	}
+	for _, p := range r.Result.Points {
+		if p.Verdict == "fails" && p.Size <= sweep {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *cli) capacity(scale string, extra ...string) (capacityJSON, string, int) {

@@ -273,6 +273,7 @@ func scenarioWarning(a, b store.Run) string {
 func compareRuns(ctx context.Context, st *store.Store, a, b int64, o report.CompareOptions) (report.ABComparison, error) {
 	var runs [2]store.Run
 	var samples [2][]store.Sample
+	var loads [2]*report.HostLoad
 	for i, id := range []int64{a, b} {
 		var err error
 		if runs[i], err = st.GetRun(ctx, id); err != nil {
@@ -281,8 +282,13 @@ func compareRuns(ctx context.Context, st *store.Store, a, b int64, o report.Comp
 		if samples[i], err = st.Samples(ctx, id); err != nil {
 			return report.ABComparison{}, err
 		}
+		if loads[i], err = readHostLoad(ctx, st, id); err != nil {
+			return report.ABComparison{}, err
+		}
 	}
-	return report.CompareRuns(runs[0], samples[0], runs[1], samples[1], o), nil
+	c := report.CompareRuns(runs[0], samples[0], runs[1], samples[1], o)
+	c.Loads = loads
+	return c, nil
 }
 
 // printComparison prints B against A after a run and returns the

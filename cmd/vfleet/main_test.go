@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/cgroup"
+	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
@@ -183,6 +184,19 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("<h2>Isolation audit</h2>")) {
 		t.Errorf("HTML report: %v", err)
+	}
+	// The host's load was read around each measured step: 2 repetitions
+	// of 2 workloads in 2 groups.
+	stdout, _, code = c.run("report", "latest", "--format", "json")
+	var rep struct {
+		Run struct {
+			HostLoad *report.HostLoad `json:"host_load"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || rep.Run.HostLoad == nil || rep.Run.HostLoad.Steps != 8 {
+		t.Errorf("report's host load (exit %d): %+v, %v; want 8 steps read", code, rep.Run.HostLoad, err)
+	} else {
+		t.Logf("host load: %+v", *rep.Run.HostLoad)
 	}
 	stdout, _, code = c.run("image", "inspect")
 	if code != 0 || !regexp.MustCompile(`(?m)^cpu +sysbench +/usr/bin/sysbench$`).MatchString(stdout) {

@@ -158,7 +158,20 @@ func loadComparison(ctx context.Context, st *store.Store, id int64) (report.Comp
 	if c.Audit, err = loadAudit(ctx, st, run); err != nil {
 		return report.Comparison{}, nil, err
 	}
+	if c.Load, err = readHostLoad(ctx, st, id); err != nil {
+		return report.Comparison{}, nil, err
+	}
 	return c, samples, nil
+}
+
+// readHostLoad is what a run's host did besides it during its steps.
+func readHostLoad(ctx context.Context, st *store.Store, id int64) (*report.HostLoad, error) {
+	steps, err := st.StepLoads(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	load := report.SummarizeLoad(steps)
+	return &load, nil
 }
 
 func render(ctx context.Context, st *store.Store, id int64, f report.Format, w io.Writer) error {

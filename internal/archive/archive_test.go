@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -34,8 +35,8 @@ func openStore(t testing.TB) *store.Store {
 
 // fill stores runs that use every column the store has: a run with
 // samples (a histogram among them, NaN and the infinities as values),
-// failures (one with a stderr that is not UTF-8), an audit, guests and a
-// dropped group; a run without a key, as stored before runs had one; and
+// failures (one with a stderr that is not UTF-8), an audit, its steps'
+// host load, guests and a dropped group; a run without a key, as stored before runs had one; and
 // an aborted run with nothing measured.
 func fill(t testing.TB, st *store.Store) []int64 {
 	t.Helper()
@@ -90,6 +91,15 @@ func fill(t testing.TB, st *store.Store) []int64 {
 		{Guest: "c1", Group: "c", Kind: "container", Evidence: json.RawMessage(`{"pid_ns":"4026532000"}`)},
 	}); err != nil {
 		t.Fatal(err)
+	}
+	for _, l := range []store.StepLoad{
+		{Guest: "c1", WorkloadID: "fio-randread", Repetition: 0, StartedNS: start.UnixNano(), WallNS: 3e9, CPUs: 2,
+			TotalTicks: 600, TaskTicks: 410, StealTicks: 12, OwnNS: 3.1e9},
+		{WorkloadID: "cpu", Repetition: 1, StartedNS: start.UnixNano() + 4e9, WallNS: 1e9, CPUs: 2, TotalTicks: 200, TaskTicks: 200},
+	} {
+		if err := st.AddStepLoad(ctx, id, l); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := st.FinishRun(ctx, id, store.StatusCompleteWithFailures, "2 of 9 steps failed", start.Add(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -187,7 +197,11 @@ func contents(t testing.TB, st *store.Store) []any {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, r, samples, values, failures, audits)
+		loads, err := st.StepLoads(ctx, rs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r, samples, values, failures, audits, loads)
 	}
 	return out
 }
@@ -228,9 +242,9 @@ func TestRoundTripIsExact(t *testing.T) {
 	}
 	// The run stored without a key has the one it was exported with.
 	want := contents(t, a)
-	keyless := want[5].(store.Run)
+	keyless := want[6].(store.Run)
 	keyless.Key = imported[1].Key
-	want[5] = keyless
+	want[6] = keyless
 	if got := contents(t, b); !reflect.DeepEqual(got, want) {
 		t.Fatalf("imported store holds\n%+v\nthe exporting one\n%+v", got, want)
 	}
@@ -461,6 +475,9 @@ func TestInvalidRunIsRefusedWholeFile(t *testing.T) {
 			`"guest":"c9","group":"c","kind":"container","runtime":"runc","workload_id":"fio-randread"`, "r1-abcdef", `sample 1: guest "c9": want one of the run's guests (c1)`},
 		{`"repetition":2,"error"`, `"repetition":-2,"error"`, "r1-abcdef", "failure 1: repetition -2"},
 		{`"evidence":{"pid_ns":"4026531836"},"at_ns":1`, `"evidence":{"pid_ns":"4026531836"},"at_ns":-1`, "r1-abcdef", "audit 1: at_ns -1"},
+		{`"cpus":2,"total_ticks":600`, `"cpus":0,"total_ticks":600`, "r1-abcdef", "host load 1: cpus 0: want 1 or more"},
+		{`"task_ticks":410,"steal_ticks":12`, `"task_ticks":610,"steal_ticks":12`, "r1-abcdef", "host load 1: task_ticks 610 and steal_ticks 12 exceed total_ticks 600"},
+		{`"steal_ticks":12,"own_ns":3100000000`, `"steal_ticks":12,"own_ns":-1`, "r1-abcdef", "host load 1: own_ns -1: want 0 or more"},
 	} {
 		forged := bytes.Replace(plain, []byte(tc.from), []byte(tc.to), 1)
 		if bytes.Equal(forged, plain) {
@@ -542,5 +559,25 @@ func TestKeylessRunImportedBackIsFound(t *testing.T) {
 	}
 	if after := rowCounts(t, st); after != counts {
 		t.Fatalf("importing its own runs changed the store: %v rows, were %v", after, counts)
+	}
+}
+
+// A file written before steps' host load was carried (schema 7, no load
+// records, no counts of them) still imports, its runs with no load: not
+// read, rather than an idle host.
+func TestFileBeforeLoadsImports(t *testing.T) {
+	old, err := os.ReadFile("testdata/runs-schema7.vfr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	imported := importFile(t, st, old, ImportOptions{})
+	if len(imported) != 3 {
+		t.Fatalf("imported %+v", imported)
+	}
+	for _, im := range imported {
+		if loads, err := st.StepLoads(context.Background(), im.ID); err != nil || len(loads) != 0 {
+			t.Errorf("run %s: loads %+v, %v; want none", im.Key, loads, err)
+		}
 	}
 }

@@ -62,6 +62,7 @@ func Export(ctx context.Context, st *store.Store, runIDs []int64, w io.Writer) e
 		end.Samples += len(cr.Samples)
 		end.Failures += len(cr.Failures)
 		end.Audits += len(cr.Audits)
+		end.Loads += len(cr.Loads)
 	}
 	end.SHA256 = hex.EncodeToString(lw.sum.Sum(nil))
 	// The trailer is not part of its own sum: it goes to the file only.
@@ -116,6 +117,14 @@ func writeRun(lw *lineWriter, cr store.CarriedRun) error {
 			return err
 		}
 	}
+	for _, l := range cr.Loads {
+		if err := lw.write(record{Load: &loadRecord{
+			Guest: text(l.Guest), WorkloadID: text(l.WorkloadID), Repetition: l.Repetition, StartedNS: l.StartedNS, WallNS: l.WallNS,
+			CPUs: l.CPUs, TotalTicks: l.TotalTicks, TaskTicks: l.TaskTicks, StealTicks: l.StealTicks, OwnNS: l.OwnNS,
+		}}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -127,7 +136,7 @@ func recordOf(cr store.CarriedRun) (runRecord, error) {
 		ScenarioSource: text(cr.ScenarioSource), ScenarioText: text(cr.ScenarioText), ScenarioHash: text(cr.ScenarioHash),
 		Baseline: text(cr.Baseline), StartedNS: cr.StartedNS, FinishedNS: cr.FinishedNS, Status: text(cr.Status),
 		StatusReason: text(cr.StatusReason), Host: cr.Host, Guests: cr.Guests, Dropped: cr.Dropped,
-		Samples: len(cr.Samples), Failures: len(cr.Failures), Audits: len(cr.Audits),
+		Samples: len(cr.Samples), Failures: len(cr.Failures), Audits: len(cr.Audits), Loads: len(cr.Loads),
 	}
 	if rr.Key == "" {
 		key, err := derivedKey(rr)

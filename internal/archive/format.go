@@ -8,7 +8,7 @@
 // changed what a run carries, not the whole store's: a migration of
 // another table leaves files readable by the vfleet before it), the
 // vfleet that wrote it, and how many runs follow; then each run is a run record (which says how many
-// sample, failure and audit records follow it) and those records in the
+// sample, failure, audit and load records follow it) and those records in the
 // order the store keeps them; the last line is a trailer with the counts
 // and the sha256 of every line before it. Nothing in the file is an id of
 // the store it came from: a run is known by its key. The output is
@@ -76,6 +76,7 @@ type record struct {
 	Sample  *sampleRecord  `json:"sample,omitempty"`
 	Failure *failureRecord `json:"failure,omitempty"`
 	Audit   *auditRecord   `json:"audit,omitempty"`
+	Load    *loadRecord    `json:"load,omitempty"`
 	End     *trailer       `json:"end,omitempty"`
 }
 
@@ -98,6 +99,10 @@ type runRecord struct {
 	Samples  int `json:"samples"`
 	Failures int `json:"failures"`
 	Audits   int `json:"audits"`
+	// Loads are absent in files of runs whose load was not read, and in
+	// every file before it was: a run without keys of its own keeps the
+	// key derived from its record.
+	Loads int `json:"loads,omitempty"`
 }
 
 type sampleRecord struct {
@@ -137,13 +142,28 @@ type auditRecord struct {
 	AtNS     int64           `json:"at_ns"`
 }
 
+// loadRecord is the host's load during one step (store.StepLoad).
+type loadRecord struct {
+	Guest      text  `json:"guest"`
+	WorkloadID text  `json:"workload_id"`
+	Repetition int   `json:"repetition"`
+	StartedNS  int64 `json:"started_ns"`
+	WallNS     int64 `json:"wall_ns"`
+	CPUs       int   `json:"cpus"`
+	TotalTicks int64 `json:"total_ticks"`
+	TaskTicks  int64 `json:"task_ticks"`
+	StealTicks int64 `json:"steal_ticks"`
+	OwnNS      int64 `json:"own_ns"`
+}
+
 // trailer is the file's last line.
 type trailer struct {
 	Runs     int    `json:"runs"`
 	Samples  int    `json:"samples"`
 	Failures int    `json:"failures"`
 	Audits   int    `json:"audits"`
-	SHA256   string `json:"sha256"` // hex, of every line before this one
+	Loads    int    `json:"loads,omitempty"` // absent before steps' loads were carried
+	SHA256   string `json:"sha256"`          // hex, of every line before this one
 }
 
 // text is a string the store keeps as given, which may not be UTF-8 (a

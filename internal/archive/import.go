@@ -25,11 +25,11 @@ import (
 // 650 bytes, so a file at MaxRecords holds about 170 MiB; a store with
 // more is carried in several files.
 const (
-	// MaxRunRecords bounds the samples, the failures and the audits one
-	// run announces, each.
+	// MaxRunRecords bounds the samples, the failures, the audits and the
+	// loads one run announces, each.
 	MaxRunRecords = 1 << 17
-	// MaxRecords bounds the samples, failures and audits of a whole file
-	// together.
+	// MaxRecords bounds the samples, failures, audits and loads of a
+	// whole file together.
 	MaxRecords = 1 << 18
 	// MaxDecoded bounds the bytes of a file once unzipped.
 	MaxDecoded = 1 << 30
@@ -143,7 +143,7 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 		return nil, err
 	}
 	var runs []store.CarriedRun
-	var samples, failures, audits int
+	var samples, failures, audits, loads int
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -155,7 +155,7 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 		}
 		if rec.End != nil {
 			end := *rec.End
-			if want := (trailer{Runs: len(runs), Samples: samples, Failures: failures, Audits: audits, SHA256: hex.EncodeToString(sum)}); end != want {
+			if want := (trailer{Runs: len(runs), Samples: samples, Failures: failures, Audits: audits, Loads: loads, SHA256: hex.EncodeToString(sum)}); end != want {
 				return nil, fmt.Errorf("%w: its trailer says %+v, its contents are %+v", ErrCorrupt, end, want)
 			}
 			if len(runs) != h.Runs {
@@ -169,7 +169,7 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 		if rec.Run == nil {
 			return nil, fmt.Errorf("%w: line %d: want a run or the trailer", ErrCorrupt, n)
 		}
-		if err := checkAnnounced(*rec.Run, samples+failures+audits); err != nil {
+		if err := checkAnnounced(*rec.Run, samples+failures+audits+loads); err != nil {
 			return nil, err
 		}
 		cr, err := readRun(lr, *rec.Run)
@@ -180,6 +180,7 @@ func read(ctx context.Context, r io.Reader) ([]store.CarriedRun, error) {
 		samples += len(cr.Samples)
 		failures += len(cr.Failures)
 		audits += len(cr.Audits)
+		loads += len(cr.Loads)
 	}
 }
 
@@ -189,13 +190,13 @@ func checkAnnounced(rr runRecord, held int) error {
 	for _, c := range []struct {
 		what string
 		n    int
-	}{{"samples", rr.Samples}, {"failures", rr.Failures}, {"audits", rr.Audits}} {
+	}{{"samples", rr.Samples}, {"failures", rr.Failures}, {"audits", rr.Audits}, {"loads", rr.Loads}} {
 		if c.n > MaxRunRecords {
 			return fmt.Errorf("%w: run %q announces %d %s, an import takes at most %d a run", ErrTooLarge, rr.Key, c.n, c.what, MaxRunRecords)
 		}
 	}
-	if n := held + rr.Samples + rr.Failures + rr.Audits; n > MaxRecords {
-		return fmt.Errorf("%w: with run %q it announces %d samples, failures and audits, an import takes at most %d", ErrTooLarge, rr.Key, n, MaxRecords)
+	if n := held + rr.Samples + rr.Failures + rr.Audits + rr.Loads; n > MaxRecords {
+		return fmt.Errorf("%w: with run %q it announces %d samples, failures, audits and loads, an import takes at most %d", ErrTooLarge, rr.Key, n, MaxRecords)
 	}
 	return nil
 }
@@ -247,9 +248,9 @@ func newer(n json.Number, known int) bool {
 }
 
 func readRun(lr *lineReader, rr runRecord) (store.CarriedRun, error) {
-	if rr.Samples < 0 || rr.Failures < 0 || rr.Audits < 0 {
-		return store.CarriedRun{}, fmt.Errorf("%w: run %q announces %d samples, %d failures, %d audits",
-			ErrCorrupt, rr.Key, rr.Samples, rr.Failures, rr.Audits)
+	if rr.Samples < 0 || rr.Failures < 0 || rr.Audits < 0 || rr.Loads < 0 {
+		return store.CarriedRun{}, fmt.Errorf("%w: run %q announces %d samples, %d failures, %d audits, %d loads",
+			ErrCorrupt, rr.Key, rr.Samples, rr.Failures, rr.Audits, rr.Loads)
 	}
 	cr := store.CarriedRun{
 		Key: string(rr.Key), Origin: string(rr.Origin), ScenarioName: string(rr.ScenarioName),
@@ -304,6 +305,20 @@ func readRun(lr *lineReader, rr runRecord) (store.CarriedRun, error) {
 		}
 		cr.Audits = append(cr.Audits, store.CarriedAudit{
 			Guest: string(a.Guest), Group: string(a.Group), Kind: string(a.Kind), Evidence: a.Evidence, AtNS: a.AtNS,
+		})
+	}
+	for range rr.Loads {
+		rec, n, err := lr.record()
+		if err != nil {
+			return cr, err
+		}
+		l := rec.Load
+		if l == nil {
+			return cr, fmt.Errorf("%w: line %d: want load %d of run %q", ErrCorrupt, n, len(cr.Loads)+1, rr.Key)
+		}
+		cr.Loads = append(cr.Loads, store.StepLoad{
+			Guest: string(l.Guest), WorkloadID: string(l.WorkloadID), Repetition: l.Repetition, StartedNS: l.StartedNS, WallNS: l.WallNS,
+			CPUs: l.CPUs, TotalTicks: l.TotalTicks, TaskTicks: l.TaskTicks, StealTicks: l.StealTicks, OwnNS: l.OwnNS,
 		})
 	}
 	return cr, nil
@@ -365,7 +380,7 @@ func (lr *lineReader) record() (record, int, error) {
 		return record{}, lr.n, fmt.Errorf("%w: line %d: %w", ErrCorrupt, lr.n, err)
 	}
 	set := 0
-	for _, isSet := range []bool{rec.Run != nil, rec.Sample != nil, rec.Failure != nil, rec.Audit != nil, rec.End != nil} {
+	for _, isSet := range []bool{rec.Run != nil, rec.Sample != nil, rec.Failure != nil, rec.Audit != nil, rec.Load != nil, rec.End != nil} {
 		if isSet {
 			set++
 		}

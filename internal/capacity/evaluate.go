@@ -34,14 +34,15 @@ const (
 	Holds Verdict = "holds"
 	// Fails: the interval lies on its bad side.
 	Fails Verdict = "fails"
-	// Uncertain: the interval straddles the bound; more repetitions
+	// Undecided: the interval straddles the bound; more repetitions
 	// could tell.
-	Uncertain Verdict = "uncertain"
+	Undecided Verdict = "undecided"
 )
 
 // Check is one SLO judged at one size: the figure it bounds (the worst
 // guest's, the median guest's or the total, as a ratio to alone where it
-// says so; in seconds for a duration bound) with its interval.
+// says so; in seconds for a duration bound) with its interval, at the
+// look that decided it or the size's last.
 type Check struct {
 	SLO     int     `json:"slo"` // index into the search's SLOs
 	Value   float64 `json:"value"`
@@ -49,6 +50,11 @@ type Check struct {
 	High    float64 `json:"ci_high"`
 	N       int     `json:"n"` // repetitions the interval is made of
 	Verdict Verdict `json:"verdict"`
+	// Look is the size's measurements at that look, and Level the
+	// two-sided level its interval was at there (its confidence is
+	// 1 − Level): the share of 1 − confidence the look was given.
+	Look  int     `json:"look"`
+	Level float64 `json:"level"`
 	// Missing counts repetitions in which some guest reported nothing: a
 	// size whose guests do not all deliver does not fit.
 	Missing int `json:"missing,omitempty"`
@@ -164,13 +170,13 @@ func judge(slo SLO, index, size int, samples []Sample, alone stats.Summary, conf
 		c.Verdict = Fails
 	case s.N < 2 || math.IsNaN(c.Low) || math.IsNaN(c.High):
 		// One repetition bounds nothing.
-		c.Verdict = Uncertain
+		c.Verdict = Undecided
 	case slo.holds(c.Low) && slo.holds(c.High):
 		c.Verdict = Holds
 	case !slo.holds(c.Low) && !slo.holds(c.High):
 		c.Verdict = Fails
 	default:
-		c.Verdict = Uncertain
+		c.Verdict = Undecided
 	}
 	return c
 }
@@ -189,8 +195,8 @@ func overall(checks []Check) Verdict {
 		switch c.Verdict {
 		case Fails:
 			return Fails
-		case Uncertain:
-			v = Uncertain
+		case Undecided:
+			v = Undecided
 		}
 	}
 	return v

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/vfleet/vfleet/internal/stats"
@@ -29,8 +30,8 @@ type Config struct {
 	// LimitReason what runs out beyond it; no size above it is launched.
 	Limit       int
 	LimitReason string
-	// Rounds bounds the measurements of one size: a size still too close
-	// to call after them is uncertain. 0 means DefaultRounds.
+	// Rounds bounds the measurements of one size, its looks: a size
+	// still undecided after them stays so. 0 means DefaultRounds.
 	Rounds int
 	// Budget bounds the measurements of the whole search; 0 means
 	// enough for the doubling and the bisection at Rounds each.
@@ -39,7 +40,7 @@ type Config struct {
 	Measured func(Point)
 }
 
-// DefaultRounds is how many times a size too close to call is measured.
+// DefaultRounds is how many times an undecided size is measured.
 const DefaultRounds = 3
 
 // Outcome says how a search ended.
@@ -79,11 +80,11 @@ type Result struct {
 	// Answer is the largest size shown to meet every SLO; 0 when none.
 	Answer int `json:"answer"`
 	// Next is the smallest measured size above Answer that did not hold
-	// (fails or uncertain), 0 when none was; Limiting is the SLO it
+	// (fails or undecided), 0 when none was; Limiting is the SLO it
 	// failed or could not be shown to meet, -1 when none.
 	Next     int `json:"next,omitempty"`
 	Limiting int `json:"limiting_slo"`
-	// BandLow and BandHigh bound the sizes too close to call: above the
+	// BandLow and BandHigh bound the undecided sizes: above the
 	// answer, below the smallest size that fails; both 0 when the answer
 	// is followed by a failing size.
 	BandLow  int `json:"band_low,omitempty"`
@@ -110,11 +111,13 @@ var ErrConfig = errors.New("invalid capacity search")
 // Search grows the fleet by doubling from one guest until a size does not
 // meet every SLO (or Max or the host's limit is reached), then bisects
 // between the largest size that held and the smallest that did not. Each
-// size is measured until every SLO is decided at the confidence, or one
-// fails, or Rounds measurements leave it uncertain; an uncertain size
-// counts as not holding, so the answer is a size shown to hold. It
-// assumes what it bounds degrades with the fleet's size: it measures no
-// size between two whose verdicts it already has.
+// size is measured until every SLO is decided, or one fails, or Rounds
+// measurements leave it undecided: each measurement is a look, and the
+// looks share 1 − Confidence as a comparison's do (stats.LookLevels), so
+// that looking again does not raise the chance of a wrong verdict. An
+// undecided size counts as not holding, so the answer is a size shown
+// to hold. It assumes what it bounds degrades with the fleet's size: it
+// measures no size between two whose verdicts it already has.
 func Search(ctx context.Context, m Measurer, cfg Config) (*Result, error) {
 	if len(cfg.SLOs) == 0 || cfg.Max < 1 || cfg.Confidence <= 0 || cfg.Confidence >= 1 {
 		return nil, fmt.Errorf("%w: want at least one SLO, a maximum of 1 or more and a confidence between 0 and 1", ErrConfig)
@@ -127,7 +130,8 @@ func Search(ctx context.Context, m Measurer, cfg Config) (*Result, error) {
 		// power of two at most, and the first.
 		cfg.Budget = cfg.Rounds * (2*bits.Len(uint(cfg.Max)) + 1)
 	}
-	s := &search{m: m, cfg: cfg, points: map[int]*Point{}, samples: map[int][]Sample{}, rounds: map[int]int{}}
+	s := &search{m: m, cfg: cfg, points: map[int]*Point{}, samples: map[int][]Sample{}, rounds: map[int]int{},
+		levels: stats.LookLevels(1-cfg.Confidence, cfg.Rounds)}
 	res, err := s.run(ctx)
 	if res != nil {
 		res.Points = s.sorted()
@@ -145,7 +149,9 @@ type search struct {
 	cfg     Config
 	points  map[int]*Point
 	samples map[int][]Sample
-	alone   []stats.Summary
+	// levels are the two-sided levels of a size's looks, one a
+	// measurement, spending 1 − Confidence over Rounds of them.
+	levels []float64
 	// rounds counts the measurements of each size, its samples' Round.
 	rounds map[int]int
 	// reference are the measurements of one guest alone made to narrow
@@ -220,11 +226,11 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 	for round := 0; round < s.cfg.Rounds; round++ {
 		if s.used >= s.cfg.Budget {
 			forget()
-			return Uncertain, errBudget
+			return Undecided, errBudget
 		}
 		if err := ctx.Err(); err != nil {
 			forget()
-			return Uncertain, err
+			return Undecided, err
 		}
 		at := size
 		if round > 0 && s.referenceLimits(p) {
@@ -234,12 +240,12 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 		s.used++
 		if err != nil {
 			forget()
-			return Uncertain, fmt.Errorf("measure %d guests: %w", at, err)
+			return Undecided, fmt.Errorf("measure %d guests: %w", at, err)
 		}
 		if at == 1 && len(s.samples[1]) == 0 {
 			if err := CheckMeasured(s.cfg.SLOs, samples); err != nil {
 				forget()
-				return Uncertain, err
+				return Undecided, err
 			}
 		}
 		for i := range samples {
@@ -253,10 +259,6 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 			s.reference = append(s.reference, id)
 		}
 		if at == 1 {
-			s.alone = s.alone[:0]
-			for _, slo := range s.cfg.SLOs {
-				s.alone = append(s.alone, aloneSummary(slo, s.samples[1], s.cfg.Confidence))
-			}
 			// Every ratio to alone was judged against the old figure.
 			for _, q := range s.points {
 				before := q.Verdict
@@ -269,19 +271,38 @@ func (s *search) decide(ctx context.Context, size int) (Verdict, error) {
 		if s.cfg.Measured != nil {
 			s.cfg.Measured(*p)
 		}
-		if p.Verdict != Uncertain {
+		if p.Verdict != Undecided {
 			break
 		}
 	}
 	return p.Verdict, nil
 }
 
-// judge gives a point its checks and verdict from every sample of its
-// size and the alone figure as it stands.
+// judge gives a point its checks and verdict: each SLO's looks replayed,
+// one a measurement of the size, each from the samples of the
+// measurements made by then (the last from all of them) and the alone
+// figure as it stands, at the level the look was given; an SLO decided
+// at a look keeps that verdict. Judging every look at the full
+// confidence would give a figure sitting on its bound a fresh chance
+// to be called holding or failing at each.
 func (s *search) judge(p *Point) {
 	p.Checks = p.Checks[:0]
+	looks := len(p.Measurements)
 	for i, slo := range s.cfg.SLOs {
-		p.Checks = append(p.Checks, judge(slo, i, p.Size, s.samples[p.Size], s.alone[i], s.cfg.Confidence))
+		var c Check
+		for look := 1; look <= looks; look++ {
+			samples := s.samples[p.Size]
+			if look < looks {
+				samples = slices.DeleteFunc(slices.Clone(samples), func(x Sample) bool { return x.Round >= look })
+			}
+			level := s.levels[look-1]
+			c = judge(slo, i, p.Size, samples, aloneSummary(slo, s.samples[1], 1-level), 1-level)
+			c.Look, c.Level = look, level
+			if c.Verdict != Undecided {
+				break
+			}
+		}
+		p.Checks = append(p.Checks, c)
 	}
 	p.Verdict = overall(p.Checks)
 }
@@ -290,7 +311,7 @@ func (s *search) judge(p *Point) {
 // is less precise for the alone figure's sake than for its own.
 func (s *search) referenceLimits(p *Point) bool {
 	for _, c := range p.Checks {
-		if c.Verdict == Uncertain && s.cfg.SLOs[c.SLO].Alone && c.aloneWidth >= c.ownWidth {
+		if c.Verdict == Undecided && s.cfg.SLOs[c.SLO].Alone && c.aloneWidth >= c.ownWidth {
 			return true
 		}
 	}
@@ -307,11 +328,11 @@ func (s *search) sorted() []Point {
 }
 
 // explain fills in the size above the answer, the SLO that limits it and
-// the band too close to call: the sizes above the answer and below the
-// smallest that fails, measured uncertain or not measured at all.
+// the undecided band: the sizes above the answer and below the
+// smallest that fails, measured undecided or not measured at all.
 func (s *search) explain(res *Result) {
 	res.Limiting = -1
-	firstFail, lastUncertain := 0, 0
+	firstFail, lastUndecided := 0, 0
 	for _, p := range res.Points {
 		if p.Size > res.Answer && p.Verdict == Holds {
 			res.HoldsAbove = append(res.HoldsAbove, p.Size)
@@ -329,20 +350,20 @@ func (s *search) explain(res *Result) {
 			firstFail = p.Size
 			break
 		}
-		lastUncertain = p.Size
+		lastUndecided = p.Size
 	}
 	switch {
 	case firstFail > res.Answer+1:
 		res.BandLow, res.BandHigh = res.Answer+1, firstFail-1
-	case firstFail == 0 && lastUncertain > 0:
-		res.BandLow, res.BandHigh = res.Answer+1, lastUncertain
+	case firstFail == 0 && lastUndecided > 0:
+		res.BandLow, res.BandHigh = res.Answer+1, lastUndecided
 	}
 }
 
 // limiting is the SLO a size that did not hold failed, or else the first
 // it could not be shown to meet.
 func limiting(p Point) int {
-	for _, want := range []Verdict{Fails, Uncertain} {
+	for _, want := range []Verdict{Fails, Undecided} {
 		for _, c := range p.Checks {
 			if c.Verdict == want {
 				return c.SLO

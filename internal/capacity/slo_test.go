@@ -92,11 +92,11 @@ func TestCheckMeasured(t *testing.T) {
 // TestCheckJSON: a ratio to an alone figure of 0 is not a number; the
 // search's record must still encode, and say what the null was.
 func TestCheckJSON(t *testing.T) {
-	b, err := json.Marshal(Check{SLO: 1, Value: math.NaN(), Low: math.Inf(-1), High: 2, N: 3, Verdict: Uncertain})
+	b, err := json.Marshal(Check{SLO: 1, Value: math.NaN(), Low: math.Inf(-1), High: 2, N: 3, Verdict: Undecided})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"slo":1,"value":null,"ci_low":null,"ci_high":2,"n":3,"verdict":"uncertain","non_finite":{"ci_low":"-Inf","value":"NaN"}}`; string(b) != want {
+	if want := `{"slo":1,"value":null,"ci_low":null,"ci_high":2,"n":3,"verdict":"undecided","look":0,"level":0,"non_finite":{"ci_low":"-Inf","value":"NaN"}}`; string(b) != want {
 		t.Errorf("got %s, want %s", b, want)
 	}
 }

@@ -11,8 +11,7 @@ import (
 )
 
 // Headline says the answer in a sentence or two: the size, how sure, the
-// size above it and the SLO that stops it there, the band too close to
-// call.
+// size above it and the SLO that stops it there, the undecided band.
 func (r *Result) Headline(slos []SLO) string {
 	conf := fmt.Sprintf("%.0f%% confidence", 100*r.Confidence)
 	var b strings.Builder
@@ -31,8 +30,8 @@ func (r *Result) Headline(slos []SLO) string {
 	if p := r.point(r.Next); p != nil && r.Limiting >= 0 {
 		c := p.Checks[r.Limiting]
 		verb := "fails"
-		if c.Verdict == Uncertain {
-			verb = "is too close to call for"
+		if c.Verdict == Undecided {
+			verb = "is undecided for"
 		}
 		fmt.Fprintf(&b, "; %d %s `%s` (%s)", p.Size, verb, slos[c.SLO].Text, formatCheck(slos[c.SLO], c))
 	}
@@ -109,6 +108,11 @@ func formatCheck(s SLO, c Check) string {
 		unit, scale = "µs", 1e6
 	}
 	out := fmt.Sprintf("%.3g%s [%.3g, %.3g] %s", c.Value*scale, unit, c.Low*scale, c.High*scale, c.Verdict)
+	if c.Verdict == Undecided {
+		// What the size's looks could not decide, at the repetitions
+		// they had.
+		out += fmt.Sprintf(" at %d", c.N)
+	}
 	if c.Missing > 0 {
 		out += fmt.Sprintf(", %d repetitions missing a guest", c.Missing)
 	}

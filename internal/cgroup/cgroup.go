@@ -48,8 +48,9 @@ func PathOf(run, name string) string { return path.Join(Parent, run, name) }
 type Mount struct {
 	Dir string
 	V2  bool
-	// Freezer says the v1 hierarchy carries the freezer controller.
-	Freezer bool
+	// Freezer says the v1 hierarchy carries the freezer controller,
+	// CPUAcct the cpuacct controller.
+	Freezer, CPUAcct bool
 }
 
 // Mounts lists the cgroup hierarchies (v1 and v2) in this process's mount
@@ -66,7 +67,8 @@ func Mounts(procRoot string) ([]Mount, error) {
 			out = append(out, Mount{Dir: m.Point, V2: true})
 		case "cgroup":
 			_, freezer := m.Super["freezer"]
-			out = append(out, Mount{Dir: m.Point, Freezer: freezer})
+			_, cpuacct := m.Super["cpuacct"]
+			out = append(out, Mount{Dir: m.Point, Freezer: freezer, CPUAcct: cpuacct})
 		}
 	}
 	return out, nil

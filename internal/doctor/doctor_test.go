@@ -254,9 +254,9 @@ func TestImageTools(t *testing.T) {
 	if r := checkImageTools(nil); r.Status != Missing || r.Fix != "vfleet image build" {
 		t.Fatalf("no image: %+v", r)
 	}
-	all := map[string]string{"stress-ng": "0.15", "sysbench": "1.0", "fio": "3.33", "iperf3": "3.12", "sockperf": "3.10", "rt-tests": "2.4", "rtla": "6.1"}
+	all := map[string]string{"stress-ng": "0.15", "sysbench": "1.0", "fio": "3.33", "iperf3": "3.12", "sockperf": "3.10", "rt-tests": "2.4", "rtla": "6.1", "lame": "3.100"}
 	r := checkImageTools(all)
-	want := "in the guest image: cyclictest 2.4, fio 3.33, iperf3 3.12, rtla 6.1, sockperf 3.10, stress-ng 0.15, sysbench 1.0"
+	want := "in the guest image: cyclictest 2.4, fio 3.33, iperf3 3.12, lame 3.100, rtla 6.1, sockperf 3.10, stress-ng 0.15, sysbench 1.0"
 	if r.Status != OK || r.Detail != want {
 		t.Fatalf("full image: %+v", r)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
@@ -111,9 +112,9 @@ func (s source) read() (Usage, error) {
 			b, err := os.ReadFile(s.cpuFile)
 			if err == nil {
 				if s.cpuV2 {
-					u.CPUSeconds, err = ParseCPUStatV2(b)
+					u.CPUSeconds, err = cgroup.ParseCPUStatV2(b)
 				} else {
-					u.CPUSeconds, err = ParseCPUAcctUsage(b)
+					u.CPUSeconds, err = cgroup.ParseCPUAcctUsage(b)
 				}
 			}
 			if err != nil {
@@ -223,34 +224,6 @@ func ParseProcIO(b []byte) (read, write float64, err error) {
 
 // ErrFormat says a file did not look the way the kernel writes it.
 var ErrFormat = errors.New("unexpected format")
-
-// ParseCPUAcctUsage parses cgroup v1's cpuacct.usage: the CPU time of the
-// cgroup's tasks in nanoseconds, as one integer.
-func ParseCPUAcctUsage(b []byte) (float64, error) {
-	ns, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cpuacct.usage %q: %w", short(b), ErrFormat)
-	}
-	return float64(ns) / 1e9, nil
-}
-
-// ParseCPUStatV2 takes usage_usec from cgroup v2's cpu.stat ("key value"
-// lines).
-func ParseCPUStatV2(b []byte) (float64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok || k != "usage_usec" {
-			continue
-		}
-		us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("cpu.stat usage_usec %q: %w", v, ErrFormat)
-		}
-		return float64(us) / 1e6, nil
-	}
-	return 0, fmt.Errorf("cpu.stat has no usage_usec: %w", ErrFormat)
-}
 
 // ParseBytes parses a one-integer byte count: v1's memory.usage_in_bytes or
 // v2's memory.current.

@@ -23,9 +23,7 @@ func TestParsersOnRecordedFiles(t *testing.T) {
 		parse func([]byte) (float64, error)
 		want  float64
 	}{
-		{"cgroup-v1/cpuacct.usage", ParseCPUAcctUsage, 0.280115349},
 		{"cgroup-v1/memory.usage_in_bytes", ParseBytes, 52690944},
-		{"cgroup-v2/cpu.stat", ParseCPUStatV2, 0.280439},
 		{"cgroup-v2/memory.current", ParseBytes, 52690944},
 		{"proc/python.stat", ParseProcStat, 0.87},
 		{"proc/odd-comm.stat", ParseProcStat, 0},
@@ -69,10 +67,6 @@ func TestNetDevLeavesOutLoopback(t *testing.T) {
 
 func TestMalformedFilesAreFormatErrors(t *testing.T) {
 	for name, f := range map[string]func() error{
-		"cpuacct text":    func() error { _, err := ParseCPUAcctUsage([]byte("max\n")); return err },
-		"cpuacct empty":   func() error { _, err := ParseCPUAcctUsage(nil); return err },
-		"cpu.stat absent": func() error { _, err := ParseCPUStatV2([]byte("user_usec 5\n")); return err },
-		"cpu.stat value":  func() error { _, err := ParseCPUStatV2([]byte("usage_usec -5\n")); return err },
 		"bytes negative":  func() error { _, err := ParseBytes([]byte("-1")); return err },
 		"stat no name":    func() error { _, err := ParseProcStat([]byte("1 S 2 3")); return err },
 		"stat short":      func() error { _, err := ParseProcStat([]byte("1 (a) S 1 2 3")); return err },

@@ -24,7 +24,11 @@ type CPUStat struct {
 	// Kernel is system, irq and softirq: the kernel's work, whichever
 	// task or interrupt it was done for.
 	Kernel uint64
-	CPUs   int
+	// Tasks is user, nice and system: time the CPUs ran tasks, which a
+	// cgroup's usage can be set against; Steal, time a hypervisor gave
+	// this machine's CPUs to others.
+	Tasks, Steal uint64
+	CPUs         int
 }
 
 // ParseCPUStat parses a /proc/stat text: this host's, or a guest's with
@@ -58,6 +62,12 @@ func ParseCPUStat(b []byte) (CPUStat, error) {
 			}
 			if i == 3 || i == 6 || i == 7 {
 				t.Kernel += v
+			}
+			if i <= 3 {
+				t.Tasks += v
+			}
+			if i == 8 {
+				t.Steal = v
 			}
 		}
 		found = true

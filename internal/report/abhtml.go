@@ -203,7 +203,7 @@ func WriteABHTML(w io.Writer, c ABComparison) error {
 			d.Counts = append(d.Counts, abCount{Verdict: v, Class: verdictClass(v), N: counts[v]})
 		}
 	}
-	d.Notes = undecidedNotes(c)
+	d.Notes = append(undecidedNotes(c), abLoadNotes(c)...)
 	return abPageTemplate.Execute(w, d)
 }
 

@@ -117,6 +117,9 @@ type ABComparison struct {
 	A, B    store.Run
 	Options CompareOptions
 	Rows    []ABRow
+	// Loads are A's and B's host loads during their steps; nil where the
+	// caller did not read them.
+	Loads [2]*HostLoad
 	// Continue: some row is undecided and the comparison's looks are not
 	// over, so more repetitions could decide it.
 	Continue bool
@@ -268,10 +271,22 @@ func WriteABTable(out io.Writer, c ABComparison, opts TableOptions) error {
 		}
 		return 0
 	}, opts.Color)
-	for _, note := range undecidedNotes(c) {
+	for _, note := range append(undecidedNotes(c), abLoadNotes(c)...) {
 		fmt.Fprintln(w, "note: "+note)
 	}
 	return w.err
+}
+
+// abLoadNotes says which side's host was busy, or not read: a change
+// measured beside other work may be that work's.
+func abLoadNotes(c ABComparison) []string {
+	var notes []string
+	for i, run := range []store.Run{c.A, c.B} {
+		if note := loadNote(c.Loads[i]); note != "" {
+			notes = append(notes, fmt.Sprintf("%c (run %d): %s", 'A'+i, run.ID, note))
+		}
+	}
+	return notes
 }
 
 // criteria says in a line what the verdicts mean.
@@ -366,5 +381,7 @@ func WriteABJSON(w io.Writer, c ABComparison) error {
 		B       int64          `json:"run_b"`
 		Options CompareOptions `json:"options"`
 		Rows    []ABRow        `json:"rows"`
-	}{c.A.ID, c.B.ID, c.Options, c.Rows})
+		LoadA   *HostLoad      `json:"host_load_a,omitempty"`
+		LoadB   *HostLoad      `json:"host_load_b,omitempty"`
+	}{c.A.ID, c.B.ID, c.Options, c.Rows, c.Loads[0], c.Loads[1]})
 }

@@ -121,6 +121,9 @@ type jsonRun struct {
 	Dropped []store.DroppedGroup `json:"dropped,omitempty"`
 	// Origin is where an imported run was measured.
 	Origin string `json:"origin,omitempty"`
+	// HostLoad is what the host did besides the run during its steps;
+	// absent when not asked for, steps 0 when the run has none.
+	HostLoad *HostLoad `json:"host_load,omitempty"`
 }
 
 type jsonSample struct {
@@ -201,7 +204,7 @@ func WriteJSON(w io.Writer, c Comparison, samples []store.Sample) error {
 	out := jsonReport{
 		Run: jsonRun{ID: run.ID, ScenarioName: run.ScenarioName, ScenarioSource: run.ScenarioSource, ScenarioHash: run.ScenarioHash,
 			ScenarioText: string(run.ScenarioText), Baseline: run.Baseline, Started: run.Started.UTC(), Status: run.Status,
-			Host: run.Host, Guests: run.Guests, Dropped: run.Dropped, Origin: run.Origin},
+			Host: run.Host, Guests: run.Guests, Dropped: run.Dropped, Origin: run.Origin, HostLoad: c.Load},
 		Columns: c.Columns, Index: jsonEstimates(c.Index), Footprint: jsonEstimates(c.Footprint), Rows: make([]Row, len(c.Rows)),
 		NonFinite: c.NonFinite, Latency: make([]jsonLatency, len(c.Latency)),
 		// Empty lists rather than null, so a reader can range over them.

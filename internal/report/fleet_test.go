@@ -129,3 +129,47 @@ func TestInterferenceMatrixShowsEveryHeadline(t *testing.T) {
 		t.Errorf("matrix rows = %v, want %v", rows, want)
 	}
 }
+
+// The lxcbench built-in's matrix is the study's table: STREAM's four
+// kernels, CacheBench's three modes and LAME's time (not its CPU time),
+// in that order, in the study's four columns.
+func TestInterferenceMatrixIsTheLXCBENCHTable(t *testing.T) {
+	entries := []struct {
+		workload string
+		metrics  []string
+	}{
+		{"stream", []string{"copy_mbps", "scale_mbps", "add_mbps", "triad_mbps"}},
+		{"cachebench", []string{"read_mbps", "write_mbps", "rmw_mbps"}},
+		{"lame", []string{"encode_s", "encode_cpu_s"}},
+	}
+	var samples []store.Sample
+	for rep := range 2 {
+		for _, mode := range []string{"alone", "together"} {
+			for _, g := range []string{"host", "lxc"} {
+				for _, e := range entries {
+					for _, m := range e.metrics {
+						s := fleetSample(g, m, 100+float64(rep), rep, workload.Params{"mode": mode})
+						s.WorkloadID, s.Workload = e.workload, e.workload
+						samples = append(samples, s)
+					}
+				}
+			}
+		}
+	}
+	m := Build(store.Run{ID: 1, Baseline: "host"}, samples, nil).Interference
+	var rows, columns []string
+	for _, r := range m.Rows {
+		rows = append(rows, r.WorkloadID+" "+r.Metric)
+	}
+	for _, c := range m.Columns {
+		columns = append(columns, c.Label)
+	}
+	want := []string{"stream copy_mbps", "stream scale_mbps", "stream add_mbps", "stream triad_mbps",
+		"cachebench read_mbps", "cachebench write_mbps", "cachebench rmw_mbps", "lame encode_s"}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("matrix rows = %v, want %v", rows, want)
+	}
+	if want := []string{"host alone", "lxc alone", "host together", "lxc together"}; !reflect.DeepEqual(columns, want) {
+		t.Errorf("columns = %v, want %v", columns, want)
+	}
+}

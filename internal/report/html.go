@@ -179,8 +179,11 @@ type htmlData struct {
 	NonFinite string
 	// SharedCPUs says which groups' guests shared CPUs; empty if none did.
 	SharedCPUs string
-	Latency    []htmlLatencyBlock
-	CDFs       []cdfChart
+	// HostLoad says the host was busy during the steps, or that its load
+	// was not read; empty for a quiet host.
+	HostLoad string
+	Latency  []htmlLatencyBlock
+	CDFs     []cdfChart
 	// LatencyNote explains histograms left out of the percentiles.
 	LatencyNote string
 	Cost        []htmlCost
@@ -263,10 +266,10 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	d := htmlData{
 		Run: c.Run, Scenario: string(c.Run.ScenarioText), Columns: c.Columns, Charts: buildCharts(c),
 		Failures: failed, NotSupported: notSupported, Complete: c.Run.Status == store.StatusComplete, NonFinite: nonFiniteNote(c.NonFinite),
-		SharedCPUs: sharedCPUsNote(c.Run),
-		CSVHref:    template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
-		JSONHref:   template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),
-		Cost:       htmlCostRows(c.Cost), CostNote: costNote, Scaling: buildScalingCharts(c.Scaling),
+		SharedCPUs: sharedCPUsNote(c.Run), HostLoad: loadNote(c.Load),
+		CSVHref:  template.URL("data:text/csv;base64," + base64.StdEncoding.EncodeToString(csvBuf.Bytes())),
+		JSONHref: template.URL("data:application/json;base64," + base64.StdEncoding.EncodeToString(jsonBuf.Bytes())),
+		Cost:     htmlCostRows(c.Cost), CostNote: costNote, Scaling: buildScalingCharts(c.Scaling),
 		Audit: buildAuditTable(c.Audit, c.Columns),
 	}
 	if pts := frontierOf(c); pts != nil {
@@ -278,6 +281,9 @@ func WriteHTML(w io.Writer, c Comparison, samples []store.Sample) error {
 	d.Env = environment(c.Run.Host)
 	if c.Run.Origin != "" {
 		d.Env = append([][2]string{{"measured on", c.Run.Origin}}, d.Env...)
+	}
+	if c.Load != nil {
+		d.Env = append(d.Env, [2]string{"host load during the steps", loadSummary(c.Load)})
 	}
 	if url, fp, ok := c.Run.RemotePeer(); ok {
 		d.PeerEnv = append([][2]string{{"peer", url}}, environment(fp)...)

@@ -44,6 +44,9 @@ type Comparison struct {
 	Interference *Interference
 	// Audit is how isolated each group was; nil for a run without one.
 	Audit *audit.Report
+	// Load is what the host did besides the run during its steps; nil
+	// when the caller did not read it (Steps 0: the run has none).
+	Load *HostLoad
 }
 
 // Column is one guest group.

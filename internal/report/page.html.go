@@ -93,7 +93,7 @@ Error bars: the index's 95% interval; dashed line: the baseline's 1.00.</p>
 <table>
 <tr><th>workload</th><th>metric</th>{{range .Columns}}<th>{{.Label}}</th>{{end}}</tr>
 {{template "rows" .Rows}}</table>
-{{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}{{if .SharedCPUs}}<p><strong>Note:</strong> {{.SharedCPUs}}</p>{{end}}
+{{if .NonFinite}}<p><strong>Note:</strong> {{.NonFinite}}</p>{{end}}{{if .SharedCPUs}}<p><strong>Note:</strong> {{.SharedCPUs}}</p>{{end}}{{if .HostLoad}}<p><strong>Note:</strong> {{.HostLoad}}</p>{{end}}
 <p><a download="vfleet-run-{{.Run.ID}}.csv" href="{{.CSVHref}}">Download every raw sample (CSV)</a> ·
 <a download="vfleet-run-{{.Run.ID}}.json" href="{{.JSONHref}}">Download the run, its summaries and every sample (JSON)</a></p>
 

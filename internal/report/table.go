@@ -43,7 +43,7 @@ func WriteTable(out io.Writer, c Comparison, opts TableOptions) error {
 		legend = ansiDim + legend + "; green/red: better/worse than the baseline beyond that interval" + ansiReset
 	}
 	fmt.Fprintln(w, legend)
-	for _, note := range []string{nonFiniteNote(c.NonFinite), sharedCPUsNote(run)} {
+	for _, note := range []string{nonFiniteNote(c.NonFinite), sharedCPUsNote(run), loadNote(c.Load)} {
 		if note != "" {
 			fmt.Fprintln(w, "note: "+termtext.Safe(note))
 		}

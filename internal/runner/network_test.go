@@ -81,6 +81,28 @@ func TestNetCommandProgramsAreFoundBeforeTheStepRuns(t *testing.T) {
 	}
 }
 
+// A program that a workload's own program runs in its turn (the encoder
+// vfleet-encode times) is found before the step runs, as the first is:
+// an image without it would fail the step as the wrapper's exit status.
+func TestProgramsAWrapperRunsAreFoundBeforeTheStepRuns(t *testing.T) {
+	r, g := fakeNetRun(t)
+	fake.Lacks("lame")
+	var execs atomic.Int32
+	fake.OnExec(func(string) { execs.Add(1) })
+	w, err := workload.Lookup("lame")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := scenario.Step{Guest: "c", WorkloadID: "lame", Workload: "lame", Params: w.Defaults(), Duration: time.Second}
+	_, _, err = r.exec(context.Background(), g, w, st, 0, 1)
+	if want := "missing tool: lame is not in vfleet's image"; !errors.Is(err, ErrToolMissing) || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+	if n := execs.Load(); n != 0 {
+		t.Errorf("%d executions before the missing program was found", n)
+	}
+}
+
 // A built-in network workload's server is found on the peer too: a peer
 // without it would fail as a server that never listens.
 func TestBuiltinNetworkServerIsFoundOnThePeer(t *testing.T) {

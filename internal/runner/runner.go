@@ -298,6 +298,15 @@ func runPlans(ctx context.Context, plans []*scenario.Plan, opts Options) (ids []
 		runs = append(runs, r)
 		opts.Observer.RunStarted(ev)
 	}
+	// The runs of an A/B pair take turns: during one's step the other's
+	// guests are this vfleet's work too, not the host's other load.
+	var keys []string
+	for _, r := range runs {
+		keys = append(keys, r.key)
+	}
+	for _, r := range runs {
+		r.together = keys
+	}
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.TeardownTimeout)
 		defer cancel()
@@ -424,6 +433,7 @@ func newRun(ctx context.Context, plan *scenario.Plan, opts Options) (*run, error
 	own := *plan
 	own.Steps = slices.Clone(plan.Steps)
 	r := &run{id: id, key: runKey(id), plan: &own, opts: opts, status: store.StatusFailed}
+	r.together = []string{r.key}
 	if err := opts.Store.SetRunKey(ctx, id, r.key); err != nil {
 		return nil, fmt.Errorf("record run: %w", err)
 	}
@@ -462,6 +472,10 @@ type run struct {
 	storeErr         error            // the store's first refusal; it stops the run
 	unsaved          [][]store.Sample // refused samples, one slice per step
 	unsavedFailures  []store.Failure
+
+	// together are the keys of the runs this vfleet runs at once, this
+	// one's among them: their cgroups are its own work.
+	together []string
 
 	led      *ledger.Ledger
 	dirEntry ledger.Entry
@@ -638,7 +652,7 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 				continue
 			}
 			if st.Together != nil {
-				err := r.runTogether(ctx, st)
+				err := r.measuringLoad(ctx, st, "", func() error { return r.runTogether(ctx, st) })
 				progress.Item(r.label+describe(st), err)
 				r.extendIfImprecise(ctx, i, progress)
 				continue
@@ -656,9 +670,11 @@ func runSteps(ctx context.Context, runs []*run, phase int, progress Progress) er
 				progress.Item(r.label+describe(st), err)
 				continue
 			}
-			stopNoise := r.startNoise(ctx, st)
-			err := r.runStep(ctx, g, st)
-			stopNoise()
+			err := r.measuringLoad(ctx, st, st.Guest, func() error {
+				stopNoise := r.startNoise(ctx, st)
+				defer stopNoise()
+				return r.runStep(ctx, g, st)
+			})
 			done(err)
 			progress.Item(r.label+describe(st), err)
 			r.extendIfImprecise(ctx, i, progress)
@@ -933,8 +949,10 @@ func (r *run) exec(ctx context.Context, g guest.Guest, w workload.Workload, st s
 	if err != nil {
 		return agent.Reply{}, nil, err
 	}
-	if err := r.tools.require(ctx, g, group, r.imageName(g), ex.Argv[0]); err != nil {
-		return agent.Reply{}, nil, err
+	for _, prog := range append([]string{ex.Argv[0]}, ex.Runs...) {
+		if err := r.tools.require(ctx, g, group, r.imageName(g), prog); err != nil {
+			return agent.Reply{}, nil, err
+		}
 	}
 	if ex.WorkDir == "" {
 		ex.WorkDir = g.Info().ScratchDir

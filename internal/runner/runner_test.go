@@ -115,6 +115,12 @@ func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {
 	if len(audits) != 4 || audits[0].Guest != "" || audits[1].Guest != "base" || audits[1].Group != "base" || len(audits[1].Evidence) == 0 {
 		t.Fatalf("audits = %+v, want the host's and each guest's", audits)
 	}
+	// The host's load is read around every measured step, a failed one
+	// too (it ran), never a warm-up.
+	loads, err := opts.Store.StepLoads(ctx, id)
+	if err != nil || len(loads) != 6 || loads[0].Guest != "base" || loads[0].WorkloadID != "cpu" || loads[0].CPUs < 1 || loads[0].TotalTicks < 0 {
+		t.Fatalf("loads = %+v, %v; want one per measured step", loads, err)
+	}
 	stopped := fake.Stopped()
 	for name, n := range fake.Started() {
 		if stopped[name] != n {

@@ -172,3 +172,14 @@ func information(fixedA, n int) float64 {
 	}
 	return float64(fixedA) * float64(n) / float64(fixedA+n)
 }
+
+// LookLevels is the nominal two-sided level of each of looks equally
+// informative looks at one question, the looks spending alpha as Decide's
+// do: an interval at confidence 1 − level at each look excludes the true
+// value at any look with chance alpha in all (the repeated confidence
+// intervals of Jennison & Turnbull 2000, ch. 9), where a fixed interval
+// looked at again and again would exclude it more often. Equal looks are
+// what a search's rounds of one size's fleet give.
+func LookLevels(alpha float64, looks int) []float64 {
+	return lookLevels(alpha, 0, 1, looks)
+}

@@ -218,3 +218,20 @@ func TestDecideEachMetricByItsOwnBoundaries(t *testing.T) {
 		t.Errorf("alone %+v, after another metric %+v", alone, after)
 	}
 }
+
+// LookLevels spends alpha over equal looks: one look has all of it, and
+// of three the first has a ninth, as α·t² gives, and none reaches alpha.
+func TestLookLevels(t *testing.T) {
+	if got := LookLevels(0.05, 1); len(got) != 1 || math.Abs(got[0]-0.05) > 1e-12 {
+		t.Errorf("one look: %v, want [0.05]", got)
+	}
+	got := LookLevels(0.05, 3)
+	if len(got) != 3 || math.Abs(got[0]-0.05/9) > 1e-12 {
+		t.Fatalf("three looks: %v, want the first at %v", got, 0.05/9)
+	}
+	for k, l := range got {
+		if !(l > 0 && l < 0.05) || k > 0 && !(l > got[k-1]) {
+			t.Errorf("three looks: %v, want rising levels below 0.05", got)
+		}
+	}
+}

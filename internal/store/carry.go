@@ -46,6 +46,9 @@ type CarriedRun struct {
 	Samples        []CarriedSample
 	Failures       []CarriedFailure
 	Audits         []CarriedAudit
+	// Loads are the host's load during each step, none for a run whose
+	// load was not read.
+	Loads []StepLoad
 }
 
 // CarriedSample is a sample row with its histogram's, if it has one.
@@ -108,6 +111,9 @@ func (s *Store) CarryRun(ctx context.Context, id int64) (CarriedRun, error) {
 		return CarriedRun{}, err
 	}
 	if r.Audits, err = carriedAudits(ctx, s.db, id); err != nil {
+		return CarriedRun{}, err
+	}
+	if r.Loads, err = s.StepLoads(ctx, id); err != nil {
 		return CarriedRun{}, err
 	}
 	return r, nil
@@ -304,6 +310,11 @@ func addCarried(ctx context.Context, tx *sql.Tx, r *CarriedRun, origin string) (
 			return CarriedResult{}, err
 		}
 	}
+	for _, l := range r.Loads {
+		if err := insertStepLoad(ctx, tx, id, l); err != nil {
+			return CarriedResult{}, err
+		}
+	}
 	return CarriedResult{ID: id}, nil
 }
 
@@ -403,6 +414,11 @@ func (r *CarriedRun) Check() error {
 		}
 		if err := checkRow(0, map[string]int64{"at_ns": a.AtNS}); err != nil {
 			return bad("audit %d: %v", i+1, err)
+		}
+	}
+	for i, l := range r.Loads {
+		if err := l.check(); err != nil {
+			return bad("host load %d: %v", i+1, err)
 		}
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 )
 
 // carriedTables are the tables CarryRun reads.
-var carriedTables = []string{"runs", "samples", "histograms", "failures", "audits"}
+var carriedTables = []string{"runs", "samples", "histograms", "failures", "audits", "step_loads"}
 
 // schemaAt makes a database of the first n migrations only.
 func schemaAt(t *testing.T, n int) *sql.DB {

@@ -135,6 +135,28 @@ var migrations = []string{
 		set_ns        INTEGER NOT NULL,
 		PRIMARY KEY (scenario_name, machine)
 	);`,
+
+	// Version 9: what the host's CPUs did while each measured step ran,
+	// read from the machine that ran it: the ticks of every CPU, those
+	// running tasks and those a hypervisor stole, summed over the CPUs, and
+	// the CPU time the run's own processes used meanwhile. A run's
+	// intervals widen with what else the host did; runs before this
+	// version have none, and their load is not known.
+	`CREATE TABLE step_loads (
+		id          INTEGER PRIMARY KEY AUTOINCREMENT,
+		run_id      INTEGER NOT NULL REFERENCES runs(id),
+		guest       TEXT NOT NULL,
+		workload_id TEXT NOT NULL,
+		repetition  INTEGER NOT NULL,
+		started_ns  INTEGER NOT NULL,
+		wall_ns     INTEGER NOT NULL,
+		cpus        INTEGER NOT NULL,
+		total_ticks INTEGER NOT NULL,
+		task_ticks  INTEGER NOT NULL,
+		steal_ticks INTEGER NOT NULL,
+		own_ns      INTEGER NOT NULL
+	);
+	CREATE INDEX step_loads_by_run ON step_loads(run_id, id);`,
 }
 
 // SchemaVersion is the schema this vfleet writes.
@@ -142,11 +164,11 @@ func SchemaVersion() int { return len(migrations) }
 
 // carriedSchema is the newest schema version whose migration changed a
 // table a carried run is read from (CarryRun: runs, samples, histograms,
-// failures, audits): 7 gave runs their origin. A migration of any other
-// table leaves it, so the files that carry runs between stores, which
-// record it, stay readable by the vfleets before it; a migration of a
-// carried table must set it to its own version.
-const carriedSchema = 7
+// failures, audits, step_loads): 9 gave runs their steps' host load. A
+// migration of any other table leaves it, so the files that carry runs
+// between stores, which record it, stay readable by the vfleets before
+// it; a migration of a carried table must set it to its own version.
+const carriedSchema = 9
 
 // CarriedSchemaVersion is the schema version of the runs CarryRun reads:
 // what a vfleet must know to read them back.

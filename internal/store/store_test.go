@@ -802,3 +802,23 @@ func fillDisk(t *testing.T, dir string) {
 		}
 	}
 }
+
+// A run stored before steps' host load was read has none, and says so by
+// having none; a database of version 8 gains the table and takes loads.
+func TestVersion8RunHasNoHostLoad(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "r.db")
+	old, id := oldDatabase(t, path, 8)
+	old.Close()
+	s := open(t, path)
+	if got, err := s.StepLoads(ctx, id); err != nil || len(got) != 0 {
+		t.Fatalf("run of a version 8 database: loads %+v, %v; want none", got, err)
+	}
+	l := StepLoad{Guest: "ctr-1", WorkloadID: "cpu", Repetition: 2, StartedNS: 5, WallNS: 1e9, CPUs: 2, TotalTicks: 200, TaskTicks: 150, StealTicks: 3, OwnNS: 9e8}
+	if err := s.AddStepLoad(ctx, id, l); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.StepLoads(ctx, id); err != nil || len(got) != 1 || got[0] != l {
+		t.Fatalf("loads %+v, %v; want [%+v]", got, err, l)
+	}
+}

@@ -17,13 +17,15 @@ import (
 )
 
 // runOnHost executes ex on the host as the agent would in a guest: bounded
-// by its timeout, in its own process group. wrap goes before the argv.
+// by its timeout, in its own process group, in its working directory if
+// it names one. wrap goes before the argv.
 func runOnHost(t *testing.T, ex Exec, wrap ...string) (stdout, stderr []byte, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), ex.Timeout)
 	defer cancel()
 	argv := append(append([]string{}, wrap...), ex.Argv...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = ex.WorkDir
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -19,6 +19,8 @@ func FuzzParseCtxswitch(f *testing.F)     { fuzzParse(f, "ctxswitch") }
 func FuzzParseSyscall(f *testing.F)       { fuzzParse(f, "syscall") }
 func FuzzParseStream(f *testing.F)        { fuzzParse(f, "stream") }
 func FuzzParsePingpong(f *testing.F)      { fuzzParse(f, "ctxswitch-pinned") }
+func FuzzParseCachebench(f *testing.F)    { fuzzParse(f, "cachebench") }
+func FuzzParseLame(f *testing.F)          { fuzzParse(f, "lame") }
 func FuzzParseFio(f *testing.F)           { fuzzParse(f, "fio") }
 func FuzzParseNetThroughput(f *testing.F) { fuzzParse(f, "net-throughput") }
 func FuzzParseNetLatency(f *testing.F)    { fuzzParse(f, "net-latency") }

@@ -24,14 +24,34 @@ type stream struct{}
 // one or two CPUs by chance and the rate swings by a factor between runs.
 type pingpong struct{}
 
+// cachebench is cache and memory bandwidth by buffer size, as CacheBench
+// measures it: one thread reading, writing, and reading, modifying and
+// writing back buffers from inside the first-level cache to memory. Each
+// mode's figure is the mean of its rates over the sizes, the one figure
+// per mode the container study (through the Phoronix Test Suite) reports.
+type cachebench struct{}
+
 func init() {
 	Register(stream{})
 	Register(pingpong{})
+	Register(cachebench{})
 }
 
-// streamKernels are STREAM's kernels as the program names them, and the
-// metric each becomes.
-var streamKernels = []struct{ name, metric string }{
+// figure is a figure as one of vfleet's own programs names it in its
+// output, and the metric it becomes.
+type figure struct{ name, metric string }
+
+// metricsOf are the metrics the figures become, in the program's order.
+func metricsOf(figures []figure) []string {
+	out := make([]string, len(figures))
+	for i, f := range figures {
+		out[i] = f.metric
+	}
+	return out
+}
+
+// streamKernels are STREAM's kernels as the program names them.
+var streamKernels = []figure{
 	{"Copy", "copy_mbps"}, {"Scale", "scale_mbps"}, {"Add", "add_mbps"}, {"Triad", "triad_mbps"},
 }
 
@@ -46,13 +66,7 @@ func (stream) Programs() []Program {
 // array_mib "auto" is four times the last-level cache, within half the
 // memory available.
 // Headlines: the consolidation study's table is STREAM's four kernels.
-func (stream) Headlines() []string {
-	out := make([]string, len(streamKernels))
-	for i, k := range streamKernels {
-		out[i] = k.metric
-	}
-	return out
-}
+func (stream) Headlines() []string { return metricsOf(streamKernels) }
 
 func (stream) Defaults() Params { return Params{"threads": "all", "array_mib": "auto"} }
 
@@ -114,7 +128,7 @@ func (stream) Parse(stdout, stderr []byte) ([]Sample, error) {
 	}
 	if !validated || len(rates) != len(streamKernels) {
 		return nil, fmt.Errorf("%w: vfleet-stream reported %d of the 4 kernels%s: %s", ErrParse, len(rates),
-			map[bool]string{true: "", false: " and no validation"}[validated], excerpt(append(append([]byte{}, stdout...), stderr...)))
+			map[bool]string{true: "", false: " and no validation"}[validated], excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
 	}
 	out := make([]Sample, len(streamKernels))
 	for i, k := range streamKernels {
@@ -162,10 +176,95 @@ func (pingpong) Parse(stdout, stderr []byte) ([]Sample, error) {
 		}
 	}
 	if len(figures) != 2 {
-		return nil, fmt.Errorf("%w: vfleet-pingpong reported no figures: %s", ErrParse, excerpt(append(append([]byte{}, stdout...), stderr...)))
+		return nil, fmt.Errorf("%w: vfleet-pingpong reported no figures: %s", ErrParse, excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
 	}
 	return []Sample{
 		{Metric: "switch_latency", Unit: "ns", Value: figures["ns_per_switch"], Better: LowerIsBetter},
 		{Metric: "round_trips_per_sec", Unit: "1/s", Value: figures["round_trips_per_sec"], Better: HigherIsBetter},
 	}, nil
+}
+
+// cachebenchModes are the program's columns, in its order.
+var cachebenchModes = []figure{
+	{"Read", "read_mbps"}, {"Write", "write_mbps"}, {"RMW", "rmw_mbps"},
+}
+
+func (cachebench) Name() string { return "cachebench" }
+func (cachebench) Programs() []Program {
+	return []Program{{Name: "vfleet-cachebench"}}
+}
+
+// Headlines: the study's table has a row for each of the three modes.
+func (cachebench) Headlines() []string { return metricsOf(cachebenchModes) }
+
+// Defaults: from 4 KiB, inside any first-level data cache, to 64 MiB,
+// beyond the last-level cache of most hosts.
+func (cachebench) Defaults() Params { return Params{"min_kib": "4", "max_kib": "65536"} }
+
+// maxCachebenchKiB bounds the largest buffer (4 GiB), which the guest must
+// hold in memory.
+const maxCachebenchKiB = 1 << 22
+
+func (w cachebench) Validate(p Params) error {
+	if err := checkKeys(w, p); err != nil {
+		return err
+	}
+	var kib [2]int
+	for i, key := range []string{"min_kib", "max_kib"} {
+		v, err := intParam(p, key, 1, maxCachebenchKiB)
+		if err != nil {
+			return err
+		}
+		if v&(v-1) != 0 {
+			return fmt.Errorf("%w: %s = %d: want a power of two, like 4 or 65536", ErrBadParam, key, v)
+		}
+		kib[i] = v
+	}
+	if kib[0] > kib[1] {
+		return fmt.Errorf("%w: min_kib = %d is larger than max_kib = %d", ErrBadParam, kib[0], kib[1])
+	}
+	return nil
+}
+
+func (w cachebench) Command(p Params, d time.Duration) (Exec, error) {
+	if err := w.Validate(p); err != nil {
+		return Exec{}, err
+	}
+	return Exec{
+		Argv: []string{"vfleet-cachebench", "--seconds", strconv.FormatFloat(d.Seconds(), 'f', -1, 64),
+			"--min-kib", p["min_kib"], "--max-kib", p["max_kib"]},
+		Timeout: timeoutFor(d),
+	}, nil
+}
+
+// Parse reads the mean over the sizes, the line that ends the table, once
+// the program has checked what every pass left in the buffer.
+func (cachebench) Parse(stdout, stderr []byte) ([]Sample, error) {
+	var mean []string
+	validated := false
+	sc := bufio.NewScanner(bytes.NewReader(stdout))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == len(cachebenchModes)+1 && f[0] == "Mean":
+			mean = f[1:]
+		case len(f) >= 2 && f[0] == "Validation:":
+			if f[1] != "ok" {
+				return nil, fmt.Errorf("%w: vfleet-cachebench: the buffer did not hold what the passes wrote: %s", ErrParse, sc.Text())
+			}
+			validated = true
+		}
+	}
+	if mean == nil || !validated {
+		return nil, fmt.Errorf("%w: vfleet-cachebench reported no validated mean: %s", ErrParse, excerpt(bytes.Join([][]byte{stdout, stderr}, nil)))
+	}
+	out := make([]Sample, len(cachebenchModes))
+	for i, m := range cachebenchModes {
+		v, err := parseFinite(mean[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w: vfleet-cachebench %s mean %q: %v", ErrParse, m.name, mean[i], err)
+		}
+		out[i] = Sample{Metric: m.metric, Unit: "MB/s", Value: v, Better: HigherIsBetter}
+	}
+	return out, nil
 }

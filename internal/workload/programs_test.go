@@ -27,7 +27,7 @@ func ranPrograms(t *testing.T, w Workload, p Params) []string {
 		if err != nil {
 			t.Fatalf("%s %v: %v", w.Name(), p, err)
 		}
-		return []string{ex.Argv[0]}
+		return append([]string{ex.Argv[0]}, ex.Runs...)
 	}
 	ne, err := n.NetCommand(p, 10*time.Second, testPeer)
 	if err != nil {

@@ -46,6 +46,9 @@ type Params map[string]string
 // Exec describes how to run one execution inside a guest.
 type Exec struct {
 	Argv []string
+	// Runs are the programs Argv's own program runs in its turn (the
+	// encoder vfleet-encode times), which the guest's image must have too.
+	Runs []string
 	// Timeout bounds the whole execution; the agent kills the process group
 	// when it passes.
 	Timeout time.Duration

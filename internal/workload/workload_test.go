@@ -55,6 +55,8 @@ var parseCases = []struct {
 	{"stream", "vfleet-stream-small", nil, nil},
 	{"ctxswitch-pinned", "vfleet-pingpong-same", map[string]float64{"switch_latency": 2639.7, "round_trips_per_sec": 189414.8}, nil},
 	{"ctxswitch-pinned", "vfleet-pingpong-split", map[string]float64{"switch_latency": 24239.0}, nil},
+	{"cachebench", "vfleet-cachebench-sweep", map[string]float64{"read_mbps": 44910.5, "write_mbps": 24791.0, "rmw_mbps": 24267.2}, nil},
+	{"lame", "vfleet-encode-lame", map[string]float64{"encode_s": 2.590531, "encode_cpu_s": 1.103191}, nil},
 	{"fio", "fio-randread", nil, nil},
 	{"fio", "fio-write", nil, nil},
 	{"net-throughput", "iperf3-tcp-up", map[string]float64{"net.throughput_bps": 7087678706.83996, "net.retransmits": 9487}, nil},
@@ -156,6 +158,10 @@ func TestParseFailuresAreErrParse(t *testing.T) {
 		// A split pair in a guest of one CPU says why it cannot run.
 		{"ctxswitch-pinned", "vfleet-pingpong-onecpu"},
 		{"stream", "vfleet-pingpong-same"},
+		// The encoder missing from the guest: vfleet-encode says so.
+		{"lame", "vfleet-encode-noencoder"},
+		{"lame", "vfleet-cachebench-sweep"},
+		{"cachebench", "vfleet-stream"},
 	} {
 		stdout, stderr := recorded(t, tc.recording)
 		_, err := mustLookup(t, tc.workload).Parse(stdout, stderr)
@@ -199,6 +205,8 @@ func TestCommands(t *testing.T) {
 		{"stream", Params{}, 3 * time.Second, []string{"vfleet-stream", "--seconds", "3"}},
 		{"stream", Params{"threads": "2", "array_mib": "64"}, 1500 * time.Millisecond, []string{"vfleet-stream", "--seconds", "1.5", "--threads", "2", "--array-mib", "64"}},
 		{"ctxswitch-pinned", Params{"placement": "split"}, 2 * time.Second, []string{"vfleet-pingpong", "--placement", "split", "--seconds", "2"}},
+		{"cachebench", nil, 3 * time.Second, []string{"vfleet-cachebench", "--seconds", "3", "--min-kib", "4", "--max-kib", "65536"}},
+		{"lame", Params{"audio_seconds": "30"}, 3 * time.Second, []string{"vfleet-encode", "--audio-seconds", "30", "--", "lame", "-h"}},
 		{"fio", Params{"rw": "write", "bs": "1M"}, 3 * time.Second, []string{"fio", "--name=vfleet-write", "--filename=vfleet-fio.dat",
 			"--rw=write", "--bs=1M", "--size=128M", "--direct=1", "--ioengine=psync", "--iodepth=1",
 			"--time_based", "--runtime=3", "--unlink=1", "--output-format=json"}},
@@ -244,6 +252,10 @@ func TestValidateRejectsBadParams(t *testing.T) {
 		{"stream", Params{"threads": "0"}, "or all: one per CPU"},
 		{"stream", Params{"array_mib": "8"}, "from 16 to 65536 (or auto"},
 		{"ctxswitch-pinned", Params{"placement": "both"}, "allowed: same, split"},
+		{"cachebench", Params{"min_kib": "6"}, "min_kib = 6: want a power of two"},
+		{"cachebench", Params{"max_kib": "8388608"}, "max_kib"},
+		{"cachebench", Params{"min_kib": "128", "max_kib": "64"}, "min_kib = 128 is larger than max_kib = 64"},
+		{"lame", Params{"audio_seconds": "0"}, "audio_seconds"},
 	} {
 		w := mustLookup(t, tc.workload)
 		err := w.Validate(merge(w.Defaults(), tc.params))
@@ -303,6 +315,22 @@ func TestFioRefusesSizesItCannotUse(t *testing.T) {
 			t.Errorf("%s: %v", params, err)
 		case want != "" && (!errors.Is(err, ErrBadParam) || !strings.Contains(err.Error(), want)):
 			t.Errorf("%s: %v, want ErrBadParam saying %q", params, err, want)
+		}
+	}
+}
+
+// LAME's work is the input's length, not the duration: its time limit
+// lets the encoder run as slowly as the audio plays (an emulated guest)
+// beyond the usual limit, and the encoder is a program the step needs.
+func TestLameTimeLimitCoversTheInput(t *testing.T) {
+	w := mustLookup(t, "lame")
+	for audio, want := range map[string]time.Duration{"60": timeoutFor(3*time.Second) + time.Minute, "600": timeoutFor(3*time.Second) + 10*time.Minute} {
+		ex, err := w.Command(Params{"audio_seconds": audio}, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.Timeout != want || !reflect.DeepEqual(ex.Runs, []string{"lame"}) {
+			t.Errorf("audio %s s: timeout %s, runs %q; want %s, [lame]", audio, ex.Timeout, ex.Runs, want)
 		}
 	}
 }

@@ -9,10 +9,12 @@ import (
 
 	"github.com/vfleet/vfleet/internal/testutil"
 	"github.com/vfleet/vfleet/internal/tools"
+	// The workloads register the tools their own tests run on this host.
+	_ "github.com/vfleet/vfleet/internal/workload"
 )
 
 // The hint a missing tool gives, whichever package registers it (here,
-// where every kind is compiled in, all of them), names scripts/deps.sh with one of the
+// where every kind and workload is compiled in, all of them), names scripts/deps.sh with one of the
 // tool's packages: the script must know every such package as part of a
 // need, or a user following the hint gets a usage error.
 func TestDepsScriptKnowsEveryPackageAHintNames(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package native holds vfleet's own measuring programs, in C, where no
 // packaged tool measures what a study needs (STREAM's four kernels; a
-// context switch with both ends placed), and the start gate the agent
+// context switch with both ends placed; CacheBench's three bandwidths by
+// buffer size; an encoder's time over a fixed input it generates), and the start gate the agent
 // preloads into tools that must start in many guests at one moment.
 // Building an image compiles them for the image's architecture, programs
 // statically into /usr/local/bin; the recipe carries their hash, so a
@@ -40,6 +41,8 @@ type Program struct {
 var Programs = []Program{
 	{Name: "vfleet-stream", Source: "stream.c", Libs: []string{"-pthread", "-lm"}},
 	{Name: "vfleet-pingpong", Source: "pingpong.c"},
+	{Name: "vfleet-cachebench", Source: "cachebench.c"},
+	{Name: "vfleet-encode", Source: "encode.c"},
 	{Name: agent.StartGatePath, Source: "start-gate.c", Library: true},
 }
 

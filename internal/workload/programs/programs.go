@@ -25,6 +25,7 @@ var (
 	Cyclictest = Program{Name: "cyclictest", Package: "rt-tests"}
 	Fio        = Program{Name: "fio", Package: "fio"}
 	Iperf3     = Program{Name: "iperf3", Package: "iperf3"}
+	Lame       = Program{Name: "lame", Package: "lame"}
 	RTLA       = Program{Name: "rtla", Package: "rtla"}
 	Sockperf   = Program{Name: "sockperf", Package: "sockperf"}
 	StressNG   = Program{Name: "stress-ng", Package: "stress-ng"}
@@ -33,7 +34,7 @@ var (
 
 // Debian lists the programs from Debian, sorted by name.
 func Debian() []Program {
-	return []Program{Cyclictest, Fio, Iperf3, RTLA, Sockperf, StressNG, Sysbench}
+	return []Program{Cyclictest, Fio, Iperf3, Lame, RTLA, Sockperf, StressNG, Sysbench}
 }
 
 // Packages are the Debian packages of Debian's programs, each once,
