@@ -328,11 +328,11 @@ func TestCleanAfterKillRemovesEverything(t *testing.T) {
 	}
 }
 
-// trustScenario starts at 5 repetitions; an A/B run of it adds rounds
+// trustScenario starts at 4 repetitions; an A/B run of it adds rounds
 // while a metric is undecided, up to trustMaxRepetitions in the tests that
 // must stay short.
 const trustScenario = `name: trust
-repetitions: 5
+repetitions: 4
 warmup: 1
 duration: 1s
 guests:
@@ -382,7 +382,7 @@ func (c *cli) arms(template, limit string) (plain, capped string) {
 // rounds up to the maximum while undecided, may end undecided; only worse
 // or better is a false alarm. (Adding rounds is tested on its own, with a
 // command workload's known noise.)
-const trustMaxRepetitions = "5"
+const trustMaxRepetitions = "4"
 
 // TestCompareTrust is the statistics' own test at a small scale, through
 // interleaved A/B runs: the same configuration twice must never be found

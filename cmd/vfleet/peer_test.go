@@ -223,7 +223,7 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 		wire.check(t)
 	})
 	t.Run("interrupted", func(t *testing.T) {
-		cmd, _ := startRun(t, c, scenario, "rr on routed")
+		cmd, _ := startRun(t, c, scenario, "rr on host")
 		// The servers, running for the run, listen on the wire's address
 		// alone, not on the peer's management address or any other.
 		listening := peerListening(t, r)
@@ -243,7 +243,7 @@ func runAgainstARemotePeer(t *testing.T, c *cli) {
 		wire.check(t)
 	})
 	t.Run("killed then cleaned", func(t *testing.T) {
-		cmd, _ := startRun(t, c, scenario, "rr on routed")
+		cmd, _ := startRun(t, c, scenario, "rr on host")
 		cmd.Process.Kill()
 		cmd.Wait()
 		if stdout, stderr, code := c.run("clean"); code != 0 || !strings.Contains(stdout, remote.KindPeerWire+" "+r.URL) {
