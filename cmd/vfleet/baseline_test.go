@@ -249,9 +249,8 @@ func TestRunBaselineComparesAfterAFailedRead(t *testing.T) {
 	}
 }
 
-// regressScenario is trustScenario's shape at 5 repetitions, the fewest
-// with which the test can decide at p < 0.01.
-var regressScenario = strings.Replace(trustScenario, "name: trust\nrepetitions: 8", "name: regress\nrepetitions: 5", 1)
+// regressScenario is trustScenario under its own name.
+var regressScenario = strings.Replace(trustScenario, "name: trust", "name: regress", 1)
 
 // A baseline compare made of real runs: the same scenario again passes,
 // the container capped at 0.1 CPU fails as worse. A milder cap binds only
@@ -273,10 +272,14 @@ func TestRunBaselineFlagsACPUCapAndPassesAnAA(t *testing.T) {
 	if _, stderr, code := c.run("baseline", "set", "latest"); code != 0 {
 		t.Fatalf("baseline set: exit %d: %s", code, stderr)
 	}
-	if stdout, stderr, code := c.run("run", plain, "--baseline", "--noise-floor", "0.3", "--html", "-"); code != 0 {
-		t.Errorf("A/A against the baseline: exit %d, want 0:\n%s%s", code, stdout, stderr)
+	// Rounds are added while a metric is undecided; on a busy machine an
+	// unchanged metric can stay so against a baseline of 4 repetitions up
+	// to the default 40 (88 s of this test once), so they stop at 8. An
+	// A/A may then end undecided; worse is the false alarm.
+	if stdout, stderr, code := c.run("run", plain, "--baseline", "--noise-floor", "0.3", "--max-repetitions", "8", "--html", "-"); code != 0 && code != exitUndecided {
+		t.Errorf("A/A against the baseline: exit %d, want 0 or %d:\n%s%s", code, exitUndecided, stdout, stderr)
 	}
-	stdout, stderr, code := c.run("run", capped, "--baseline", "--noise-floor", "0.3", "--html", "-")
+	stdout, stderr, code := c.run("run", capped, "--baseline", "--noise-floor", "0.3", "--max-repetitions", "8", "--html", "-")
 	if code != exitWorse || !strings.Contains(stderr, "run 3: 1 of 2 metrics got worse than in baseline run 1") {
 		t.Errorf("a container capped at 0.1 CPU: exit %d, want %d:\n%s%s", code, exitWorse, stdout, stderr)
 	}

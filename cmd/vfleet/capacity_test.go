@@ -24,6 +24,7 @@ duration: 1s
 baseline: c
 fleet:
   scale: [%s]
+  idle: 500ms
   pinning: spread
 guests:
   - {name: c, kind: container, runtime: runc}

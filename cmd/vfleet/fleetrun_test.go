@@ -19,6 +19,7 @@ warmup: 0
 duration: 1s
 fleet:
   scale: [1, 2]
+  idle: 500ms
   concurrency: [alone, together]
   pinning: spread
 noise: {profiles: [none, cpu]}

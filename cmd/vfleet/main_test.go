@@ -328,11 +328,11 @@ func TestCleanAfterKillRemovesEverything(t *testing.T) {
 	}
 }
 
-// trustScenario has 8 repetitions: 5 is the least with which p < 0.01 is
-// possible at all, but only with no overlap; 8 leaves room for a noisy
-// machine to blur a couple of repetitions.
+// trustScenario starts at 4 repetitions; an A/B run of it adds rounds
+// while a metric is undecided, up to trustMaxRepetitions in the tests that
+// must stay short.
 const trustScenario = `name: trust
-repetitions: 8
+repetitions: 4
 warmup: 1
 duration: 1s
 guests:
@@ -351,9 +351,9 @@ type abRow struct {
 	P          float64 `json:"p"`
 }
 
-func (c *cli) compare(a, b int) []abRow {
+func (c *cli) compare(a, b int, flags ...string) []abRow {
 	c.t.Helper()
-	stdout, stderr, code := c.run("compare", strconv.Itoa(a), strconv.Itoa(b), "--format", "json")
+	stdout, stderr, code := c.run(append([]string{"compare", strconv.Itoa(a), strconv.Itoa(b), "--format", "json"}, flags...)...)
 	if code != 0 {
 		c.t.Fatalf("compare %d %d: exit %d: %s", a, b, code, stderr)
 	}
@@ -377,27 +377,40 @@ func (c *cli) arms(template, limit string) (plain, capped string) {
 	return plain, capped
 }
 
+// trustMaxRepetitions keeps TestCompareTrust's runs at the scenario's own
+// rounds: its cap is decided by then, and an A/A comparison, which adds
+// rounds up to the maximum while undecided, may end undecided; only worse
+// or better is a false alarm. (Adding rounds is tested on its own, with a
+// command workload's known noise.)
+const trustMaxRepetitions = "4"
+
 // TestCompareTrust is the statistics' own test at a small scale, through
 // interleaved A/B runs: the same configuration twice must never be found
 // better or worse (the same, or undecided at the repetitions of an A/B
-// run), and a container capped at 90% of a CPU must be found slower.
+// run), and a container capped at a tenth of a CPU must be found slower.
+// A milder cap binds only when nothing else wants the CPU: beside other
+// packages' tests a 0.9 cap was significant (p = 0.0001) but not yet
+// beyond the floor at 10 repetitions, and at a load of 6 on 2 CPUs a 0.5
+// cap gave p = 0.05. TestTrustAtScale measures the 0.9 cap's detection on
+// a quiet machine.
 func TestCompareTrust(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	c := newCLI(t)
-	plain, capped := c.arms(trustScenario, "0.9")
+	plain, capped := c.arms(trustScenario, "0.1")
 	verdicts := func(a, b int) map[string]string {
 		got := map[string]string{}
-		for _, r := range c.compare(a, b) {
+		// compare plans its looks for the runs' maximum, as run --ab did.
+		for _, r := range c.compare(a, b, "--max-repetitions", trustMaxRepetitions) {
 			got[r.Group+"/"+r.Metric] = r.Verdict
 			t.Logf("%d vs %d: %s/%s p=%.4f %s", a, b, r.Group, r.Metric, r.P, r.Verdict)
 		}
 		return got
 	}
 
-	if _, stderr, code := c.run("run", "--ab", plain, plain, "--html", "-"); code != 0 {
+	if _, stderr, code := c.run("run", "--ab", plain, plain, "--max-repetitions", trustMaxRepetitions, "--html", "-"); code != 0 && code != exitUndecided {
 		t.Fatalf("A/A run: exit %d: %s", code, stderr)
 	}
 	for key, v := range verdicts(1, 2) {
@@ -405,8 +418,8 @@ func TestCompareTrust(t *testing.T) {
 			t.Errorf("A/A: %s judged %q", key, v)
 		}
 	}
-	stdout, stderr, code := c.run("run", "--ab", plain, capped, "--html", "-")
-	if code != 0 {
+	stdout, stderr, code := c.run("run", "--ab", plain, capped, "--max-repetitions", trustMaxRepetitions, "--html", "-")
+	if code != 0 && code != exitUndecided {
 		t.Fatalf("A/B run: exit %d: %s", code, stderr)
 	}
 	if !strings.Contains(stdout, "run 3 (trust) → run 4 (trust)") {
@@ -414,7 +427,7 @@ func TestCompareTrust(t *testing.T) {
 	}
 	got := verdicts(3, 4)
 	if got["container/events_per_sec"] != "worse" {
-		t.Errorf("a container capped at 0.9 CPU was not found slower: %v", got)
+		t.Errorf("a container capped at 0.1 CPU was not found slower: %v", got)
 	}
 	if v := got["host/events_per_sec"]; v == "worse" || v == "better" {
 		t.Errorf("the untouched baseline changed: %v", got)

@@ -17,12 +17,6 @@ import (
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
-// defaultIdleWindow is how long a freshly launched fleet is left idle
-// while vfleet's own CPU use is measured: long enough for a periodic
-// wake-up (a timer, a health check) to show, short enough to repeat per
-// fleet size.
-const defaultIdleWindow = 3 * time.Second
-
 // Density samples, per guest and per group, under the pseudo-workload
 // workload.DensityWorkload (footprint, not a workload's performance).
 const (
@@ -99,7 +93,7 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-time.After(r.opts.IdleWindow):
+	case <-time.After(r.plan.Spec.Fleet.Idle):
 	}
 	after, selfAfter := groupCPU(), ownCPU()
 	window := time.Since(began)

@@ -47,7 +47,7 @@ workloads:
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := Run(context.Background(), spec.Expand(), opts)
+	id, err := Run(context.Background(), quickIdle(spec).Expand(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func fleetPlan(t *testing.T, fleet string, count int) *scenario.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return spec.Expand()
+	return quickIdle(spec).Expand()
 }
 
 func TestScaleSweepLaunchesEachSizeAfreshAndSumsTheFleet(t *testing.T) {

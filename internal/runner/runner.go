@@ -65,9 +65,6 @@ type Options struct {
 	TeardownTimeout time.Duration
 	// Observer is told what the run does (metrics, traces); nil for none.
 	Observer Observer
-	// IdleWindow is how long a fleet idles after its launch while vfleet's
-	// own CPU use is measured; 0 for the default.
-	IdleWindow time.Duration
 	// AuditOnly starts the first phase's guests, audits their isolation
 	// and stops them, measuring nothing (`vfleet audit`).
 	AuditOnly bool
@@ -262,9 +259,6 @@ func withDefaults(opts Options) Options {
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
-	}
-	if opts.IdleWindow <= 0 {
-		opts.IdleWindow = defaultIdleWindow
 	}
 	return opts
 }

@@ -61,7 +61,16 @@ func fakePlan(t *testing.T, text string) *scenario.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return spec.Expand()
+	return quickIdle(spec).Expand()
+}
+
+// quickIdle shortens a fleet's idle footprint window: fakes do nothing
+// while idle.
+func quickIdle(spec *scenario.Spec) *scenario.Spec {
+	if spec.Fleet != nil {
+		spec.Fleet.Idle = 10 * time.Millisecond
+	}
+	return spec
 }
 
 func setup(t *testing.T) (*scenario.Plan, Options) {
@@ -72,7 +81,7 @@ func setup(t *testing.T) (*scenario.Plan, Options) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return plan, Options{Store: st, StateRoot: t.TempDir(), Progress: silent{}, IdleWindow: 10 * time.Millisecond}
+	return plan, Options{Store: st, StateRoot: t.TempDir(), Progress: silent{}}
 }
 
 func TestRunStoresMeasuredSamplesAndDiscardsWarmups(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,7 +31,14 @@ type Fleet struct {
 	// every size, the others not running: groups compared at a size then
 	// do not share the host with each other's fleets.
 	GroupsApart bool
+	// Idle is how long each freshly launched fleet idles while vfleet
+	// measures its own CPU and the guests' footprint: long enough for a
+	// periodic wake-up (a timer, a health check) to show.
+	Idle time.Duration
 }
+
+// DefaultFleetIdle is fleet.idle when the scenario does not say.
+const DefaultFleetIdle = 3 * time.Second
 
 // What fleet.groups takes.
 const (
@@ -88,7 +96,7 @@ var NoiseProfiles = []string{NoiseNone, "cpu", "memory", "io", "network"}
 
 // fleet reads the `fleet:` section.
 func (p *parser) fleet(n *yaml.Node) *Fleet {
-	f := &Fleet{Pinning: Pinning{Strategy: PinNone}}
+	f := &Fleet{Pinning: Pinning{Strategy: PinNone}, Idle: DefaultFleetIdle}
 	p.fields(n, "fleet", map[string]func(*yaml.Node, string){
 		"concurrency": func(v *yaml.Node, path string) {
 			f.Modes = p.words(v, path, []string{ModeAlone, ModeTogether})
@@ -96,6 +104,7 @@ func (p *parser) fleet(n *yaml.Node) *Fleet {
 		"pinning":        func(v *yaml.Node, path string) { p.pinning(v, path, &f.Pinning) },
 		"all_or_nothing": p.boolean(&f.AllOrNothing),
 		"scale":          func(v *yaml.Node, path string) { f.Scale = p.sizes(v, path) },
+		"idle":           p.duration(&f.Idle),
 		"groups": func(v *yaml.Node, path string) {
 			var groups string
 			p.oneOf(&groups, GroupsTogether, GroupsApart)(v, path)

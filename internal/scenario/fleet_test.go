@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFleetSweepExpandsPhaseByPhase(t *testing.T) {
@@ -29,8 +30,11 @@ workloads:
 	if got := spec.Fleet.Scale; !reflect.DeepEqual(got, []int{1, 3}) {
 		t.Errorf("scale = %v, want smallest first", got)
 	}
-	if spec.Fleet.Pinning != (Pinning{Strategy: PinSpread, Reserve: 1}) || !reflect.DeepEqual(spec.Fleet.Modes, []string{ModeTogether}) {
-		t.Errorf("fleet = %+v, want spread/reserve 1 and together by default", spec.Fleet)
+	if spec.Fleet.Pinning != (Pinning{Strategy: PinSpread, Reserve: 1}) || !reflect.DeepEqual(spec.Fleet.Modes, []string{ModeTogether}) || spec.Fleet.Idle != DefaultFleetIdle {
+		t.Errorf("fleet = %+v, want spread/reserve 1, together and a 3 s idle window by default", spec.Fleet)
+	}
+	if spec, err := Parse("t.yaml", []byte(strings.Replace(src, "fleet:\n", "fleet:\n  idle: 500ms\n", 1)), opts); err != nil || spec.Fleet.Idle != 500*time.Millisecond {
+		t.Errorf("fleet.idle: 500ms gave %v, %v", spec.Fleet, err)
 	}
 	plan := spec.Expand()
 	if len(plan.Guests) != 4 {
@@ -159,6 +163,7 @@ func TestFleetErrors(t *testing.T) {
 		{"unknown pinning", "name: t\nfleet: {pinning: packed}\n" + guests + work, `fleet.pinning: "packed" is not allowed: want one of none, spread`},
 		{"groups apart without scale", "name: t\nfleet: {groups: apart}\n" + guests + work, `fleet.groups: apart launches each scaled group on its own at every fleet size: it needs fleet.scale`},
 		{"bad groups", "name: t\nfleet: {scale: [1], groups: some}\n" + guests + work, `fleet.groups: "some" is not allowed: want one of together, apart`},
+		{"idle not a duration", "name: t\nfleet: {idle: 3}\n" + guests + work, `fleet.idle: "3" is not allowed: want a positive duration`},
 		{"bad all_or_nothing", "name: t\nfleet: {all_or_nothing: maybe}\n" + guests + work, `fleet.all_or_nothing: "maybe" is not allowed: want true or false`},
 		{"unknown profile", "name: t\nnoise: {profiles: [none, gpu]}\n" + guests + work,
 			`noise.profiles[1]: "gpu" is not allowed: want one of none, cpu, memory, io, network`},

@@ -110,7 +110,9 @@ func userDomainState(t *testing.T, name, disk string) string {
 // command line, its disk under an overlay, vfleet's agent beside the
 // domain's own init. The domain's definition, state and disk are the same
 // afterwards, and a domain that is not there is refused before anything
-// starts, naming those that are.
+// starts, naming those that are. It is also the boot through libvirt of a
+// user's disk with its own kernel: a disk given in the spec takes the same
+// launch configuration (TestDomainXMLIsTheDirectVMsShape).
 func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	testutil.RequiresLibvirt(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")

@@ -240,42 +240,6 @@ func threadCPUs(t *testing.T, pid int, tid string) string {
 	return ""
 }
 
-// TestLibvirtBootsAUsersDisk: a user's disk booted with its own kernel
-// runs as a domain as it does directly, its own init beside the agent,
-// and the disk is never written: the domain writes its overlay.
-func TestLibvirtBootsAUsersDisk(t *testing.T) {
-	testutil.RequiresLibvirt(t)
-	root, led := testutil.Ledger(t)
-	g, disk := userDiskGuestOf(t, guest.Spec{Name: "lv-user", Libvirt: LibvirtSystem}, root, led)
-	was, err := os.Stat(disk.QCOW2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	info := startVM(t, g)
-	defer g.Stop(ctx)
-	if info.Details["libvirt_domain"] != domainName("t", "lv-user") || info.Details["image"] != disk.QCOW2 {
-		t.Errorf("details = %v", info.Details)
-	}
-	r, err := g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "cat /proc/1/comm; echo guest > /root/written && sync"}, TimeoutMS: 60_000})
-	if err != nil || strings.TrimSpace(string(r.Stdout)) != "systemd" {
-		t.Errorf("PID 1 in the domain: %v %+v", err, r)
-	}
-	if err := g.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	now, err := os.Stat(disk.QCOW2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !now.ModTime().Equal(was.ModTime()) || now.Size() != was.Size() {
-		t.Errorf("the user's disk changed: %v %d bytes, was %v %d", now.ModTime(), now.Size(), was.ModTime(), was.Size())
-	}
-	if domainExists(t, domainName("t", "lv-user")) {
-		t.Error("the domain outlived its stop")
-	}
-}
-
 // remoteLibvirt is the URI of the libvirt of a remote machine, reached
 // over its own sshd: the fixture shares this host's file system, so its
 // libvirt is this host's daemon, but vfleet reaches it over real SSH.
