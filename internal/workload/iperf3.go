@@ -3,10 +3,13 @@ package workload
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vfleet/vfleet/internal/workload/programs"
@@ -34,6 +37,37 @@ const (
 	iperfMaxUDPBlock = 65507 // the largest UDP payload over IPv4
 )
 
+// iperfMaxStreams is iperf3's own cap on -P. Past it net-throughput runs
+// several clients at once, each against its own server, and sums them;
+// maxStreams is where that stops (one server per client on the guest's
+// ports).
+const (
+	iperfMaxStreams = 128
+	maxStreams      = 1000
+)
+
+// clientStreams splits n streams over the fewest iperf3 clients that hold
+// them, as evenly as they go.
+func clientStreams(n int) []int {
+	k := (n + iperfMaxStreams - 1) / iperfMaxStreams
+	split := make([]int, k)
+	for i := range split {
+		split[i] = n / k
+		if i < n%k {
+			split[i]++
+		}
+	}
+	return split
+}
+
+// clientPort is the server port of client i of a guest's clients.
+func clientPort(base, i int) int {
+	if i == 0 {
+		return base + portIperf3
+	}
+	return base + portIperf3More + i - 1
+}
+
 // bitrateRE is iperf3's rate notation without the burst suffix: bits per
 // second with an optional K, M or G (powers of 1000).
 var bitrateRE = regexp.MustCompile(`^(0|[1-9][0-9]*[KMG]?)$`)
@@ -54,8 +88,12 @@ func (w netThroughput) Validate(p Params) error {
 	if err != nil {
 		return fmt.Errorf("%w (for proto %s)", err, proto)
 	}
-	if _, err := intParam(p, "streams", 1, 128); err != nil {
+	streams, err := intParam(p, "streams", 1, maxStreams)
+	if err != nil {
 		return err
+	}
+	if streams > iperfMaxStreams && proto != "tcp" {
+		return fmt.Errorf("%w: streams = %d: more than %d streams are connections, for proto tcp only", ErrBadParam, streams, iperfMaxStreams)
 	}
 	if _, err := enumParam(p, "direction", "up", "down"); err != nil {
 		return err
@@ -77,13 +115,25 @@ func (w netThroughput) Command(Params, time.Duration) (Exec, error) {
 	return Exec{}, fmt.Errorf("%s: %w", w.Name(), ErrNeedsNetwork)
 }
 
-// Servers is one iperf3 server per guest. It serves TCP and UDP tests on
-// the same port (the control connection is always TCP), one test at a
+// Servers is one iperf3 server per guest, and one more for each further
+// client when the streams need several. A server serves TCP and UDP tests
+// on the same port (the control connection is always TCP), one test at a
 // time, which is what a guest's steps need: they run one after another.
-// The server does not depend on the parameters.
-func (netThroughput) Servers(_ Params, at Listen) []Server {
-	port := at.Port + portIperf3
-	return []Server{{Name: "iperf3", Argv: iperf3ServerArgv(at, port), Proto: "tcp", Port: port}}
+func (netThroughput) Servers(p Params, at Listen) []Server {
+	n, err := strconv.Atoi(p["streams"])
+	if err != nil || n < 1 {
+		n = 1 // Validate rejects these; the first server serves every other step
+	}
+	var servers []Server
+	for i := range clientStreams(min(n, maxStreams)) {
+		name := "iperf3"
+		if i > 0 {
+			name = fmt.Sprintf("iperf3-%d", i+1)
+		}
+		port := clientPort(at.Port, i)
+		servers = append(servers, Server{Name: name, Argv: iperf3ServerArgv(at, port), Proto: "tcp", Port: port})
+	}
+	return servers
 }
 
 func iperf3ServerArgv(at Listen, port int) []string {
@@ -105,10 +155,43 @@ func (w netThroughput) NetCommand(p Params, d time.Duration, peer Peer) (NetExec
 	if err := checkPeer(peer); err != nil {
 		return NetExec{}, err
 	}
-	argv := []string{"iperf3", "-c", peer.Addr.String(), "-p", strconv.Itoa(peer.Port + portIperf3),
+	streams, _ := strconv.Atoi(p["streams"])
+	split := clientStreams(streams)
+	if len(split) == 1 {
+		return NetExec{Exec: Exec{Argv: iperf3ClientArgv(p, d, peer, 0, streams), Timeout: timeoutFor(d)}}, nil
+	}
+	return NetExec{Exec: Exec{Argv: iperf3Clients(p, d, peer, split), Timeout: timeoutFor(d)}}, nil
+}
+
+// iperf3Clients runs one iperf3 client per element of split at once, each
+// against its own server, and prints their JSON documents one after the
+// other. Each writes to its own file: a document is larger than a pipe
+// writes at once, so on a shared stdout two would interleave. The clients
+// start within milliseconds of each other, small against a test of
+// seconds, and each reports its own interval, so their sum is the path's
+// throughput over the overlap. The exit status is the first failure's.
+func iperf3Clients(p Params, d time.Duration, peer Peer, split []int) []string {
+	var b strings.Builder
+	b.WriteString(`d=$(mktemp -d) || exit 1; trap 'rm -rf "$d"' EXIT; pids=""; `)
+	for i, n := range split {
+		fmt.Fprintf(&b, "%s >\"$d/%d\" 2>&1 & pids=\"$pids $!\"; ", strings.Join(iperf3ClientArgv(p, d, peer, i, n), " "), i)
+	}
+	b.WriteString(`rc=0; for p in $pids; do wait "$p" || { s=$?; [ "$rc" = 0 ] && rc=$s; }; done; `)
+	for i := range split {
+		fmt.Fprintf(&b, "cat \"$d/%d\"; ", i)
+	}
+	b.WriteString(`exit "$rc"`)
+	return []string{"sh", "-c", b.String()}
+}
+
+// iperf3ClientArgv is client i's command line for n streams. Every word is
+// a number, an address or a fixed option: iperf3Clients joins them into a
+// shell command without quoting.
+func iperf3ClientArgv(p Params, d time.Duration, peer Peer, i, n int) []string {
+	argv := []string{"iperf3", "-c", peer.Addr.String(), "-p", strconv.Itoa(clientPort(peer.Port, i)),
 		"-J", "-t", strconv.Itoa(seconds(d)),
 		"--connect-timeout", strconv.Itoa(int(iperfConnectTimeout / time.Millisecond)),
-		"-l", p["msg_size"], "-P", p["streams"]}
+		"-l", p["msg_size"], "-P", strconv.Itoa(n)}
 	if p["proto"] == "udp" {
 		argv = append(argv, "-u")
 	}
@@ -121,7 +204,7 @@ func (w netThroughput) NetCommand(p Params, d time.Duration, peer Peer) (NetExec
 	if p["direction"] == "down" {
 		argv = append(argv, "-R")
 	}
-	return NetExec{Exec: Exec{Argv: argv, Timeout: timeoutFor(d)}}, nil
+	return argv
 }
 
 // checkPeer rejects a Peer the runner has not filled in.
@@ -164,31 +247,68 @@ type iperfSum struct {
 	LostPercent   float64  `json:"lost_percent"`
 }
 
-// jsonAfterWarnings is iperf3's JSON document without the warning lines
-// it may print on stdout before it ("WARNING: Size of data read does not
-// correspond to offered length", when a read returns less than asked, as
-// gVisor's sockets do); the document itself starts a line with "{".
-func jsonAfterWarnings(stdout []byte) []byte {
-	if bytes.HasPrefix(stdout, []byte("WARNING")) {
-		if i := bytes.Index(stdout, []byte("\n{")); i >= 0 {
-			return stdout[i+1:]
+// iperfDocuments are the JSON documents on stdout: one per client, after
+// dropping the warning lines iperf3 may print before one ("WARNING: Size
+// of data read does not correspond to offered length", when a read returns
+// less than asked, as gVisor's sockets do). No line of a document starts
+// with a letter.
+func iperfDocuments(stdout []byte) ([]iperfOutput, error) {
+	var kept bytes.Buffer
+	for _, line := range bytes.SplitAfter(stdout, []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("WARNING")) {
+			kept.Write(line)
 		}
 	}
-	return stdout
+	dec := json.NewDecoder(&kept)
+	var docs []iperfOutput
+	for {
+		var out iperfOutput
+		err := dec.Decode(&out)
+		if errors.Is(err, io.EOF) && len(docs) > 0 {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, out)
+	}
 }
 
 // Parse reads the receiver's throughput: what crossed the path, not what
 // the sender managed to hand to its socket (for UDP the two differ by the
-// loss).
+// loss). Several clients' documents (more streams than one client opens)
+// add up: bytes, retransmits and each process's CPU time are all sums.
 func (netThroughput) Parse(stdout, stderr []byte) ([]Sample, error) {
 	if len(stdout) == 0 {
 		return nil, fmt.Errorf("%w: iperf3: no output on stdout; stderr: %s", ErrParse, excerpt(stderr))
 	}
-	var out iperfOutput
-	if err := json.Unmarshal(jsonAfterWarnings(stdout), &out); err != nil {
+	docs, err := iperfDocuments(stdout)
+	if err != nil {
 		// iperf3 reports a bad option on stderr after its usage on stdout.
 		return nil, fmt.Errorf("%w: iperf3: output is not JSON (%v); stderr: %s; stdout: %s", ErrParse, err, excerpt(stderr), excerpt(stdout))
 	}
+	var total []Sample
+	for i, out := range docs {
+		samples, err := parseIperf(out)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			total = samples
+			continue
+		}
+		if out.Start.TestStart.Protocol != "TCP" || len(samples) != len(total) {
+			return nil, fmt.Errorf("%w: iperf3: client %d of %d: several clients' results add up for TCP only", ErrParse, i+1, len(docs))
+		}
+		for j := range total {
+			total[j].Value += samples[j].Value
+		}
+	}
+	return total, nil
+}
+
+// parseIperf reads one client's document.
+func parseIperf(out iperfOutput) ([]Sample, error) {
 	if out.Error != "" {
 		return nil, fmt.Errorf("%w: iperf3 reported an error: %s", ErrParse, out.Error)
 	}

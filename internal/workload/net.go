@@ -34,7 +34,7 @@ type Listen struct {
 // PortsPerGuest is the size of each guest's port range on the peer. An
 // adapter's Servers must fit in it; ports are fixed offsets from the base
 // so that Servers and NetCommand agree without sharing state.
-const PortsPerGuest = 8
+const PortsPerGuest = 16
 
 // Server is a long-running process the peer runs for the whole run; the runner starts it once per
 // (guest, server Name), waits until Proto/Port is listening, and kills it at teardown.
@@ -114,4 +114,8 @@ const (
 	portSockperfTCP      = 2
 	portIperf3Background = 3 // net-latency's background load, kept off the measured server
 	portCommand          = 4 // the server of a user's net-command
+	// portIperf3More is the first of net-throughput's further servers,
+	// one for each client past the first when its streams exceed what one
+	// iperf3 client opens.
+	portIperf3More = 8
 )

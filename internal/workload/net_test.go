@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/netip"
@@ -211,7 +212,7 @@ func TestNetValidateRejectsBadParams(t *testing.T) {
 		{"net-throughput", Params{"msg_size": "0"}, "msg_size"},
 		{"net-throughput", Params{"msg_size": "2000000"}, "from 1 to 1048576"},
 		{"net-throughput", Params{"proto": "udp", "msg_size": "65508"}, "from 16 to 65507 (for proto udp)"},
-		{"net-throughput", Params{"streams": "129"}, "streams"},
+		{"net-throughput", Params{"streams": "1001"}, "streams"},
 		{"net-throughput", Params{"direction": "both"}, "allowed: up, down"},
 		{"net-throughput", Params{"nodelay": "yes"}, "nodelay"},
 		{"net-throughput", Params{"proto": "udp", "nodelay": "true"}, "tcp only"},
@@ -258,6 +259,10 @@ func TestParseIperf3(t *testing.T) {
 		// UDP: what arrived (sum_received), not end.sum's sender bytes (3.2 Gbit/s).
 		{"iperf3-udp-up", map[string]float64{"net.throughput_bps": 1109954303.198776, "net.lost_pct": 65.4235277700251,
 			"net.jitter_us": 1.3800572274078212, "net.retransmits": -1}},
+		// Two clients of 100 streams each on loopback, as net-throughput runs
+		// them past 128 streams: their figures add up.
+		{"iperf3-tcp-2clients", map[string]float64{"net.throughput_bps": 1936243452.575011, "net.retransmits": 0,
+			"net.cpu_client_pct": 117.46017067889767, "net.cpu_server_pct": 81.99104824395673}},
 		{"iperf3-udp-down", map[string]float64{"net.throughput_bps": 64524221.3788931, "net.lost_pct": 59.71850697371141,
 			"net.cpu_client_pct": 35.6663540117944, "net.cpu_server_pct": 63.970164461718326}},
 	} {
@@ -276,6 +281,35 @@ func TestParseIperf3(t *testing.T) {
 				t.Errorf("%s: sample %+v", tc.recording, s)
 			}
 		}
+	}
+}
+
+// TestThousandStreamsSplitOverClients: past iperf3's 128 streams the
+// client command runs eight clients of 125 streams, each on the port of
+// one of the eight servers.
+func TestThousandStreamsSplitOverClients(t *testing.T) {
+	w := mustLookup(t, "net-throughput").(Networked)
+	p := merge(w.Defaults(), Params{"streams": "1000", "msg_size": "390"})
+	at := Listen{Addr: netip.MustParseAddr("198.18.0.1"), Port: 20000}
+	servers := w.Servers(p, at)
+	if len(servers) != 8 {
+		t.Fatalf("%d servers, want 8", len(servers))
+	}
+	ne, err := w.NetCommand(p, 3*time.Second, Peer{Addr: at.Addr, Port: at.Port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := ne.Argv[len(ne.Argv)-1]
+	if ne.Argv[0] != "sh" || strings.Count(script, "-P 125 ") != 8 || strings.Count(script, "-l 390 ") != 8 {
+		t.Fatalf("argv %q: want 8 clients of 125 streams of 390 B", ne.Argv)
+	}
+	for _, s := range servers {
+		if s.Port < at.Port || s.Port >= at.Port+PortsPerGuest || !strings.Contains(script, fmt.Sprintf(" -p %d ", s.Port)) {
+			t.Errorf("server %s on port %d: no client for it in %q", s.Name, s.Port, script)
+		}
+	}
+	if _, err := w.NetCommand(merge(w.Defaults(), Params{"streams": "200", "proto": "udp"}), time.Second, Peer{Addr: at.Addr, Port: at.Port}); !errors.Is(err, ErrBadParam) {
+		t.Errorf("200 UDP streams: err = %v, want ErrBadParam", err)
 	}
 }
 
