@@ -15,24 +15,39 @@ import (
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
-// TestInterruptedBuildLeavesNothing cancels a real build part-way: no half
-// image and no temporary directory may remain.
+// TestInterruptedBuildLeavesNothing cancels a real build part-way, while
+// its packages are installed in the tree: no half image and no temporary
+// directory may remain, and what the build mounts in the tree is never in
+// the host's mount table (the build has a mount namespace of its own).
 func TestInterruptedBuildLeavesNothing(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "mmdebstrap", "mmdebstrap")
 	root := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan struct{}, 1)
+	defer cancel()
+	installing := make(chan struct{}, 1)
 	go func() {
-		<-started
-		time.Sleep(2 * time.Second)
+		select {
+		case <-installing:
+		case <-ctx.Done():
+			return
+		}
+		time.Sleep(time.Second)
+		points, err := testutil.MountPoints("/proc")
+		if err != nil {
+			t.Error(err)
+		}
+		for _, p := range points {
+			if strings.HasPrefix(p, root+"/") {
+				t.Errorf("the build's mount %s is in the host's mount table", p)
+			}
+		}
 		cancel()
 	}()
 	_, err := image.Ensure(ctx, image.EnsureOptions{Root: root, Recipe: image.DefaultRecipe(),
-		Progress: func(string) {
-			select {
-			case started <- struct{}{}:
-			default:
+		Progress: func(line string) {
+			if strings.HasPrefix(line, "I: installing essential packages") {
+				installing <- struct{}{}
 			}
 		}})
 	if !errors.Is(err, context.Canceled) {

@@ -191,7 +191,12 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 	// go on writing into the tree, so a cancelled build signals its whole
 	// process group: SIGTERM first, for mmdebstrap's own cleanup, then
 	// SIGKILL for whatever is still there.
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	//
+	// Its own mount namespace (private, so nothing propagates back) keeps
+	// the /proc, /sys and /dev it mounts in the tree out of the host's
+	// mount table: a build beside a run or a test is not seen there, and a
+	// killed build leaves no mounts behind.
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Unshareflags: unix.CLONE_NEWNS}
 	cmd.Cancel = func() error {
 		pgid := cmd.Process.Pid
 		err := unix.Kill(-pgid, unix.SIGTERM)
