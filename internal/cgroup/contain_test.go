@@ -69,7 +69,12 @@ func TestDrainKillsAForkingGroupUnderV1(t *testing.T) {
 		t.Skip("no cgroup v1 freezer mounted")
 	}
 	before := testutil.TakeSnapshot(t)
+	_, led := testutil.Ledger(t)
 	path := cgroup.PathOf("t-"+strconv.Itoa(os.Getpid()), "v1")
+	entry, err := led.Record(cgroup.Kind, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(freezer, path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -107,6 +112,9 @@ func TestDrainKillsAForkingGroupUnderV1(t *testing.T) {
 		t.Fatalf("left in the group: %v, %v", pids, err)
 	}
 	if err := cgroup.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Done(entry); err != nil {
 		t.Fatal(err)
 	}
 	testutil.CheckLeaks(t, before)

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +50,12 @@ func TestLeakCheckSeesNewChildren(t *testing.T) {
 func TestLeakCheckSeesProcessesInVfleetCgroups(t *testing.T) {
 	RequiresRoot(t)
 	before := TakeSnapshot(t)
+	_, led := Ledger(t)
 	path := cgroup.PathOf("t-leaks-"+strconv.Itoa(os.Getpid()), "g")
+	entry, err := led.Record(cgroup.Kind, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	g, err := cgroup.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +93,56 @@ func TestLeakCheckSeesProcessesInVfleetCgroups(t *testing.T) {
 	}
 	if err := cgroup.Remove(path); err != nil {
 		t.Fatal(err)
+	}
+	if err := led.Done(entry); err != nil {
+		t.Fatal(err)
+	}
+	CheckLeaks(t, before)
+}
+
+// A test process killed half-way (go test's -timeout) leaves its ledger in
+// the test state root: the next test process to take the machine undoes
+// what it holds and removes it.
+func TestKilledTestProcessesLedgerIsUndone(t *testing.T) {
+	if os.Getenv("VFLEET_TEST_KILLED_CHILD") != "" {
+		_, led := Ledger(t)
+		path := cgroup.PathOf("t-killed-"+strconv.Itoa(os.Getpid()), "g")
+		if _, err := led.Record(cgroup.Kind, path, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cgroup.Create(path); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("ledger %s\n", led.Dir())
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	RequiresRoot(t)
+	before := TakeSnapshot(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledTestProcessesLedgerIsUndone$")
+	cmd.Env = append(os.Environ(), "VFLEET_TEST_KILLED_CHILD=1")
+	out, _ := cmd.Output()
+	var dir string
+	if _, err := fmt.Sscanf(string(out), "ledger %s", &dir); err != nil {
+		t.Fatalf("the child did not make its ledger: %q", out)
+	}
+	group := cgroup.PathOf("t-killed-"+strconv.Itoa(cmd.Process.Pid), "g")
+	made := func() (found []string) {
+		for c := range vfleetCgroups() {
+			if strings.HasSuffix(c, group) {
+				found = append(found, c)
+			}
+		}
+		return found
+	}
+	if len(made()) == 0 {
+		t.Fatalf("the killed child's cgroup %s is not there", group)
+	}
+	undoKilledTestsNow()
+	if left := made(); len(left) > 0 {
+		t.Errorf("left by the killed child: %v", left)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
+		t.Errorf("the killed child's ledger %s: %v, want it removed", filepath.Dir(dir), err)
 	}
 	CheckLeaks(t, before)
 }

@@ -73,6 +73,9 @@ func holdMachine(t testing.TB) {
 		machine.from = time.Now()
 		machine.waited = machine.from.Sub(asked)
 		os.Setenv(machineHeldEnv, strconv.Itoa(os.Getpid()))
+		// Before the test's leak snapshot, so that what is undone is not
+		// taken for the test's own work.
+		undoKilledTests()
 	}
 	machine.held++
 	t.Cleanup(func() {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/image"
-	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
@@ -164,38 +163,25 @@ func ImageFor(t testing.TB, arch string) *image.Image {
 // freshly built agent of its architecture installed.
 func ImageOf(t testing.TB, v image.Variant) *image.Image {
 	t.Helper()
-	arch := cmp.Or(v.Arch, image.HostArch)
 	RequiresRoot(t)
+	return ensureImage(t, v, BuildAgentFor(t, cmp.Or(v.Arch, image.HostArch)))
+}
+
+// ensureImage is ImageOf without the machine: building an image changes
+// nothing a leak check looks at, so it may run beside integration tests.
+func ensureImage(t testing.TB, v image.Variant, agent string) *image.Image {
+	t.Helper()
 	RequiresTool(t, "mmdebstrap", "mmdebstrap")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	img, err := image.Ensure(ctx, image.EnsureOptions{
-		Root: StateRoot(), Recipe: image.RecipeOf(v), AgentBinary: BuildAgentFor(t, arch),
+		Root: StateRoot(), Recipe: image.RecipeOf(v), AgentBinary: agent,
 		Progress: func(line string) { t.Log("image:", line) },
 	})
 	if err != nil {
 		t.Fatalf("guest image: %v", err)
 	}
 	return img
-}
-
-// Ledger is a run's ledger in a temporary directory, root, which must be
-// empty when the test ends: whatever a test's guests recorded, they
-// removed.
-func Ledger(t testing.TB) (root string, led *ledger.Ledger) {
-	t.Helper()
-	root = t.TempDir()
-	led, err := ledger.Create(root, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p := led.Pending(); len(p) > 0 {
-			t.Errorf("ledger still holds %d entries: %v", len(p), p)
-		}
-		led.Close()
-	})
-	return root, led
 }
 
 // DeadProcess is a process that has exited and been reaped: what a killed
