@@ -5,6 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
+# The images and disks the integration tests boot are built once per
+# machine (minutes on a fresh one): beside the builds and static checks
+# below, so that the tests find them built instead of building each in its
+# turn at the machine while the others wait.
+prepare_log=$(mktemp)
+fuzz_log=$(mktemp)
+# A step that fails ends the script: what runs in the background goes too.
+trap 'kill $(jobs -p) 2>/dev/null; rm -f "$prepare_log" "$fuzz_log"' EXIT
+VFLEET_TEST_PREPARE=1 go test -count=1 -parallel 2 -timeout 30m -run '^TestPrepareFixtures$' ./internal/testutil >"$prepare_log" 2>&1 &
+prepare_pid=$!
 scripts/build.sh --cross
 
 unformatted=$(gofmt -l cmd internal scenarios)
@@ -30,12 +40,17 @@ export VFLEET_TEST_KINDS="${VFLEET_TEST_KINDS:-all}"
 # The suite's wall time is the integration tests' turns at the machine,
 # which leave a core idle while they wait on guests, so the fuzzing costs
 # it nothing; its output comes after the tests'.
-fuzz_log=$(mktemp)
-trap 'rm -f "$fuzz_log"' EXIT
 scripts/fuzz.sh 1000x >"$fuzz_log" 2>&1 &
 fuzz_pid=$!
 status=0
 go test -p 2 -count=1 -timeout 60m ./... "$@" || status=$?
+prepare_status=0
+wait "$prepare_pid" || prepare_status=$?
+if [ "$prepare_status" -ne 0 ]; then
+  cat "$prepare_log"
+  echo "test: building the tests' fixtures failed (exit $prepare_status)" >&2
+  status=1
+fi
 fuzz_status=0
 wait "$fuzz_pid" || fuzz_status=$?
 cat "$fuzz_log"

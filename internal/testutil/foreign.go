@@ -48,6 +48,14 @@ func foreignRecipe() image.Recipe {
 // test state root.
 func Foreign(t testing.TB) ForeignImage {
 	t.Helper()
+	RequiresRoot(t)
+	return foreign(t)
+}
+
+// foreign, foreignVM and foreignUEFI are their fixtures without the
+// machine: building them changes nothing a leak check looks at.
+func foreign(t testing.TB) ForeignImage {
+	t.Helper()
 	r := foreignRecipe()
 	dir := filepath.Join(StateRoot(), "foreign", r.Hash()[:16])
 	f := ForeignImage{Layout: filepath.Join(dir, "layout"), OCIArchive: filepath.Join(dir, "oci.tar"), DockerArchive: filepath.Join(dir, "docker.tar"),
@@ -74,6 +82,12 @@ func foreignVMRecipe() image.Recipe {
 // the test state root.
 func ForeignVM(t testing.TB) ForeignDisk {
 	t.Helper()
+	RequiresRoot(t)
+	return foreignVM(t)
+}
+
+func foreignVM(t testing.TB) ForeignDisk {
+	t.Helper()
 	RequiresTool(t, "qemu-img", "qemu-utils")
 	r := foreignVMRecipe()
 	dir := filepath.Join(StateRoot(), "foreign-vm", r.Hash()[:16])
@@ -96,7 +110,6 @@ func ForeignVM(t testing.TB) ForeignDisk {
 // dir, once per machine: a later call finds dir done.
 func buildOnce(t testing.TB, r image.Recipe, dir string, pack func(*image.Image)) {
 	t.Helper()
-	RequiresRoot(t)
 	RequiresTool(t, "mmdebstrap", "mmdebstrap")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -196,6 +209,12 @@ const (
 // ForeignUEFI returns the foreign UEFI disk, built on first use and kept
 // in the test state root.
 func ForeignUEFI(t testing.TB) ForeignUEFIDisk {
+	t.Helper()
+	RequiresRoot(t)
+	return foreignUEFI(t)
+}
+
+func foreignUEFI(t testing.TB) ForeignUEFIDisk {
 	t.Helper()
 	RequiresTool(t, "qemu-img", "qemu-utils")
 	RequiresTool(t, "sfdisk", "fdisk")

@@ -1,0 +1,36 @@
+package testutil
+
+import (
+	"os"
+	"testing"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
+)
+
+// TestPrepareFixtures builds the images and disks the integration tests
+// use, when VFLEET_TEST_PREPARE is set. scripts/test.sh runs it beside the
+// build, the static checks and the first packages' tests, so that on a
+// fresh machine a test that needs a fixture finds it built (or waits on
+// its lock for the rest of its build) instead of building it in its turn
+// at the machine, while every other integration test waits.
+func TestPrepareFixtures(t *testing.T) {
+	if os.Getenv("VFLEET_TEST_PREPARE") == "" {
+		t.Skip("set VFLEET_TEST_PREPARE=1 to build the integration tests' fixtures")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("building images needs root")
+	}
+	for name, build := range map[string]func(t testing.TB){
+		"image":        func(t testing.TB) { ensureImage(t, image.Variant{}, "") },
+		"image-rt":     func(t testing.TB) { ensureImage(t, image.Variant{KernelFlavour: guest.KernelRT}, "") },
+		"foreign":      func(t testing.TB) { foreign(t) },
+		"foreign-vm":   func(t testing.TB) { foreignVM(t) },
+		"foreign-uefi": func(t testing.TB) { foreignUEFI(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			build(t)
+		})
+	}
+}
