@@ -66,7 +66,13 @@ type Ledger struct {
 // Create makes a new ledger for runID under root, owned by this process.
 func Create(root, runID string) (*Ledger, error) {
 	dir := filepath.Join(root, runID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Only the ledger is private: root and the directories above it, made
+	// here when missing, are a state directory whose images unprivileged
+	// guests (a user namespace's root) must be able to reach.
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("create ledger: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create ledger: %w", err)
 	}
 	self, err := procfs.Self()

@@ -145,3 +145,24 @@ func TestCleanKeepsWhatFailedForARetry(t *testing.T) {
 		t.Fatalf("journal after partial clean = %+v, %v", left, err)
 	}
 }
+
+// A ledger made where its state directory does not exist yet leaves that
+// directory reachable by others (an unprivileged guest's root reads its
+// image under it); only the ledger itself is private.
+func TestCreateMakesOnlyTheLedgerPrivate(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	l, err := Create(filepath.Join(state, "ledgers"), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for dir, want := range map[string]os.FileMode{state: 0o755, filepath.Join(state, "ledgers"): 0o755, l.Dir(): 0o700} {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got&0o711 != want&0o711 {
+			t.Errorf("%s: mode %v, want %v", dir, got, want)
+		}
+	}
+}
