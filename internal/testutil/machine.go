@@ -90,6 +90,26 @@ func holdMachine(t testing.TB) {
 	})
 }
 
+// withMachine runs fn holding the machine, outside any test: what a
+// package's last test leaves to the end of its process (a daemon its tests
+// shared, which another package's test may have found answering and be
+// using) is stopped between other test processes' integration tests, not
+// under one.
+func withMachine(fn func() error) error {
+	if heldByParent {
+		return fn()
+	}
+	f, err := os.OpenFile(machineLockFile(), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("hold the machine: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("hold the machine: flock %s: %w", f.Name(), err)
+	}
+	return fn()
+}
+
 // logHold appends a line for a test's hold of the machine to the file
 // VFLEET_TEST_MACHINE_LOG names, if any: the suite's wall time is about the
 // sum of the holds, so that is where shortening a test shortens the suite,

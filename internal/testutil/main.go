@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -20,11 +21,19 @@ func Main(m *testing.M) {
 	processEnd.stops = nil
 	processEnd.Unlock()
 	// The last started stops first, as t.Cleanup would have it.
-	for i := len(stops) - 1; i >= 0; i-- {
-		if err := stops[i](); err != nil {
-			fmt.Fprintln(os.Stderr, "testutil:", err)
-			code = max(code, 1)
-		}
+	var err error
+	if len(stops) > 0 {
+		err = withMachine(func() error {
+			var errs []error
+			for i := len(stops) - 1; i >= 0; i-- {
+				errs = append(errs, stops[i]())
+			}
+			return errors.Join(errs...)
+		})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testutil:", err)
+		code = max(code, 1)
 	}
 	os.Exit(code)
 }
