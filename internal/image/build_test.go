@@ -71,6 +71,11 @@ func TestEnsureReusesAndReinstallsAgent(t *testing.T) {
 	if img.Manifest.Packages["fio"] == "" || img.KernelPath == "" {
 		t.Fatalf("image lacks fio or a kernel: %+v", img.Manifest)
 	}
+	// vfleet's VMs boot with an initramfs of its own: the kernel's
+	// package made none.
+	if img.InitrdPath != "" {
+		t.Errorf("the image has an initrd: %s", img.InitrdPath)
+	}
 	agent := testutil.BuildAgent(t)
 	changed := filepath.Join(t.TempDir(), "vfleet-agent")
 	data, _ := os.ReadFile(agent)

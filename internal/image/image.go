@@ -197,6 +197,11 @@ func build(ctx context.Context, o EnsureOptions, final string) (err error) {
 	// mount table: a build beside a run or a test is not seen there, and a
 	// killed build leaves no mounts behind.
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Unshareflags: unix.CLONE_NEWNS}
+	if o.Recipe.NoInitrd {
+		// Debian's kernel hook (/etc/kernel/postinst.d/initramfs-tools)
+		// makes no initrd when INITRD is No.
+		cmd.Env = append(os.Environ(), "INITRD=No")
+	}
 	cmd.Cancel = func() error {
 		pgid := cmd.Process.Pid
 		err := unix.Kill(-pgid, unix.SIGTERM)

@@ -32,6 +32,7 @@ func TestRecipeHashIsStableAndSensitive(t *testing.T) {
 		"package": func(r *Recipe) { r.Packages = append(r.Packages, "netperf") },
 		"format":  func(r *Recipe) { r.Format++ },
 		"variant": func(r *Recipe) { r.Variant = "apt" },
+		"initrd":  func(r *Recipe) { r.NoInitrd = !r.NoInitrd },
 	} {
 		c := DefaultRecipe()
 		change(&c)

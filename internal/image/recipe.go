@@ -34,6 +34,10 @@ type Recipe struct {
 	// Programs is the hash of vfleet's own programs (package native),
 	// compiled into the image for its architecture; empty for none.
 	Programs string `json:"programs,omitempty"`
+	// NoInitrd keeps the kernel's package from making an initrd: vfleet's
+	// VMs boot with an initramfs of its own (EnsureVMBoot), so Debian's is
+	// never read, and making it is most of the kernel's install time.
+	NoInitrd bool `json:"no_initrd,omitempty"`
 }
 
 // DefaultRecipe is the image every built-in scenario uses, for this
@@ -81,6 +85,7 @@ func RecipeOf(v Variant) Recipe {
 		),
 		PathExcludes: []string{"/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"},
 		Programs:     native.Hash(),
+		NoInitrd:     true,
 	}
 	if arch != HostArch {
 		r.Arch = arch
