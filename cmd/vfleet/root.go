@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/interrupt"
 	"github.com/vfleet/vfleet/internal/report"
 	"github.com/vfleet/vfleet/internal/session"
@@ -23,7 +24,7 @@ import (
 // Defaults, documented in the README; each can be overridden by a flag or
 // an environment variable.
 const (
-	defaultStateDir = "/var/lib/vfleet"
+	defaultStateDir = image.DefaultRoot
 	dbFileName      = "results.db"
 )
 

@@ -61,6 +61,10 @@ type Image struct {
 	InitrdPath string
 }
 
+// DefaultRoot is vfleet's state directory unless told otherwise (--state-dir,
+// VFLEET_STATE_DIR): its images live in DefaultRoot/images.
+const DefaultRoot = "/var/lib/vfleet"
+
 // EnsureOptions configure Ensure.
 type EnsureOptions struct {
 	Root        string // images live in Root/images
