@@ -14,6 +14,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/hostinfo"
 	"github.com/vfleet/vfleet/internal/report"
+	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/termtext"
 )
@@ -71,19 +72,7 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 			if err != nil {
 				return err
 			}
-			b, err := st.SetBaseline(cmd.Context(), id, time.Now())
-			if err != nil {
-				if errors.Is(err, store.ErrNotComplete) {
-					return fmt.Errorf("%w: a baseline must be a complete run, one that measured every step", err)
-				}
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "run %d is the baseline of scenario %s on %s\n", b.RunID, termtext.Safe(b.ScenarioName), termtext.Safe(b.Machine))
-			samples, err := st.Samples(cmd.Context(), b.RunID)
-			if err != nil {
-				return err
-			}
-			return warnShortfalls(b.RunID, samples, report.DefaultCompareOptions)
+			return setBaseline(cmd.Context(), st, id, report.DefaultCompareOptions)
 		},
 	}, &cobra.Command{
 		Use:   "show [SCENARIO]",
@@ -120,6 +109,24 @@ name, architecture, CPU model and machine-id the run recorded); setting another 
 		},
 	}, unset)
 	return cmd
+}
+
+// setBaseline makes run id its scenario's baseline on its machine and says
+// which of its metrics are too little repeated to be decided against.
+func setBaseline(ctx context.Context, st *store.Store, id int64, opts report.CompareOptions) error {
+	b, err := st.SetBaseline(ctx, id, time.Now())
+	if err != nil {
+		if errors.Is(err, store.ErrNotComplete) {
+			return fmt.Errorf("%w: a baseline must be a complete run, one that measured every step", err)
+		}
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "run %d is the baseline of scenario %s on %s\n", b.RunID, termtext.Safe(b.ScenarioName), termtext.Safe(b.Machine))
+	samples, err := st.Samples(ctx, b.RunID)
+	if err != nil {
+		return err
+	}
+	return warnShortfalls(b.RunID, samples, opts)
 }
 
 // openStoreToWrite opens the results database to write, without creating
@@ -170,28 +177,36 @@ func namedBaseline(ctx context.Context, st *store.Store, scenario, name string) 
 	return "", fmt.Errorf("--machine %s names more than one machine with a baseline of scenario %s (%s): give the whole name", name, scenario, strings.Join(named, "; "))
 }
 
-// baselineFlags are `vfleet run --baseline`'s: compare the run with its
-// scenario's baseline, measuring more rounds while a metric is undecided.
+// baselineFlags are `vfleet run --baseline`'s and `--set-baseline`'s:
+// compare the run with its scenario's baseline, measuring more rounds
+// while a metric is undecided; or measure the run until it can be the
+// baseline, and set it.
 type baselineFlags struct {
-	on   bool
-	opts report.CompareOptions
+	on, set bool
+	opts    report.CompareOptions
 }
 
 func (f *baselineFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.on, "baseline", false, "compare the run with its scenario's baseline on this machine, adding repetitions while a metric is undecided; exit 8 when worse, 9 when undecided")
+	fs.BoolVar(&f.set, "set-baseline", false, "make the run its scenario's baseline on this machine, adding repetitions while a metric is too little repeated at its noise for a run of --max-repetitions to be decided against it")
 	f.opts = report.DefaultCompareOptions
-	registerCompareOptions(fs, &f.opts, "with --baseline or --ab: ")
+	registerCompareOptions(fs, &f.opts, "with --baseline, --set-baseline or --ab: ")
 }
 
 // check refuses what the flags parse but cannot mean.
 func (f *baselineFlags) check(fs *pflag.FlagSet, ab bool) error {
-	if f.on && ab {
+	switch {
+	case f.on && ab:
 		return errors.New("--baseline compares one run with its baseline; --ab compares two scenarios: use one or the other")
+	case f.set && ab:
+		return errors.New("--set-baseline makes one run the baseline; --ab compares two scenarios: use one or the other")
+	case f.set && f.on:
+		return errors.New("--set-baseline makes the run the baseline, --baseline compares it with the one set: use one or the other")
 	}
-	if !f.on && !ab {
+	if !f.on && !f.set && !ab {
 		for _, flag := range []string{"max-repetitions", "alpha", "noise-floor"} {
 			if fs.Changed(flag) {
-				return fmt.Errorf("--%s is for a comparison: give --baseline or --ab too", flag)
+				return fmt.Errorf("--%s is for a comparison: give --baseline, --set-baseline or --ab too", flag)
 			}
 		}
 	}
@@ -283,4 +298,77 @@ func (c *baselineCheck) finish(ctx context.Context, id int64) error {
 		fmt.Fprintln(os.Stderr, "vfleet: warning:", w)
 	}
 	return baselineOutcome(cmp)
+}
+
+// baselineMaker measures a run until it can be its scenario's baseline,
+// then sets it (`vfleet run --set-baseline`): against a baseline of n
+// repetitions no number of new ones resolves a change smaller than the
+// baseline's own uncertainty, so the baseline is sized when it is made.
+type baselineMaker struct {
+	st   *store.Store
+	opts report.CompareOptions
+	// workloads is how many (group, workload) pairs the run measures:
+	// the metrics the baseline will have, against which each is sized,
+	// are estimated from those measured so far.
+	workloads int
+	// err is the first error reading the run's samples while it runs, as
+	// baselineCheck's.
+	err error
+}
+
+// moreRounds is the runner's Options.MoreRounds: another round of a
+// workload while one of its metrics needs more repetitions, at the noise
+// measured so far, for a run of opts.MaxRepetitions to be decided against
+// it. A metric too noisy for any baseline gets none: more would not do.
+func (m *baselineMaker) moreRounds(ctx context.Context, runID int64, workloadID string, done int) string {
+	if done >= m.opts.MaxRepetitions || m.err != nil {
+		return ""
+	}
+	samples, err := m.st.Samples(ctx, runID)
+	if err != nil {
+		m.err = fmt.Errorf("read run %d's samples to size it as a baseline: %w", runID, err)
+		return ""
+	}
+	_, metrics := report.BaselineShortfalls(samples, m.opts)
+	measured := map[[2]string]bool{}
+	for _, s := range samples {
+		measured[[2]string{s.Group, s.WorkloadID}] = true
+	}
+	family := (metrics*m.workloads + len(measured) - 1) / max(len(measured), 1)
+	short, _ := report.BaselineShortfallsAmong(samples, m.opts, family)
+	n := 0
+	for _, s := range short {
+		if s.WorkloadID == workloadID && s.Needs > done {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its metrics too little repeated to be a baseline", n)
+}
+
+// finish sets a complete run as the baseline. One that did not measure
+// every step is not set; the run's own outcome says why.
+func (m *baselineMaker) finish(ctx context.Context, id int64) error {
+	if m.err != nil {
+		fmt.Fprintf(os.Stderr, "vfleet: warning: %v; no rounds were added after it\n", m.err)
+	}
+	err := setBaseline(ctx, m.st, id, m.opts)
+	if errors.Is(err, store.ErrNotComplete) {
+		fmt.Fprintf(os.Stderr, "vfleet: run %d is not set as the baseline: %v\n", id, err)
+		return nil
+	}
+	return err
+}
+
+// workloadsOf counts the (group, workload) pairs a plan measures.
+func workloadsOf(p *scenario.Plan) int {
+	seen := map[[2]string]bool{}
+	for _, st := range p.Steps {
+		if !st.Warmup {
+			seen[[2]string{st.Group, st.WorkloadID}] = true
+		}
+	}
+	return len(seen)
 }

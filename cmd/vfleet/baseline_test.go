@@ -284,3 +284,67 @@ func TestRunBaselineFlagsACPUCapAndPassesAnAA(t *testing.T) {
 		t.Errorf("a container capped at 0.1 CPU: exit %d, want %d:\n%s%s", code, exitWorse, stdout, stderr)
 	}
 }
+
+// run --set-baseline measures a metric until a run could be decided
+// against it at the noise measured, and sets the run as the baseline. The
+// noisy metric is uniform over 4000 around 102000 (a cv near 1.1%, never
+// above 2.8% from two values): against a later run of up to 40
+// repetitions two values cannot resolve the 5% floor at any noise above
+// 0.05% (Student's t at one degree of freedom), a few more can, and no
+// noise of that size needs more than a run's 40. The steady one needs
+// none beyond the scenario's two.
+func TestRunSetBaselineRepeatsUntilItCanBeDecidedAgainst(t *testing.T) {
+	testutil.RequiresRoot(t)
+	testutil.Image(t)
+	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
+	c := newCLI(t)
+	sc := c.scenario(`name: sized
+repetitions: 2
+warmup: 0
+duration: 1s
+guests:
+  - {name: host, kind: host}
+workloads:
+  - id: alternating
+    workload: command
+    params:
+      argv: [sh, -c, 'echo "value: $((100000 + $(od -An -N2 -tu2 /dev/urandom) % 4000))"']
+      metrics:
+        - {name: value, unit: n, better: higher, regex: 'value: (\d+)'}
+  - id: steady
+    workload: command
+    params:
+      argv: [echo, "value: 1000"]
+      metrics:
+        - {name: value, unit: n, better: higher, regex: 'value: (\d+)'}
+`)
+	_, stderr, code := c.run("run", sc, "--set-baseline", "--html", "-")
+	if code != 0 || !strings.Contains(stderr, "run 1 is the baseline of scenario sized") {
+		t.Fatalf("exit %d, want 0 with the baseline set:\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "too small") {
+		t.Errorf("the baseline was sized, yet a metric is called too little repeated:\n%s", stderr)
+	}
+	got := map[string]int{}
+	for _, s := range c.latestSamples() {
+		if s.Metric == "value" {
+			got[s.WorkloadID]++
+		}
+	}
+	if got["alternating"] <= 2 || got["alternating"] >= 40 || got["steady"] != 2 {
+		t.Errorf("samples per workload %v: want alternating measured beyond its 2 repetitions (and below 40), steady at 2\n%s", got, stderr)
+	}
+	if stdout, _, code := c.run("baseline", "show", "sized"); code != 0 || !strings.Contains(stdout, "sized") {
+		t.Errorf("baseline show: exit %d:\n%s", code, stdout)
+	}
+	// A baseline is made on this machine, of one scenario.
+	for _, args := range [][]string{
+		{"run", sc, "--set-baseline", "--baseline"},
+		{"run", "--ab", sc, sc, "--set-baseline"},
+	} {
+		if _, stderr, code := c.run(args...); code != exitUsage || !strings.Contains(stderr, "--set-baseline") {
+			t.Errorf("%v: exit %d, want %d naming --set-baseline:\n%s", args, code, exitUsage, stderr)
+		}
+	}
+}

@@ -50,6 +50,11 @@ nor the same within the noise floor), the workload is measured again, up to
 --max-repetitions. Exit status as 'vfleet compare --baseline': 0 when every metric is the
 same or better, 8 when something got worse, 9 when something is undecided.
 
+With --set-baseline, the run becomes its scenario's baseline on this machine once it is
+complete; while a metric of a workload is too little repeated, at the noise measured, for a
+run of --max-repetitions to be decided against it, the workload is measured again (up to
+--max-repetitions), and what is still too little repeated at the end is named.
+
 With --on, the scenario runs on each machine named (over SSH: keys from the SSH agent or
 --on-identity, host keys checked against known_hosts, never a password) instead of this
 one: vfleet copies its static binaries for the machine's architecture there, pushes the
@@ -80,6 +85,9 @@ removes what a killed run left on a machine (docs/many-machines.md).`,
 			if len(on.urls) > 0 {
 				if base.on {
 					return usageError{errors.New("--baseline compares a run of this machine: run it on the machine itself, or import its run and use 'vfleet compare --baseline'")}
+				}
+				if base.set {
+					return usageError{errors.New("--set-baseline sets a baseline of this machine: run it on the machine itself, or import its run and use 'vfleet baseline set'")}
 				}
 				return runOn(g, args[0], htmlPath, &on)
 			}
@@ -152,6 +160,11 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 		}
 		opts.MoreRounds = check.moreRounds
 	}
+	var maker *baselineMaker
+	if base != nil && base.set {
+		maker = &baselineMaker{st: st, opts: base.opts, workloads: workloadsOf(specs[0].Expand())}
+		opts.MoreRounds = maker.moreRounds
+	}
 	ab := &abCheck{st: st, opts: compareOpts}
 	if len(specs) == 2 && !opts.AuditOnly {
 		opts.MoreRoundsAB = ab.moreRounds
@@ -211,6 +224,9 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	var outcome error
 	if check != nil && ids[0] != 0 {
 		outcome = check.finish(rctx, ids[0])
+	}
+	if maker != nil && ids[0] != 0 && runErr == nil {
+		outcome = maker.finish(rctx, ids[0])
 	}
 	fmt.Fprintf(os.Stderr, "finished in %s\n", time.Since(began).Round(time.Second))
 	// A run that did not measure everything says so first: its comparison

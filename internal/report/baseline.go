@@ -24,8 +24,15 @@ type Shortfall struct {
 // floor (stats.BaselineRepetitions), the family being all its metrics,
 // and how many metrics it has.
 func BaselineShortfalls(samples []store.Sample, o CompareOptions) (out []Shortfall, metrics int) {
+	return BaselineShortfallsAmong(samples, o, 0)
+}
+
+// BaselineShortfallsAmong is BaselineShortfalls for a baseline that will
+// have family metrics, of which samples hold some so far: a baseline
+// still being measured.
+func BaselineShortfallsAmong(samples []store.Sample, o CompareOptions, family int) (out []Shortfall, metrics int) {
 	c := CompareRuns(store.Run{}, samples, store.Run{}, nil, o)
-	plan := o.plan(len(c.Rows))
+	plan := o.plan(max(family, len(c.Rows)))
 	for _, r := range c.Rows {
 		needs := stats.BaselineRepetitions(plan, r.CVA, float64(r.A.N)/float64(max(r.RepetitionsA, 1)))
 		if needs != 0 && needs <= r.RepetitionsA {
