@@ -88,7 +88,7 @@ func TestCompareBaselineExitStatuses(t *testing.T) {
 		want string
 	}{
 		{[]string{"--baseline", "--ab", "a.yaml", "b.yaml"}, "use one or the other"},
-		{[]string{"--max-repetitions", "8"}, "give --baseline or --ab too"},
+		{[]string{"--max-repetitions", "8"}, "give --baseline, --set-baseline or --ab too"},
 		{[]string{"--noise-floor", "0.1"}, "--noise-floor is for a comparison"},
 		{[]string{"--baseline", "--alpha", "1"}, "strictly between 0 and 1"},
 		{[]string{"--baseline", "--max-repetitions", "1"}, "--max-repetitions 1: want 2 to 1000"},

@@ -37,7 +37,14 @@ func TestReleaseKillsADaemonStartedInTheGroup(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if len(testutil.RunningIn(t, path)) == 0 || len(testutil.RunningWithArgs(t, "sleep", sleep)) == 0 {
+	// The shell is gone once it forked the daemon, maybe before the daemon
+	// runs sleep: a busy machine shows it a moment later.
+	running := func() bool {
+		return len(testutil.RunningIn(t, path)) > 0 && len(testutil.RunningWithArgs(t, "sleep", sleep)) > 0
+	}
+	for deadline := time.Now().Add(5 * time.Second); !running() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	if !running() {
 		t.Fatal("the daemon is not running in the group")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
