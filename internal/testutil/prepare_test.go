@@ -21,16 +21,22 @@ func TestPrepareFixtures(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("building images needs root")
 	}
-	for name, build := range map[string]func(t testing.TB){
-		"image":        func(t testing.TB) { ensureImage(t, image.Variant{}, "") },
-		"image-rt":     func(t testing.TB) { ensureImage(t, image.Variant{KernelFlavour: guest.KernelRT}, "") },
-		"foreign":      func(t testing.TB) { foreign(t) },
-		"foreign-vm":   func(t testing.TB) { foreignVM(t) },
-		"foreign-uefi": func(t testing.TB) { foreignUEFI(t) },
+	// Two at a time (-parallel 2), in the order the tests need them: the
+	// default image first, which most of them boot; a test that needs one
+	// not yet built waits for it holding the machine.
+	for _, f := range []struct {
+		name  string
+		build func(t testing.TB)
+	}{
+		{"image", func(t testing.TB) { ensureImage(t, image.Variant{}, "") }},
+		{"foreign-vm", func(t testing.TB) { foreignVM(t) }},
+		{"foreign", func(t testing.TB) { foreign(t) }},
+		{"foreign-uefi", func(t testing.TB) { foreignUEFI(t) }},
+		{"image-rt", func(t testing.TB) { ensureImage(t, image.Variant{KernelFlavour: guest.KernelRT}, "") }},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			build(t)
+			f.build(t)
 		})
 	}
 }
