@@ -19,7 +19,7 @@ scripts/deps.sh --test
 prepare_log=$(mktemp)
 checks_log=$(mktemp)
 # A step that fails ends the script: what runs in the background goes too.
-trap 'kill $(jobs -p) 2>/dev/null; rm -f "$prepare_log" "$checks_log"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -f "$prepare_log" "$checks_log"' EXIT
 VFLEET_TEST_PREPARE=1 go test -count=1 -parallel 2 -timeout 30m -run '^TestPrepareFixtures$' ./internal/testutil >"$prepare_log" 2>&1 &
 prepare_pid=$!
 
