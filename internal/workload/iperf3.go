@@ -27,7 +27,7 @@ func (netThroughput) Programs() []Program {
 }
 
 func (netThroughput) Defaults() Params {
-	return Params{"proto": "tcp", "msg_size": "16384", "streams": "1", "direction": "up", "nodelay": "false", "bitrate": "0", ParamClient: ClientGuest}
+	return Params{"proto": "tcp", "msg_size": "16384", "streams": "1", "threads": "1", "direction": "up", "nodelay": "false", "bitrate": "0", ParamClient: ClientGuest}
 }
 
 // iperf3's own limits on its block size (-l).
@@ -41,15 +41,20 @@ const (
 // several clients at once, each against its own server, and sums them;
 // maxStreams is where that stops (one server per client on the guest's
 // ports).
+//
+// An iperf3 client before 3.16 (Debian 12 has 3.12) sends all its streams
+// from one thread, so sender threads are clients too: maxThreads of them
+// fit the guest's ports beside the other servers', as 1 000 streams do.
 const (
 	iperfMaxStreams = 128
 	maxStreams      = 1000
+	maxThreads      = 8
 )
 
 // clientStreams splits n streams over the fewest iperf3 clients that hold
-// them, as evenly as they go.
-func clientStreams(n int) []int {
-	k := (n + iperfMaxStreams - 1) / iperfMaxStreams
+// them, and at least threads of them, as evenly as they go.
+func clientStreams(n, threads int) []int {
+	k := max((n+iperfMaxStreams-1)/iperfMaxStreams, threads)
 	split := make([]int, k)
 	for i := range split {
 		split[i] = n / k
@@ -95,6 +100,16 @@ func (w netThroughput) Validate(p Params) error {
 	if streams > iperfMaxStreams && proto != "tcp" {
 		return fmt.Errorf("%w: streams = %d: more than %d streams are connections, for proto tcp only", ErrBadParam, streams, iperfMaxStreams)
 	}
+	threads, err := intParam(p, "threads", 1, maxThreads)
+	if err != nil {
+		return err
+	}
+	switch {
+	case threads > streams:
+		return fmt.Errorf("%w: threads = %d: each sender thread needs a stream of its own, and streams = %d", ErrBadParam, threads, streams)
+	case threads > 1 && proto != "tcp":
+		return fmt.Errorf("%w: threads = %d: several senders' loss and jitter do not add up, so more than one is for proto tcp only", ErrBadParam, threads)
+	}
 	if _, err := enumParam(p, "direction", "up", "down"); err != nil {
 		return err
 	}
@@ -120,12 +135,8 @@ func (w netThroughput) Command(Params, time.Duration) (Exec, error) {
 // on the same port (the control connection is always TCP), one test at a
 // time, which is what a guest's steps need: they run one after another.
 func (netThroughput) Servers(p Params, at Listen) []Server {
-	n, err := strconv.Atoi(p["streams"])
-	if err != nil || n < 1 {
-		n = 1 // Validate rejects these; the first server serves every other step
-	}
 	var servers []Server
-	for i := range clientStreams(min(n, maxStreams)) {
+	for i := range clientStreams(splitParams(p)) {
 		name := "iperf3"
 		if i > 0 {
 			name = fmt.Sprintf("iperf3-%d", i+1)
@@ -134,6 +145,21 @@ func (netThroughput) Servers(p Params, at Listen) []Server {
 		servers = append(servers, Server{Name: name, Argv: iperf3ServerArgv(at, port), Proto: "tcp", Port: port})
 	}
 	return servers
+}
+
+// splitParams are the streams and sender threads of validated params, or
+// of params Validate rejects, one of each: a server per guest then serves
+// every other step.
+func splitParams(p Params) (streams, threads int) {
+	streams, err := strconv.Atoi(p["streams"])
+	if err != nil || streams < 1 || streams > maxStreams {
+		return 1, 1
+	}
+	threads, err = strconv.Atoi(p["threads"])
+	if err != nil || threads < 1 || threads > min(streams, maxThreads) {
+		return streams, 1
+	}
+	return streams, threads
 }
 
 func iperf3ServerArgv(at Listen, port int) []string {
@@ -155,10 +181,9 @@ func (w netThroughput) NetCommand(p Params, d time.Duration, peer Peer) (NetExec
 	if err := checkPeer(peer); err != nil {
 		return NetExec{}, err
 	}
-	streams, _ := strconv.Atoi(p["streams"])
-	split := clientStreams(streams)
+	split := clientStreams(splitParams(p))
 	if len(split) == 1 {
-		return NetExec{Exec: Exec{Argv: iperf3ClientArgv(p, d, peer, 0, streams), Timeout: timeoutFor(d)}}, nil
+		return NetExec{Exec: Exec{Argv: iperf3ClientArgv(p, d, peer, 0, split[0]), Timeout: timeoutFor(d)}}, nil
 	}
 	return NetExec{Exec: Exec{Argv: iperf3Clients(p, d, peer, split), Timeout: timeoutFor(d)}}, nil
 }

@@ -313,6 +313,40 @@ func TestThousandStreamsSplitOverClients(t *testing.T) {
 	}
 }
 
+// TestSenderThreadsAreClients: iperf3 3.12 sends all of a client's
+// streams from one thread, so two sender threads are two clients of one
+// stream each, against two servers; and a thread needs a stream.
+func TestSenderThreadsAreClients(t *testing.T) {
+	w := mustLookup(t, "net-throughput").(Networked)
+	at := Listen{Addr: netip.MustParseAddr("198.18.0.1"), Port: 20000}
+	for _, tc := range []struct {
+		streams, threads string
+		clients          int
+		perClient        string
+	}{{"2", "2", 2, "-P 1 "}, {"4", "2", 2, "-P 2 "}, {"2", "1", 1, "-P 2 "}, {"300", "4", 4, "-P 75 "}} {
+		p := merge(w.Defaults(), Params{"streams": tc.streams, "threads": tc.threads})
+		if err := w.Validate(p); err != nil {
+			t.Fatalf("%s streams, %s threads: %v", tc.streams, tc.threads, err)
+		}
+		if n := len(w.Servers(p, at)); n != tc.clients {
+			t.Errorf("%s streams, %s threads: %d servers, want %d", tc.streams, tc.threads, n, tc.clients)
+		}
+		ne, err := w.NetCommand(p, time.Second, Peer{Addr: at.Addr, Port: at.Port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := strings.Join(ne.Argv, " ") + " "
+		if strings.Count(cmd, "iperf3 -c") != tc.clients || strings.Count(cmd, tc.perClient) != tc.clients {
+			t.Errorf("%s streams, %s threads: argv %q, want %d clients with %q", tc.streams, tc.threads, ne.Argv, tc.clients, tc.perClient)
+		}
+	}
+	for _, bad := range []Params{{"streams": "1", "threads": "2"}, {"streams": "4", "threads": "2", "proto": "udp"}, {"streams": "16", "threads": "9"}, {"threads": "0"}} {
+		if err := w.Validate(merge(w.Defaults(), bad)); !errors.Is(err, ErrBadParam) {
+			t.Errorf("%v: err = %v, want ErrBadParam", bad, err)
+		}
+	}
+}
+
 func TestParseIperf3OlderUDPWithoutSumReceived(t *testing.T) {
 	stdout, stderr := recorded(t, "iperf3-udp-up")
 	// iperf3 before 3.11 wrote no sum_received for UDP.
