@@ -47,7 +47,16 @@ func costSamples(parsed []workload.Sample, use cpuUse) []workload.Sample {
 		case s.Unit == "bit/s" && s.Better == workload.HigherIsBetter:
 			out = append(out, workload.Sample{Metric: s.Metric + "_per_core", Unit: "bit/s per core", Value: s.Value / cores, Better: workload.HigherIsBetter})
 			if s.Value > 0 {
-				out = append(out, workload.Sample{Metric: "net.cpu.kernel_ms_per_gbit", Unit: "ms", Value: kernelCores / (s.Value / 1e9) * 1e3, Better: workload.LowerIsBetter})
+				// CPU per byte moved, as the microVM study reads it, in ms of
+				// CPU per Gbit: the host's whole, its kernel's, and the
+				// guest's own kernel's view of its vCPUs.
+				msPerGbit := func(cores float64) float64 { return cores / (s.Value / 1e9) * 1e3 }
+				out = append(out,
+					workload.Sample{Metric: "net.cpu.host_ms_per_gbit", Unit: "ms", Value: msPerGbit(cores), Better: workload.LowerIsBetter},
+					workload.Sample{Metric: "net.cpu.kernel_ms_per_gbit", Unit: "ms", Value: msPerGbit(kernelCores), Better: workload.LowerIsBetter})
+				if use.InGuest != nil {
+					out = append(out, workload.Sample{Metric: "net.cpu.in_guest_ms_per_gbit", Unit: "ms", Value: msPerGbit(*use.InGuest), Better: workload.LowerIsBetter})
+				}
 			}
 		case s.Hist != nil && s.Hist.Count() > 0:
 			perTx := func(ticks uint64) float64 { return float64(ticks) / procfs.UserHZ * 1e6 / float64(s.Hist.Count()) }

@@ -33,7 +33,10 @@ func TestCostSamples(t *testing.T) {
 		"net.throughput_bps_per_core": 16e9,
 		// 0.2 kernel cores for 8 Gbit/s: 25 ms of kernel CPU per Gbit.
 		"net.cpu.kernel_ms_per_gbit": 25,
-		"net.cpu_us_per_transaction": 1.5e6 / 1000, // 1.5 s of CPU over 1000 round trips
+		// 0.5 busy cores and 0.75 in the guest for 8 Gbit/s.
+		"net.cpu.host_ms_per_gbit":     62.5,
+		"net.cpu.in_guest_ms_per_gbit": 93.75,
+		"net.cpu_us_per_transaction":   1.5e6 / 1000, // 1.5 s of CPU over 1000 round trips
 		// 0.6 s of it the kernel's.
 		"net.cpu.kernel_us_per_transaction": 0.6e6 / 1000,
 	}
