@@ -160,11 +160,14 @@ func buildFrontierChart(pts []frontierPoint) *frontierChart {
 		if m.X > ch.Left+frontierWidth*3/4 {
 			m.TextX, m.Anchor = m.X-9, "end"
 		}
+		// A label moves only down, so this ends; and one moved to just
+		// below another is clear of it, though l+gap−l may round to a hair
+		// under gap.
 		for moved := true; moved; {
 			moved = false
 			for _, l := range labels {
-				if math.Abs(l[0]-m.TextX) < 80 && math.Abs(l[1]-m.TextY) < frontierLabelGap {
-					m.TextY, moved = l[1]+frontierLabelGap, true
+				if below := l[1] + frontierLabelGap; math.Abs(l[0]-m.TextX) < 80 && math.Abs(l[1]-m.TextY) < frontierLabelGap && below > m.TextY {
+					m.TextY, moved = below, true
 				}
 			}
 		}

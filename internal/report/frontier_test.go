@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vfleet/vfleet/internal/audit"
 	"github.com/vfleet/vfleet/internal/stats"
@@ -177,5 +178,34 @@ func TestFrontierChartOfGroupsOfOneScore(t *testing.T) {
 	ch := buildFrontierChart([]frontierPoint{{Label: "direct", Index: stats.Estimate{Value: 1}, Score: 3}, {Label: "libvirt", Index: stats.Estimate{Value: 0.94}, Score: 3}})
 	if ch == nil || len(ch.XTicks) != 3 {
 		t.Fatalf("chart = %+v", ch)
+	}
+}
+
+// Many groups of one score with indices a label's height apart (a run's
+// six microVMs) are each labelled below the other: a label moved to just
+// below another, by a gap that rounding made a hair short, once moved it
+// back and forth for ever.
+func TestFrontierLabelsOfOneScoreAreStacked(t *testing.T) {
+	est := func(v, lo, hi float64) stats.Estimate { return stats.Estimate{Value: v, Low: lo, High: hi} }
+	pts := []frontierPoint{{Label: "host", Index: est(1, 1, 1), Score: -9},
+		{Label: "a", Index: est(0.35379710929628955, 0.1389745259601137, 0.9006858896020677), Score: 3},
+		{Label: "b", Index: est(0.4141585483175693, 0.17992311468310376, 0.9533366707586471), Score: 3},
+		{Label: "c", Index: est(0.4325522963604314, 0.1583930267623975, 1.1812482715375472), Score: 3},
+		{Label: "d", Index: est(0.3179823267365265, 0.12576134858267957, 0.804005056055043), Score: 3},
+		{Label: "e", Index: est(0.33501991490310173, 0.1052036614239139, 1.0668672730830315), Score: 3},
+		{Label: "f", Index: est(0.34211895478531795, 0.08566433435265214, 1.3663256722635673), Score: 3}}
+	done := make(chan *frontierChart, 1)
+	go func() { done <- buildFrontierChart(pts) }()
+	select {
+	case ch := <-done:
+		for i, a := range ch.Points {
+			for _, b := range ch.Points[:i] {
+				if math.Abs(a.TextX-b.TextX) < 80 && math.Abs(a.TextY-b.TextY) < frontierLabelGap-1e-6 {
+					t.Errorf("labels %s and %s overlap: %v and %v", a.Label, b.Label, a.TextY, b.TextY)
+				}
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("placing the labels did not end")
 	}
 }
