@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/audit/attack"
 	"github.com/vfleet/vfleet/internal/audit/probe"
 	"github.com/vfleet/vfleet/internal/guest/qemu/vminit"
 	"github.com/vfleet/vfleet/internal/version"
@@ -53,6 +54,10 @@ func run() error {
 	// they hold what its workloads hold.
 	if len(os.Args) >= 2 && os.Args[1] == probe.ProbeArg {
 		return probe.RunProbe(os.Args[2:], os.Stdout)
+	}
+	// The escape attempts' child in a user namespace of its own.
+	if attack.IsChild(os.Args) {
+		return attack.RunChild(os.Args[2:], os.Stdout)
 	}
 	listen := flag.String("listen", "", "serve on this unix socket path")
 	stdio := flag.Bool("stdio", false, "serve one session on standard input and output")

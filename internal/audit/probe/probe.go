@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/audit/attack"
 )
 
 // ProbeArg is the agent's argument that runs the probes and prints the
@@ -51,6 +53,11 @@ type Evidence struct {
 	ModulesDisabled string            `json:"modules_disabled"` // /proc/sys/kernel/modules_disabled
 	RootMount       string            `json:"root_mount"`       // the mountinfo line of /
 	Reach           map[string]string `json:"reach,omitempty"`  // target name -> "reachable" or why not
+	// RootID is the root directory's attack.FileID: an escape attempt that
+	// reached the host's root shows it.
+	RootID string `json:"root_id,omitempty"`
+	// Attacks are the escape attempts' results, when they were asked for.
+	Attacks []attack.Attempt `json:"attacks,omitempty"`
 	// LinksIntoRoot, in the host's own evidence only, are the interfaces
 	// of the run's namespaces whose other end is in the host's network
 	// namespace (vfleet reads them from outside, with netlink).
@@ -134,6 +141,10 @@ func Collect(ctx context.Context, targets map[string]string) Evidence {
 		}
 	}
 	e.RootMount = rootMount(readText("/proc/self/mountinfo"))
+	var root unix.Stat_t
+	if err := unix.Stat("/", &root); err == nil {
+		e.RootID = attack.FileID(root)
+	}
 	if len(targets) > 0 {
 		e.Reach = reach(ctx, targets)
 	}
@@ -141,8 +152,13 @@ func Collect(ctx context.Context, targets map[string]string) Evidence {
 }
 
 // RunProbe is the agent's audit: the targets come as NAME=ADDR:PORT
-// arguments, the evidence goes out as JSON.
+// arguments, after attack.Arg when the escape attempts are to be made too
+// (in the working directory); the evidence goes out as JSON.
 func RunProbe(args []string, out io.Writer) error {
+	attacks := len(args) > 0 && args[0] == attack.Arg
+	if attacks {
+		args = args[1:]
+	}
 	targets := map[string]string{}
 	for _, a := range args {
 		name, addr, ok := strings.Cut(a, "=")
@@ -151,7 +167,11 @@ func RunProbe(args []string, out io.Writer) error {
 		}
 		targets[name] = addr
 	}
-	return json.NewEncoder(out).Encode(Collect(context.Background(), targets))
+	e := Collect(context.Background(), targets)
+	if attacks {
+		e.Attacks = attack.Run(context.Background(), ".")
+	}
+	return json.NewEncoder(out).Encode(e)
 }
 
 func readText(path string) string {
