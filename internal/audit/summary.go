@@ -35,6 +35,10 @@ type Group struct {
 	Differing []string `json:"differing,omitempty"`
 	// Reach is, per target, how many of the group's guests reached it.
 	Reach map[string]Reach `json:"reach,omitempty"`
+	// Attacks are Guest's escape attempts, judged, when they were made;
+	// Escaped counts those that reached the host.
+	Attacks []Escape `json:"attacks,omitempty"`
+	Escaped int      `json:"escaped,omitempty"`
 }
 
 // Reach counts a group's guests that reached one target, with one
@@ -77,7 +81,9 @@ func Summarize(recs []store.AuditRecord, guests map[string]store.GuestRecord) (R
 		i, seen := index[p.rec.Group]
 		if !seen {
 			index[p.rec.Group] = len(rep.Groups)
-			g := Group{Group: p.rec.Group, Kind: p.rec.Kind, Security: guests[p.rec.Guest].Details["security"], Guest: p.rec.Guest, Findings: f, Reach: map[string]Reach{}}
+			g := Group{Group: p.rec.Group, Kind: p.rec.Kind, Security: guests[p.rec.Guest].Details["security"], Guest: p.rec.Guest, Findings: f, Reach: map[string]Reach{},
+				Attacks: JudgeAttacks(p.ev, *host, kernel)}
+			g.Escaped = escapedCount(g.Attacks)
 			for _, x := range f {
 				switch x.Verdict {
 				case Weaker:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/vfleet/vfleet/internal/audit"
 )
@@ -36,6 +37,8 @@ type auditTable struct {
 	Scores  []string
 	Targets []string
 	Reach   []auditRow
+	// Attacks are the escape attempts, a row each, when they were made.
+	Attacks []auditRow
 }
 
 type auditRow struct {
@@ -59,6 +62,10 @@ func buildAuditTable(rep *audit.Report, columns []Column) *auditTable {
 	for _, p := range audit.Properties {
 		t.Rows = append(t.Rows, auditRow{Name: p})
 	}
+	attempts := attemptNames(rep.Groups)
+	for _, a := range attempts {
+		t.Attacks = append(t.Attacks, auditRow{Name: a})
+	}
 	for _, g := range inColumnOrder(rep.Groups, columns) {
 		label := labels[g.Group]
 		if label == "" {
@@ -73,7 +80,17 @@ func buildAuditTable(rep *audit.Report, columns []Column) *auditTable {
 			f := byProperty[p]
 			t.Rows[i].Cells = append(t.Rows[i].Cells, auditCell{Text: f.Value, Evidence: f.Probe + ": " + f.Evidence, Verdict: f.Verdict})
 		}
+		byAttempt := map[string]audit.Escape{}
+		for _, e := range g.Attacks {
+			byAttempt[e.Attempt] = e
+		}
+		for i, a := range attempts {
+			t.Attacks[i].Cells = append(t.Attacks[i].Cells, escapeCell(byAttempt[a]))
+		}
 		score := fmt.Sprintf("%d weaker, %d stronger", g.Weaker, g.Stronger)
+		if len(g.Attacks) > 0 {
+			score += fmt.Sprintf("; %d of %d escapes reached the host", g.Escaped, len(g.Attacks))
+		}
 		if len(g.Differing) > 0 {
 			score += fmt.Sprintf("; %d guest(s) differ from %s", len(g.Differing), g.Guest)
 		}
@@ -122,6 +139,51 @@ func inColumnOrder(groups []audit.Group, columns []Column) []audit.Group {
 	return out
 }
 
+// attemptNames are the escape attempts any group made, in the order the
+// first that made them did.
+func attemptNames(groups []audit.Group) []string {
+	var names []string
+	for _, g := range groups {
+		for _, e := range g.Attacks {
+			if !slices.Contains(names, e.Attempt) {
+				names = append(names, e.Attempt)
+			}
+		}
+	}
+	return names
+}
+
+// escapeCell shows an attempt's verdict with the kernel's answer that
+// stopped it, or, for one that went through, where the evidence is. A
+// blocked attempt counts as stronger, one that escaped as weaker.
+func escapeCell(e audit.Escape) auditCell {
+	switch e.Verdict {
+	case audit.EscapeBlocked:
+		return auditCell{Text: "blocked (" + answerOf(e.Detail) + ")", Evidence: e.Technique + ": " + e.Detail, Verdict: audit.Stronger}
+	case audit.EscapeContained:
+		return auditCell{Text: "contained", Evidence: e.Technique + ": " + e.Detail, Verdict: audit.Info}
+	case audit.Escaped:
+		return auditCell{Text: "ESCAPED", Evidence: e.Technique + ": " + e.Detail, Verdict: audit.Weaker}
+	}
+	return auditCell{Text: "—"}
+}
+
+// answerOf is the kernel's answer at the end of an attempt's last
+// refusal ("…; open: EPERM" is EPERM), short enough for a cell: an
+// attempt tries its easier ways first (a file system that has no handles,
+// then one bound in from the host), so the last is the one that mattered.
+func answerOf(by string) string {
+	parts := strings.Split(by, "; ")
+	last := parts[len(parts)-1]
+	if i := strings.LastIndex(last, ": "); i >= 0 {
+		last = last[i+2:]
+	}
+	if f := strings.Fields(last); len(f) > 0 {
+		last = f[0]
+	}
+	return last
+}
+
 func reachText(r audit.Reach) string {
 	switch {
 	case r.Tried == 1 && r.Reached == 1:
@@ -151,6 +213,18 @@ func writeAudit(w io.Writer, rep *audit.Report, columns []Column, width int) {
 	}
 	rows = append(rows, append([]string{"vs runtime default"}, t.Scores...))
 	writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
+	if len(t.Attacks) > 0 {
+		fmt.Fprintln(w, "escape attempts in each group's first guest, each stopped before it could change anything: blocked (the kernel's answer), contained (it reached the guest's own kernel, root or namespaces), or ESCAPED (it reached the host); --json has each one's evidence")
+		rows := [][]string{append([]string{"attempt"}, t.Groups...)}
+		for _, r := range t.Attacks {
+			line := []string{r.Name}
+			for _, c := range r.Cells {
+				line = append(line, c.Text)
+			}
+			rows = append(rows, line)
+		}
+		writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
+	}
 	if len(t.Reach) > 0 {
 		fmt.Fprintln(w, "reachability (a TCP handshake from the group's guests; a refusal counts as reached)")
 		rows := [][]string{append([]string{"from → to"}, t.Targets...)}

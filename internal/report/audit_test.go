@@ -74,6 +74,56 @@ func TestAuditInTableAndHTML(t *testing.T) {
 	}
 }
 
+// The escape attempts get a table of their own, a row per attempt: what
+// stopped each (the kernel's answer), or that it escaped, in red in HTML;
+// the group's score line counts the escapes.
+func TestEscapeAttemptsInTableAndHTML(t *testing.T) {
+	run := store.Run{ID: 3, ScenarioName: "s", Baseline: "host", Status: store.StatusComplete}
+	c := Build(run, nil, nil)
+	c.Columns = []Column{{Group: "host", Kind: "host", Baseline: true}, {Group: "u", Kind: "container"}, {Group: "c", Kind: "container"}}
+	c.Index = make([]stats.Estimate, len(c.Columns))
+	c.Audit = recordedAudit(t)
+	for i, g := range c.Audit.Groups {
+		switch g.Group {
+		case "c":
+			c.Audit.Groups[i].Attacks = []audit.Escape{{Attempt: "core_pattern", Technique: "open it", Verdict: audit.EscapeBlocked, Detail: "/: name_to_handle_at: ENOTSUP; open for writing: EROFS"},
+				{Attempt: "/proc/1/root", Verdict: audit.EscapeContained, Detail: "its own root"}}
+		case "u":
+			c.Audit.Groups[i].Attacks = []audit.Escape{{Attempt: "core_pattern", Technique: "open it", Verdict: audit.Escaped, Detail: "opened for writing"}}
+			c.Audit.Groups[i].Escaped = 1
+		}
+	}
+	var table bytes.Buffer
+	if err := WriteAudit(&table, c, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var core, root, score string
+	for _, l := range strings.Split(table.String(), "\n") {
+		switch {
+		case strings.HasPrefix(l, "core_pattern"):
+			core = l
+		case strings.HasPrefix(l, "/proc/1/root"):
+			root = l
+		case strings.HasPrefix(l, "vs runtime default"):
+			score = l
+		}
+	}
+	if !strings.Contains(table.String(), "escape attempts") || !strings.Contains(core, "ESCAPED") || !strings.Contains(core, "blocked (EROFS)") ||
+		strings.Index(core, "ESCAPED") > strings.Index(core, "blocked") || !strings.Contains(root, "contained") || !strings.Contains(score, "1 of 1 escapes reached the host") {
+		t.Errorf("escape attempts in the table:\n%s", table.String())
+	}
+	var page bytes.Buffer
+	if err := WriteHTML(&page, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<h3>Escape attempts</h3>", `<td class="worse" title="open it: opened for writing">ESCAPED</td>`,
+		`<td class="better" title="open it: /: name_to_handle_at: ENOTSUP; open for writing: EROFS">blocked (EROFS)</td>`} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
+
 // A long cell (the kernel settings a guest could write) is folded onto
 // lines of its own, so the table fits the terminal, and nothing is lost.
 func TestAuditFoldsLongCellsToTheWidth(t *testing.T) {

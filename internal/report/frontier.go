@@ -22,8 +22,9 @@ type frontierPoint struct {
 	// below 1 slower, so higher is cheaper.
 	Index stats.Estimate
 	// Score is how many audited properties were stronger than the runtime
-	// default less how many were weaker: higher isolates more.
-	Score, Stronger, Weaker int
+	// default less how many were weaker, less the escape attempts that
+	// reached the host (`audit --attack`): higher isolates more.
+	Score, Stronger, Weaker, Escaped int
 	// OnFrontier: no other group is at least as cheap and as isolated and
 	// better in one of the two.
 	OnFrontier bool
@@ -46,7 +47,7 @@ func frontierOf(c Comparison) []frontierPoint {
 		if !ok || j >= len(c.Index) || !finite(c.Index[j].Value) {
 			continue
 		}
-		pts = append(pts, frontierPoint{Label: col.Label(), Index: c.Index[j], Score: g.Stronger - g.Weaker, Stronger: g.Stronger, Weaker: g.Weaker})
+		pts = append(pts, frontierPoint{Label: col.Label(), Index: c.Index[j], Score: g.Stronger - g.Weaker - g.Escaped, Stronger: g.Stronger, Weaker: g.Weaker, Escaped: g.Escaped})
 	}
 	if len(pts) < 2 {
 		return nil
@@ -69,6 +70,9 @@ func (p frontierPoint) scoreText() string {
 	sign := ""
 	if p.Score > 0 {
 		sign = "+"
+	}
+	if p.Escaped > 0 {
+		return fmt.Sprintf("%s%d (%d stronger, %d weaker, %d escaped)", sign, p.Score, p.Stronger, p.Weaker, p.Escaped)
 	}
 	return fmt.Sprintf("%s%d (%d stronger, %d weaker)", sign, p.Score, p.Stronger, p.Weaker)
 }

@@ -181,6 +181,25 @@ func TestFrontierChartOfGroupsOfOneScore(t *testing.T) {
 	}
 }
 
+// An escape that reached the host takes a point off the group's audit
+// score, and says so.
+func TestEscapesLowerTheScore(t *testing.T) {
+	c := spectrum()
+	for i, g := range c.Audit.Groups {
+		if g.Group == "runc" {
+			c.Audit.Groups[i].Escaped = 1
+		}
+	}
+	for _, p := range frontierOf(c) {
+		if p.Label != "runc [container] (runc)" {
+			continue
+		}
+		if p.Score != -1 || !strings.Contains(p.scoreText(), "1 escaped") {
+			t.Errorf("runc with an escape: score %d (%s), want -1 with the escape named", p.Score, p.scoreText())
+		}
+	}
+}
+
 // Many groups of one score with indices a label's height apart (a run's
 // six microVMs) are each labelled below the other: a label moved to just
 // below another, by a gap that rounding made a hair short, once moved it

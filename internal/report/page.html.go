@@ -51,6 +51,14 @@ container runtime deploys by default: red weaker, green stronger. Hover a cell f
 {{range .Rows}}<tr><th>{{.Name}}</th>{{range .Cells}}<td class="{{.Class}}" title="{{.Evidence}}">{{.Text}}</td>{{end}}</tr>
 {{end}}<tr><th>vs runtime default</th>{{range .Scores}}<td>{{.}}</td>{{end}}</tr>
 </table>
+{{if .Attacks}}<h3>Escape attempts</h3>
+<p class="muted">Known ways out, tried in each group's first guest, each stopped before it could change anything:
+blocked (green, with the kernel's answer), contained (it reached the guest's own kernel, root or namespaces) or
+escaped (red: it reached the host). Hover a cell for the technique and its evidence.</p>
+<table>
+<tr><th>attempt</th>{{range .Groups}}<th>{{.}}</th>{{end}}</tr>
+{{range .Attacks}}<tr><th>{{.Name}}</th>{{range .Cells}}<td class="{{.Class}}" title="{{.Evidence}}">{{.Text}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
 {{if .Reach}}<h3>Reachability</h3>
 <p class="muted">A TCP handshake from the group's guests to each target; a refusal counts as reached.</p>
 <table>
