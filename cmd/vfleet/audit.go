@@ -22,7 +22,15 @@ each through its agent, and stop them; nothing is measured. The probes say what 
 holds (capabilities, seccomp, no_new_privs, LSM, user namespace), what it shares with the
 host (kernel, namespaces, processes), which devices it can open, which kernel settings it
 could write, and whom it reaches on the run's network. Each group is scored against what a
-container runtime deploys by default. Every run does the same audit; its report shows it.`,
+container runtime deploys by default. Every run does the same audit; its report shows it.
+
+With --attack, each guest also tries known ways out, each stopped before it could change
+anything (docs/security.md): a cgroup release_agent (CVE-2022-0492), core_pattern, a host
+block device, /proc/1/root and /proc/1/ns, ptrace of pid 1, /dev/kvm and /dev/mem, loading a
+module, rewriting the running binaries (CVE-2019-5736's class), open_by_handle_at
+("shocker"), and a user namespace of its own. Each is reported blocked (by what), contained
+(it went through, to the guest's own kernel, root or namespaces) or escaped (it reached the
+host, with the evidence); escapes lower the group's audit score.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageError{fmt.Errorf("audit takes one scenario, got %d", len(args))}
@@ -37,6 +45,7 @@ container runtime deploys by default. Every run does the same audit; its report 
 		},
 	}
 	cmd.Flags().StringVar(&opts.jsonPath, "json", "", "also write the audit, with every probe's raw evidence, as JSON to this file")
+	cmd.Flags().BoolVar(&opts.attack, "attack", false, "also try known escapes from each guest, non-destructively, and report what stopped each")
 	obs.register(cmd.Flags())
 	return cmd
 }
@@ -44,6 +53,7 @@ container runtime deploys by default. Every run does the same audit; its report 
 // auditOptions are what `vfleet audit` prints and writes.
 type auditOptions struct {
 	jsonPath string
+	attack   bool
 }
 
 // print shows a run's audit and writes its JSON when asked.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/audit"
+	"github.com/vfleet/vfleet/internal/audit/attack"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -27,10 +28,13 @@ workloads:
 `
 
 // TestAuditEveryKindAndProfile starts guests of every kind and profile,
-// audits them, and checks a known property of each: the profiles confine
-// as containerd does, a VM has its own kernel, a bridge guest reaches the
-// peer and its neighbours but not the host's namespace, a macvlan guest
-// reaches the peer but not the host side. Nothing may be left behind.
+// audits them with the escape attempts, and checks a known property of
+// each: the profiles confine as containerd does, a VM has its own kernel,
+// a bridge guest reaches the peer and its neighbours but not the host's
+// namespace, a macvlan guest reaches the peer but not the host side; the
+// privileged container escapes where the default one is blocked, and
+// nothing of the VM's reaches the host. Nothing may be left behind, and
+// nothing of the host's may change.
 func TestAuditEveryKindAndProfile(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
@@ -38,8 +42,11 @@ func TestAuditEveryKindAndProfile(t *testing.T) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	c := newCLI(t)
+	agentBin := filepath.Join(filepath.Dir(c.bin), "vfleet-agent")
+	state := testutil.HostState(t, agentBin)
 	jsonPath := filepath.Join(c.work, "audit.json")
-	stdout, stderr, code := c.run("audit", c.scenario(auditScenario), "--json", jsonPath)
+	stdout, stderr, code := c.run("audit", c.scenario(auditScenario), "--json", jsonPath, "--attack")
+	testutil.CheckHostState(t, state, agentBin)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -91,6 +98,41 @@ func TestAuditEveryKindAndProfile(t *testing.T) {
 	reach("vm", "root namespace", false)
 	reach("macvlan", "peer", true)
 	reach("macvlan", "host side", false)
+
+	if !strings.Contains(stdout, "escape attempts") {
+		t.Errorf("audit output lacks the escape attempts:\n%s", stdout)
+	}
+	verdict := func(group, attempt string) audit.EscapeVerdict {
+		for _, e := range groups[group].Attacks {
+			if e.Attempt == attempt {
+				return e.Verdict
+			}
+		}
+		t.Errorf("group %s made no %q attempt: %+v", group, attempt, groups[group].Attacks)
+		return ""
+	}
+	for _, want := range []struct {
+		group, attempt string
+		verdict        audit.EscapeVerdict
+	}{
+		{"default", attack.CorePattern, audit.EscapeBlocked},
+		{"default", attack.ReleaseAgent, audit.EscapeBlocked},
+		{"default", attack.Module, audit.EscapeBlocked},
+		{"default", attack.Shocker, audit.EscapeBlocked},
+		{"privileged", attack.CorePattern, audit.Escaped},
+		{"userns", attack.CorePattern, audit.EscapeBlocked},
+		{"host", attack.CorePattern, audit.Escaped},
+	} {
+		if got := verdict(want.group, want.attempt); got != want.verdict {
+			t.Errorf("%s %s: %s, want %s", want.group, want.attempt, got, want.verdict)
+		}
+	}
+	if n := groups["vm"].Escaped; n != 0 || len(groups["vm"].Attacks) == 0 {
+		t.Errorf("the VM's attempts: %d escaped of %+v, want none escaped", n, groups["vm"].Attacks)
+	}
+	if groups["privileged"].Escaped <= groups["default"].Escaped {
+		t.Errorf("escapes: privileged %d, default %d; want the privileged container's more", groups["privileged"].Escaped, groups["default"].Escaped)
+	}
 
 	stdout, _, code = c.run("report", "latest", "--format", "json")
 	var rep struct {

@@ -149,6 +149,7 @@ func runScenarios(g *globalOptions, refs []string, htmlPath string, obs *observe
 	}
 	opts := sess.Options(ctx, st)
 	opts.AuditOnly = auditOnly != nil
+	opts.Attack = auditOnly != nil && auditOnly.attack
 	compareOpts := report.DefaultCompareOptions
 	if base != nil {
 		compareOpts = base.opts

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/audit/attack"
 	"github.com/vfleet/vfleet/internal/audit/probe"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/store"
@@ -26,8 +27,13 @@ const auditWorkload = "audit"
 const auditPort = 1
 
 // auditTimeout bounds one guest's probes: reading a few files and the
-// handshakes, which end within probe.ReachTimeout.
-const auditTimeout = 30 * time.Second
+// handshakes, which end within probe.ReachTimeout; the escape attempts
+// add a child in a user namespace of its own and a few mounts (a VM under
+// emulation is slow at both).
+const (
+	auditTimeout  = 30 * time.Second
+	attackTimeout = 90 * time.Second
+)
 
 // guestsPerGroupReached is how many guests of each group every guest tries
 // to reach: two, so that a group's guests reaching one another shows too,
@@ -81,7 +87,7 @@ func (r *run) audit(ctx context.Context, names []string) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			g := r.guests[name]
-			ev, stderr, err := auditGuest(ctx, g, r.auditTargets(name, groups))
+			ev, stderr, err := auditGuest(ctx, g, r.auditTargets(name, groups), r.opts.Attack)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -100,11 +106,15 @@ func (r *run) audit(ctx context.Context, names []string) error {
 	return nil
 }
 
-// auditGuest runs the probes in one guest and checks that what came back
-// is evidence.
-func auditGuest(ctx context.Context, g guest.Guest, targets []string) (json.RawMessage, []byte, error) {
-	reply, err := g.Exec(ctx, agent.Request{Argv: append([]string{selfExe, probe.ProbeArg}, targets...), Dir: g.Info().ScratchDir,
-		TimeoutMS: auditTimeout.Milliseconds()})
+// auditGuest runs the probes in one guest, and the escape attempts when
+// asked, and checks that what came back is evidence.
+func auditGuest(ctx context.Context, g guest.Guest, targets []string, attacks bool) (json.RawMessage, []byte, error) {
+	argv, timeout := []string{selfExe, probe.ProbeArg}, auditTimeout
+	if attacks {
+		argv, timeout = append(argv, attack.Arg), attackTimeout
+	}
+	reply, err := g.Exec(ctx, agent.Request{Argv: append(argv, targets...), Dir: g.Info().ScratchDir,
+		TimeoutMS: timeout.Milliseconds()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit: %w", err)
 	}

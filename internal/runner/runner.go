@@ -68,6 +68,9 @@ type Options struct {
 	// AuditOnly starts the first phase's guests, audits their isolation
 	// and stops them, measuring nothing (`vfleet audit`).
 	AuditOnly bool
+	// Attack makes the audit try known ways out of each guest too
+	// (package attack), non-destructively (`vfleet audit --attack`).
+	Attack bool
 	// MoreRounds, when set, is asked when a workload's last round so far
 	// ends (every guest measured its repetitions, done of them each)
 	// whether to measure another, and says why, or "" for no. Its samples
