@@ -203,40 +203,37 @@ func writeAudit(w io.Writer, rep *audit.Report, columns []Column, width int) {
 		return
 	}
 	fmt.Fprintln(w, "\nisolation audit: read-only probes in each group's first guest, against what a container runtime deploys by default; (−) weaker, (+) stronger")
-	rows := [][]string{append([]string{"property"}, t.Groups...)}
-	for _, r := range t.Rows {
-		line := []string{r.Name}
-		for _, c := range r.Cells {
-			line = append(line, c.Text+verdictMarks[c.Verdict])
-		}
-		rows = append(rows, line)
-	}
-	rows = append(rows, append([]string{"vs runtime default"}, t.Scores...))
-	writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
+	writeAuditRows(w, append([]string{"property"}, t.Groups...), t.Rows, []string{"vs runtime default"}, t.Scores, true, width)
 	if len(t.Attacks) > 0 {
 		fmt.Fprintln(w, "escape attempts in each group's first guest, each stopped before it could change anything: blocked (the kernel's answer), contained (it reached the guest's own kernel, root or namespaces), or ESCAPED (it reached the host); --json has each one's evidence")
-		rows := [][]string{append([]string{"attempt"}, t.Groups...)}
-		for _, r := range t.Attacks {
-			line := []string{r.Name}
-			for _, c := range r.Cells {
-				line = append(line, c.Text)
-			}
-			rows = append(rows, line)
-		}
-		writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
+		writeAuditRows(w, append([]string{"attempt"}, t.Groups...), t.Attacks, nil, nil, false, width)
 	}
 	if len(t.Reach) > 0 {
 		fmt.Fprintln(w, "reachability (a TCP handshake from the group's guests; a refusal counts as reached)")
-		rows := [][]string{append([]string{"from → to"}, t.Targets...)}
-		for _, r := range t.Reach {
-			line := []string{r.Name}
-			for _, c := range r.Cells {
+		writeAuditRows(w, append([]string{"from → to"}, t.Targets...), t.Reach, nil, nil, false, width)
+	}
+}
+
+// writeAuditRows prints one of the audit's tables under its header, with
+// a last line when one is given, each cell marked with its verdict when
+// marks is set, folded to width.
+func writeAuditRows(w io.Writer, header []string, body []auditRow, lastName, last []string, marks bool, width int) {
+	rows := [][]string{header}
+	for _, r := range body {
+		line := []string{r.Name}
+		for _, c := range r.Cells {
+			if marks {
+				line = append(line, c.Text+verdictMarks[c.Verdict])
+			} else {
 				line = append(line, c.Text)
 			}
-			rows = append(rows, line)
 		}
-		writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
+		rows = append(rows, line)
 	}
+	if last != nil {
+		rows = append(rows, append(lastName, last...))
+	}
+	writeAligned(w, foldCells(rows, width), func(int, int) int { return 0 }, false)
 }
 
 // WriteAudit prints the audit of a comparison alone, with its failures

@@ -85,7 +85,7 @@ const childTimeout = 20 * time.Second
 func Run(ctx context.Context, dir string) []Attempt {
 	work, err := os.MkdirTemp(dir, ".attack-")
 	if err != nil {
-		return []Attempt{{Name: "setup", Outcome: Blocked, By: "no scratch directory: " + errText(err)}}
+		return []Attempt{{Name: "setup", Outcome: Blocked, By: "no scratch directory: " + ErrText(err)}}
 	}
 	defer os.RemoveAll(work)
 	release := inMountNS(work, Attempt{Name: ReleaseAgent, Technique: releaseTechnique}, releaseAgent)
@@ -219,7 +219,7 @@ func releaseAgent(mnt string) Attempt {
 			opts = o
 			break
 		}
-		errs = append(errs, "-o "+o+": "+errText(err))
+		errs = append(errs, "-o "+o+": "+ErrText(err))
 	}
 	if opts == "" {
 		a.Outcome, a.By = Blocked, "mount -t cgroup "+strings.Join(errs, ", ")
@@ -319,7 +319,7 @@ func blockDevice(dir string) Attempt {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		remove()
 		if err != nil {
-			refusals = append(refusals, f[3]+": open: "+errText(err))
+			refusals = append(refusals, f[3]+": open: "+ErrText(err))
 			continue
 		}
 		fsType := fsOf(fd)
@@ -348,7 +348,7 @@ func mountReadOnly(dir, name string, major, minor int, fsType, mnt string) Attem
 	defer remove()
 	data := map[string]string{"ext4": "noload", "xfs": "norecovery"}[fsType]
 	if err := unix.Mount(path, mnt, fsType, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data); err != nil {
-		return Attempt{By: fmt.Sprintf("mount -t %s -o ro,%s refused: %s", fsType, data, errText(err))}
+		return Attempt{By: fmt.Sprintf("mount -t %s -o ro,%s refused: %s", fsType, data, ErrText(err))}
 	}
 	unix.Unmount(mnt, unix.MNT_DETACH)
 	return Attempt{By: fmt.Sprintf("mounted read-only (%s, %s) and unmounted", fsType, data)}
@@ -377,7 +377,7 @@ func deviceNode(dir, path string, kind uint32, major, minor int) (string, func()
 	}
 	node := filepath.Join(dir, "node-"+filepath.Base(path))
 	if err := unix.Mknod(node, kind|0o600, int(unix.Mkdev(uint32(major), uint32(minor)))); err != nil {
-		return "", nil, fmt.Errorf("no %s, and mknod: %s", path, errText(err))
+		return "", nil, fmt.Errorf("no %s, and mknod: %s", path, ErrText(err))
 	}
 	return node, func() { os.Remove(node) }, nil
 }
@@ -460,7 +460,7 @@ func module() Attempt {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.ENOSYS):
 		return blocked(a, "init_module", err)
 	}
-	return succeeded(a, "init_module reached the kernel's loader, which rejected the image ("+errText(err)+"): a module would load", "")
+	return succeeded(a, "init_module reached the kernel's loader, which rejected the image ("+ErrText(err)+"): a module would load", "")
 }
 
 // exeOverwrite opens the binaries of this process and of pid 1 for
@@ -473,7 +473,7 @@ func exeOverwrite() Attempt {
 	for _, path := range []string{"/proc/self/exe", "/proc/1/exe"} {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil {
-			refusals = append(refusals, path+": stat: "+errText(err))
+			refusals = append(refusals, path+": stat: "+ErrText(err))
 			continue
 		}
 		dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
@@ -483,7 +483,7 @@ func exeOverwrite() Attempt {
 			return succeeded(a, path+" opened for writing (nothing written)", dev)
 		}
 		if !errors.Is(err, unix.ETXTBSY) {
-			refusals = append(refusals, path+": open: "+errText(err))
+			refusals = append(refusals, path+": open: "+ErrText(err))
 			continue
 		}
 		if why := notRewritable(path, st); why != "" {
@@ -540,20 +540,20 @@ func shocker() Attempt {
 	for _, m := range handleMounts() {
 		h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, m, 0)
 		if err != nil {
-			refusals = append(refusals, m+": name_to_handle_at: "+errText(err))
+			refusals = append(refusals, m+": name_to_handle_at: "+ErrText(err))
 			continue
 		}
 		// The mount's descriptor must be open for real: the call takes
 		// no O_PATH one.
 		mfd, err := unix.Open(m, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
-			refusals = append(refusals, m+": open: "+errText(err))
+			refusals = append(refusals, m+": open: "+ErrText(err))
 			continue
 		}
 		fd, err := unix.OpenByHandleAt(mfd, h, unix.O_PATH|unix.O_CLOEXEC)
 		if err != nil {
 			unix.Close(mfd)
-			refusals = append(refusals, m+": open_by_handle_at: "+errText(err))
+			refusals = append(refusals, m+": open_by_handle_at: "+ErrText(err))
 			continue
 		}
 		unix.Close(fd)
@@ -612,7 +612,7 @@ func FileID(st unix.Stat_t) string {
 }
 
 func blocked(a Attempt, step string, err error) Attempt {
-	a.Outcome, a.By = Blocked, step+": "+errText(err)
+	a.Outcome, a.By = Blocked, step+": "+ErrText(err)
 	return a
 }
 
@@ -621,8 +621,9 @@ func succeeded(a Attempt, evidence, reached string) Attempt {
 	return a
 }
 
-// errText names an error by its errno where it has one.
-func errText(err error) string {
+// ErrText names an error by its errno where it has one, the form the
+// audit's parsers read.
+func ErrText(err error) string {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		if name := unix.ErrnoName(errno); name != "" {

@@ -177,7 +177,7 @@ func RunProbe(args []string, out io.Writer) error {
 func readText(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "error: " + errText(err)
+		return "error: " + attack.ErrText(err)
 	}
 	return string(b)
 }
@@ -196,19 +196,7 @@ func outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	return errText(err)
-}
-
-// errText names an error by its errno where it has one, the form the
-// parsers read.
-func errText(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		if name := unix.ErrnoName(errno); name != "" {
-			return name
-		}
-	}
-	return err.Error()
+	return attack.ErrText(err)
 }
 
 // PartitionNames are the devices /proc/partitions lists.
@@ -274,5 +262,5 @@ func reachError(err error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return "no answer in " + ReachTimeout.String()
 	}
-	return errText(err)
+	return attack.ErrText(err)
 }
