@@ -116,7 +116,9 @@ var ErrConfig = errors.New("invalid capacity search")
 // looks share 1 − Confidence as a comparison's do (stats.LookLevels), so
 // that looking again does not raise the chance of a wrong verdict. An
 // undecided size counts as not holding, so the answer is a size shown
-// to hold. It assumes what it bounds degrades with the fleet's size: it
+// to hold. With several SLOs each takes an equal share of a look's level,
+// so 1 − Confidence bounds a wrong verdict on any of them. It assumes
+// what it bounds degrades with the fleet's size: it
 // measures no size between two whose verdicts it already has.
 func Search(ctx context.Context, m Measurer, cfg Config) (*Result, error) {
 	if len(cfg.SLOs) == 0 || cfg.Max < 1 || cfg.Confidence <= 0 || cfg.Confidence >= 1 {
@@ -295,7 +297,10 @@ func (s *search) judge(p *Point) {
 			if look < looks {
 				samples = slices.DeleteFunc(slices.Clone(samples), func(x Sample) bool { return x.Round >= look })
 			}
-			level := s.levels[look-1]
+			// Every SLO must hold for the size to: each is judged at its
+			// share of the look's level (Bonferroni), so that the chance of
+			// a wrong verdict on any of them stays the look's.
+			level := s.levels[look-1] / float64(len(s.cfg.SLOs))
 			c = judge(slo, i, p.Size, samples, aloneSummary(slo, s.samples[1], 1-level), 1-level)
 			c.Look, c.Level = look, level
 			if c.Verdict != Undecided {

@@ -409,3 +409,56 @@ func TestSearchSpendsItsLooks(t *testing.T) {
 		t.Errorf("a figure on its bound was called holding or failing in %.2f%% of searches, at most %.2f%% allowed", 100*share, 100*most)
 	}
 }
+
+// Five SLOs, each on an independent figure sitting on its bound: with
+// each judged at the whole level, one of them would be called holding or
+// failing in about 1 − 0.95⁵ = 23% of searches; sharing the level keeps
+// a wrong verdict on any of them at 5%.
+func TestSearchSharesTheLevelAmongItsSLOs(t *testing.T) {
+	const searches, slos = 2000, 5
+	catalog := Catalog{"w": {}}
+	var cfg []SLO
+	for i := range slos {
+		catalog["w"] = append(catalog["w"], fmt.Sprintf("m%d", i))
+	}
+	for i := range slos {
+		s, err := ParseSLO(fmt.Sprintf("w.m%d >= 1000", i), catalog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg = append(cfg, s)
+	}
+	decided := 0
+	for seed := range uint64(searches) {
+		m := &manyMetrics{n: slos, rng: rand.New(rand.NewPCG(seed, 7))}
+		res, err := Search(context.Background(), m, Config{SLOs: cfg, Max: 1, Confidence: 0.95})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(res.Points[0].Checks, func(c Check) bool { return c.Verdict != Undecided }) {
+			decided++
+		}
+	}
+	share := float64(decided) / searches
+	t.Logf("one of %d figures on their bounds called holding or failing in %.2f%% of searches", slos, 100*share)
+	if most := 0.05 + 3*math.Sqrt(0.05*0.95/searches); share > most {
+		t.Errorf("one of %d figures on their bounds was called holding or failing in %.2f%% of searches, at most %.2f%% allowed", slos, 100*share, 100*most)
+	}
+}
+
+// manyMetrics measures n metrics of one guest, w.m0 … w.m(n-1), each of
+// true figure 1000 with its own 5% noise.
+type manyMetrics struct {
+	n   int
+	rng *rand.Rand
+}
+
+func (m *manyMetrics) Measure(_ context.Context, size int) ([]Sample, int64, error) {
+	var out []Sample
+	for rep := 0; rep < 3; rep++ {
+		for i := range m.n {
+			out = append(out, Sample{Metric: fmt.Sprintf("w.m%d", i), Unit: "1/s", Guest: "0", Repetition: rep, Value: 1000 * (1 + 0.05*m.rng.NormFloat64())})
+		}
+	}
+	return out, 1, nil
+}
