@@ -10,8 +10,9 @@
 // process by its pid and start time, so that a pid the kernel has since
 // given to another process is never taken for the one vfleet recorded.
 //
-// What only this host's code reads is read from a proc root that tests
-// point at a fixture tree: its mount table through
+// A process's own mount table (vfleet's on this host, the escape attempts'
+// in a guest) is read from a proc root that tests point at a fixture
+// tree, through
 // github.com/prometheus/procfs, and its file system types, which that
 // package does not read.
 package procfs

@@ -9,7 +9,7 @@
 // whether what it reached was the host.
 //
 // It is linked into the static agent, so it uses nothing but the standard
-// library and x/sys.
+// library, x/sys and vfleet's parsers of the kernel's files (procfs).
 package attack
 
 import (
@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // Outcomes of an attempt.
@@ -299,38 +301,29 @@ func blockDevice(dir string) Attempt {
 		return blocked(a, "read /proc/partitions", err)
 	}
 	var refusals []string
-	tried := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 4 || f[0] == "major" || strings.ContainsRune(f[3], '/') || tried == 4 {
-			continue
-		}
-		tried++
-		major, err1 := strconv.Atoi(f[0])
-		minor, err2 := strconv.Atoi(f[1])
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		path, remove, err := deviceNode(dir, "/dev/"+f[3], unix.S_IFBLK, major, minor)
+	parts := procfs.ParsePartitions(string(b))
+	for _, p := range parts[:min(len(parts), 4)] {
+		major, minor, name := p.Major, p.Minor, p.Name
+		path, remove, err := deviceNode(dir, "/dev/"+name, unix.S_IFBLK, major, minor)
 		if err != nil {
-			refusals = append(refusals, f[3]+": "+err.Error())
+			refusals = append(refusals, name+": "+err.Error())
 			continue
 		}
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		remove()
 		if err != nil {
-			refusals = append(refusals, f[3]+": open: "+ErrText(err))
+			refusals = append(refusals, name+": open: "+ErrText(err))
 			continue
 		}
 		fsType := fsOf(fd)
 		unix.Close(fd)
 		mounted := "not mounted: no ext4 or XFS on it"
 		if fsType != "" {
-			mounted = inMountNS(dir, Attempt{}, func(mnt string) Attempt { return mountReadOnly(dir, f[3], major, minor, fsType, mnt) }).By
+			mounted = inMountNS(dir, Attempt{}, func(mnt string) Attempt { return mountReadOnly(dir, name, major, minor, fsType, mnt) }).By
 		}
-		return succeeded(a, fmt.Sprintf("opened %s (%d:%d) for reading: its raw bytes are the guest's to read; %s", f[3], major, minor, mounted), fmt.Sprintf("%d:%d", major, minor))
+		return succeeded(a, fmt.Sprintf("opened %s (%d:%d) for reading: its raw bytes are the guest's to read; %s", name, major, minor, mounted), fmt.Sprintf("%d:%d", major, minor))
 	}
-	if tried == 0 {
+	if len(parts) == 0 {
 		return blocked(a, "/proc/partitions", errors.New("lists no block device"))
 	}
 	a.Outcome, a.By = Blocked, strings.Join(refusals, "; ")
@@ -589,17 +582,12 @@ func shocker() Attempt {
 // (/etc/hosts and the like, where a runtime binds them), at most six.
 func handleMounts() []string {
 	out := []string{"/"}
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 1 || f[4] == "/" {
-			continue
-		}
-		switch g[0] {
+	mounts, _ := procfs.Mounts("/proc")
+	for _, m := range mounts {
+		switch m.FSType {
 		case "ext4", "xfs", "btrfs", "ext3", "ext2":
-			if len(out) < 6 {
-				out = append(out, f[4])
+			if m.Point != "/" && len(out) < 6 {
+				out = append(out, m.Point)
 			}
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/audit/attack"
+	"github.com/vfleet/vfleet/internal/procfs"
 )
 
 // ProbeArg is the agent's argument that runs the probes and prints the
@@ -202,11 +203,8 @@ func outcome(err error) string {
 // PartitionNames are the devices /proc/partitions lists.
 func PartitionNames(partitions string) []string {
 	var names []string
-	for _, line := range strings.Split(partitions, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 4 && f[0] != "major" && !strings.ContainsRune(f[3], '/') {
-			names = append(names, f[3])
-		}
+	for _, p := range procfs.ParsePartitions(partitions) {
+		names = append(names, p.Name)
 	}
 	return names
 }
