@@ -202,7 +202,10 @@ type Env struct {
 	// StateDir is a directory owned by the run where guests keep sockets,
 	// overlay layers, bundles and logs.
 	StateDir string
-	Ledger   *ledger.Ledger
+	// Ledger records the guest's resources before they exist, in the
+	// guest's own scope (Ledger.Scoped): a clean undoes guests side by
+	// side, so a guest records here nothing another guest needs.
+	Ledger *ledger.Ledger
 	// Detached guests outlive the vfleet process that started them (a
 	// long-lived fleet): kinds whose guests are vfleet's children must not
 	// tie their lives to it. Their ledger still records every resource.

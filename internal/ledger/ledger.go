@@ -7,7 +7,11 @@
 // a "done" line after it has been removed. A torn last line (a crash during
 // the write) is ignored. Clean walks the ledgers whose owner is gone and
 // undoes their pending entries newest first, through undo functions that
-// the packages creating each kind of resource register.
+// the packages creating each kind of resource register. Entries recorded in
+// a scope (one guest's, through Scoped) depend only on older entries of
+// their scope and on the unscoped ones: Clean undoes different scopes side
+// by side, which is what makes taking down a fleet of a thousand guests a
+// matter of seconds.
 package ledger
 
 import (
@@ -19,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -38,6 +43,8 @@ type Entry struct {
 	Kind string            `json:"kind"` // selects the undo function
 	ID   string            `json:"id"`   // what to remove: a path, a container id, a pid
 	Data map[string]string `json:"data,omitempty"`
+	// Scope is the guest the resource belongs to, "" for the run's own.
+	Scope string `json:"scope,omitempty"`
 }
 
 // Describe is how the entry is shown to users ("mount /var/lib/...").
@@ -53,8 +60,14 @@ type owner struct {
 	Created        string `json:"created"`
 }
 
-// Ledger is the open journal of one run. It is safe for concurrent use.
+// Ledger is the open journal of one run, or a view of it that records in
+// one scope. It is safe for concurrent use.
 type Ledger struct {
+	*journal
+	scope string
+}
+
+type journal struct {
 	dir string
 
 	mu   sync.Mutex
@@ -62,6 +75,12 @@ type Ledger struct {
 	seq  int
 	open map[int]Entry
 }
+
+// Scoped is a view of the ledger whose entries belong to scope (a guest's
+// name). What is recorded through it must be the scope's own, needed by
+// nothing recorded in another scope: a resource guests share is recorded
+// through the run's ledger.
+func (l *Ledger) Scoped(scope string) *Ledger { return &Ledger{journal: l.journal, scope: scope} }
 
 // Create makes a new ledger for runID under root, owned by this process.
 func Create(root, runID string) (*Ledger, error) {
@@ -87,7 +106,7 @@ func Create(root, runID string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create ledger: %w", err)
 	}
-	return &Ledger{dir: dir, f: f, open: map[int]Entry{}}, nil
+	return &Ledger{journal: &journal{dir: dir, f: f, open: map[int]Entry{}}}, nil
 }
 
 // Dir is the ledger's directory.
@@ -103,7 +122,7 @@ func (l *Ledger) Record(kind, id string, data map[string]string) (Entry, error) 
 		return Entry{}, errors.New("ledger is closed")
 	}
 	l.seq++
-	e := Entry{Seq: l.seq, Kind: kind, ID: id, Data: data}
+	e := Entry{Seq: l.seq, Kind: kind, ID: id, Data: data, Scope: l.scope}
 	if err := l.appendLocked(line{Op: "add", Entry: e}); err != nil {
 		return Entry{}, err
 	}
@@ -128,7 +147,8 @@ func (l *Ledger) Done(e Entry) error {
 	return nil
 }
 
-// Pending lists the entries not yet marked done, newest first.
+// Pending lists the entries not yet marked done, newest first, of every
+// scope.
 func (l *Ledger) Pending() []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -307,17 +327,12 @@ func cleanOne(ctx context.Context, dir, run string, progress func(Removed)) ([]R
 	if err != nil {
 		return nil, err
 	}
-	var out []Removed
+	out := undoAll(ctx, run, pending, progress)
 	failed := 0
-	for _, e := range pending {
-		r := Removed{Run: run, Entry: e, Err: Undo(ctx, e)}
+	for _, r := range out {
 		if r.Err != nil {
 			failed++
 		}
-		if progress != nil {
-			progress(r)
-		}
-		out = append(out, r)
 	}
 	if failed > 0 {
 		// Keep the ledger so a later clean can retry what failed; rewrite it to
@@ -325,6 +340,60 @@ func cleanOne(ctx context.Context, dir, run string, progress func(Removed)) ([]R
 		return out, rewriteJournal(dir, out)
 	}
 	return out, os.RemoveAll(dir)
+}
+
+// undoConcurrency bounds how many scopes are undone at once: an undo is a
+// runtime's binary, an unmount, a few rmdirs, which queue for the cores
+// beyond about two per core.
+var undoConcurrency = max(4, 2*runtime.NumCPU())
+
+// undoAll undoes pending (newest first) in their order, but for the
+// entries of different scopes between two unscoped ones, which it undoes
+// side by side, each scope's newest first. It returns the results in
+// pending's order and calls progress, if set, for each, one at a time.
+func undoAll(ctx context.Context, run string, pending []Entry, progress func(Removed)) []Removed {
+	out := make([]Removed, len(pending))
+	var mu sync.Mutex
+	undo := func(i int) {
+		r := Removed{Run: run, Entry: pending[i], Err: Undo(ctx, pending[i])}
+		mu.Lock()
+		defer mu.Unlock()
+		out[i] = r
+		if progress != nil {
+			progress(r)
+		}
+	}
+	for i := 0; i < len(pending); {
+		if pending[i].Scope == "" {
+			undo(i)
+			i++
+			continue
+		}
+		var order []string
+		scopes := map[string][]int{}
+		for ; i < len(pending) && pending[i].Scope != ""; i++ {
+			s := pending[i].Scope
+			if _, ok := scopes[s]; !ok {
+				order = append(order, s)
+			}
+			scopes[s] = append(scopes[s], i)
+		}
+		sem := make(chan struct{}, undoConcurrency)
+		var wg sync.WaitGroup
+		for _, s := range order {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				for _, k := range scopes[s] {
+					undo(k)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	return out
 }
 
 func rewriteJournal(dir string, results []Removed) error {

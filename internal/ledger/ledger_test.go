@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -164,5 +165,104 @@ func TestCreateMakesOnlyTheLedgerPrivate(t *testing.T) {
 		if got := fi.Mode().Perm(); got&0o711 != want&0o711 {
 			t.Errorf("%s: mode %v, want %v", dir, got, want)
 		}
+	}
+}
+
+// undone logs the entries of kind "test-log" as Clean undoes them; an entry
+// of kind "test-meet" waits (a few seconds at most) until every other one
+// has begun, which only entries undone side by side can do.
+var (
+	undoneMu sync.Mutex
+	undone   []string
+	meeting  sync.WaitGroup
+)
+
+func init() {
+	RegisterUndo("test-log", func(_ context.Context, e Entry) error {
+		undoneMu.Lock()
+		defer undoneMu.Unlock()
+		undone = append(undone, e.ID)
+		return nil
+	})
+	RegisterUndo("test-meet", func(_ context.Context, e Entry) error {
+		meeting.Done()
+		met := make(chan struct{})
+		go func() { meeting.Wait(); close(met) }()
+		select {
+		case <-met:
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("undone alone")
+		}
+	})
+}
+
+// A fleet's guests are undone side by side, each one's entries newest
+// first, and the run's own entries in their place: what the run made
+// after the guests goes before any of them, what it made before after.
+func TestCleanUndoesScopesSideBySide(t *testing.T) {
+	root := t.TempDir()
+	l, err := Create(root, "fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Record("test-log", "run-first", nil)
+	guests := []string{"g1", "g2", "g3"}
+	meeting.Add(len(guests))
+	for step := range 2 {
+		for _, g := range guests {
+			kind := "test-log"
+			if step == 1 {
+				kind = "test-meet"
+			}
+			l.Scoped(g).Record(kind, g+"-"+strconv.Itoa(step), nil)
+		}
+	}
+	l.Record("test-log", "run-last", nil)
+	l.f.Close()
+	l.f = nil
+	undone = nil
+	removed, err := Clean(context.Background(), root, CleanOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range removed {
+		if r.Err != nil {
+			t.Errorf("%s: %v (the guests' entries were not undone side by side)", r.Entry.Describe(), r.Err)
+		}
+	}
+	// Each guest's step 1 (meet) was undone before its step 0 (log), and
+	// the three logs came between the run's two.
+	if len(undone) != 5 || undone[0] != "run-last" || undone[4] != "run-first" {
+		t.Fatalf("undone in the order %v, want run-last, the guests', run-first", undone)
+	}
+	if got := removed[0].Entry.ID; got != "run-last" {
+		t.Errorf("results in the order %s first, want the ledger's (newest first)", got)
+	}
+}
+
+// A scoped view records into the same journal: a run sees its guests'
+// pending entries, and a guest's release marks its own done.
+func TestScopedRecordsIntoTheRunsJournal(t *testing.T) {
+	l, err := Create(t.TempDir(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := l.Scoped("g1")
+	e, err := g.Record(KindDir, filepath.Join(t.TempDir(), "x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := l.Pending(); len(p) != 1 || p[0].Scope != "g1" {
+		t.Fatalf("the run's pending = %+v, want the guest's entry", p)
+	}
+	if err := g.Release(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(l.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a ledger whose scoped entries are done must be removed on close")
 	}
 }

@@ -818,6 +818,7 @@ func startGuest(ctx context.Context, spec guest.Spec, env guest.Env) (guest.Gues
 	if err != nil {
 		return nil, err
 	}
+	env.Ledger = env.Ledger.Scoped(spec.Name)
 	g, err := k.New(spec, env)
 	if err != nil {
 		return nil, err
