@@ -342,10 +342,11 @@ func cleanOne(ctx context.Context, dir, run string, progress func(Removed)) ([]R
 	return out, os.RemoveAll(dir)
 }
 
-// undoConcurrency bounds how many scopes are undone at once: an undo is a
-// runtime's binary, an unmount, a few rmdirs, which queue for the cores
-// beyond about two per core.
-var undoConcurrency = max(4, 2*runtime.NumCPU())
+// undoConcurrency bounds how many scopes are undone at once. An undo
+// mostly runs a runtime's binary and waits for processes to die: 1 000
+// containers went down in 19.3 s four at a time on 2 cores and 16.9 s
+// eight at a time.
+var undoConcurrency = max(8, 4*runtime.NumCPU())
 
 // undoAll undoes pending (newest first) in their order, but for the
 // entries of different scopes between two unscoped ones, which it undoes
