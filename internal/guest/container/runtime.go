@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/cgroup"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/tools"
@@ -130,6 +131,14 @@ func deleteContainer(ctx context.Context, bin string, global []string, id string
 	return nil
 }
 
+// deleteStopped deletes a container whose processes are gone.
+func deleteStopped(ctx context.Context, bin string, global []string, id string) error {
+	if _, err := runtimeCmd(ctx, bin, global, "delete", "--force", id); err != nil && exists(ctx, bin, global, id) {
+		return err
+	}
+	return nil
+}
+
 func exists(ctx context.Context, bin string, global []string, id string) bool {
 	_, err := runtimeCmd(ctx, bin, global, "state", id)
 	return err == nil
@@ -145,7 +154,18 @@ func undoContainer(ctx context.Context, e ledger.Entry) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	return deleteContainer(ctx, bin, rootFlags(e.Data["root"]), e.ID)
+	global := rootFlags(e.Data["root"])
+	// Killed through its cgroup, a container is stopped when its runtime
+	// is asked to delete it: one run of the runtime's binary instead of a
+	// kill and a delete (a delete --force of a running container sleeps
+	// 100 ms before it looks whether the kill took).
+	if cg := e.Data["cgroup"]; cg != "" {
+		if err := cgroup.Kill(ctx, cg); err != nil {
+			return fmt.Errorf("remove container %s: %w", e.ID, err)
+		}
+		return deleteStopped(ctx, bin, global, e.ID)
+	}
+	return deleteContainer(ctx, bin, global, e.ID)
 }
 
 // rootFlags are the global flags that point a runtime at its state
