@@ -28,15 +28,39 @@ func TestProbeUnknownAndMissingRuntimes(t *testing.T) {
 	}
 }
 
-// crun cannot run on a v1/hybrid host; the probe must explain that rather
-// than pass crun's message through.
+// crun refuses a hybrid host whose unified hierarchy holds a controller;
+// the probe must say which and how to move it, rather than pass crun's
+// message through.
 func TestExplainCrunOnHybridCgroups(t *testing.T) {
 	msg := "cgroups in hybrid mode not supported, drop all controllers from cgroupv2"
-	if got := explainFailure("crun", msg, "hybrid"); !strings.Contains(got, "use runc") {
-		t.Fatalf("explanation = %q", got)
+	got := explainFailure("crun", msg, "hybrid", []string{"hugetlb"})
+	for _, want := range []string{"holds hugetlb", "mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb", "use runc"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explanation %q lacks %q", got, want)
+		}
 	}
-	if got := explainFailure("crun", msg, "v2"); got != "" {
+	if got := explainFailure("crun", msg, "hybrid", nil); strings.Contains(got, "mount") || !strings.Contains(got, "use runc") {
+		t.Errorf("with no controller to move: %q", got)
+	}
+	if got := explainFailure("crun", msg, "v2", []string{"hugetlb"}); got != "" {
 		t.Fatalf("no explanation expected on v2, got %q", got)
+	}
+}
+
+func TestUnifiedControllers(t *testing.T) {
+	sys := t.TempDir()
+	if got := unifiedControllers(sys); got != nil {
+		t.Errorf("no unified hierarchy: %v", got)
+	}
+	dir := filepath.Join(sys, "fs", "cgroup", "unified")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("hugetlb misc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := unifiedControllers(sys); strings.Join(got, ",") != "hugetlb,misc" {
+		t.Errorf("controllers = %v", got)
 	}
 }
 

@@ -47,7 +47,7 @@ func (kind) Probe(ctx context.Context, runtime string) error {
 		return nil
 	}
 	msg := strings.TrimSpace(string(out))
-	if explain := explainFailure(runtime, msg, cgroupLayout()); explain != "" {
+	if explain := explainFailure(runtime, msg, cgroupLayout(), unifiedControllers("/sys")); explain != "" {
 		return fmt.Errorf("%w: %s (%s said: %s)", guest.ErrNotSupported, explain, runtime, msg)
 	}
 	return fmt.Errorf("%w: %s does not start a container: %v: %s", guest.ErrNotSupported, runtime, err, msg)
@@ -131,11 +131,34 @@ func cgroupLayout() string {
 	return mode
 }
 
-// explainFailure turns a runtime's error into the reason a user can act on,
-// for failures whose cause is known.
-func explainFailure(runtime, output, layout string) string {
-	if runtime == "crun" && layout != hostinfo.CgroupV2 && strings.Contains(output, "cgroup") {
-		return fmt.Sprintf("crun cannot manage cgroups on this host's %s cgroup layout; use runc, or boot with the unified (v2) hierarchy", layout)
+// unifiedControllers lists the controllers of a hybrid host's unified
+// hierarchy, under sysRoot (/sys, or a fixture tree in tests): those no v1
+// hierarchy is mounted with.
+func unifiedControllers(sysRoot string) []string {
+	b, err := os.ReadFile(filepath.Join(sysRoot, "fs", "cgroup", "unified", "cgroup.controllers"))
+	if err != nil {
+		return nil
 	}
-	return ""
+	return strings.Fields(string(b))
+}
+
+// explainFailure turns a runtime's error into the reason a user can act on,
+// for failures whose cause is known. crun manages a hybrid host's v1
+// hierarchies, but only while its unified hierarchy holds no controller
+// (a controller lives in one or the other); one that no v1 hierarchy is
+// mounted with (hugetlb, on a host that mounts the others) stays there,
+// and mounting it as a v1 hierarchy is all crun needs.
+func explainFailure(runtime, output, layout string, unified []string) string {
+	if runtime != "crun" || layout == hostinfo.CgroupV2 || !strings.Contains(output, "cgroup") {
+		return ""
+	}
+	if layout == hostinfo.CgroupHybrid && len(unified) > 0 && strings.Contains(output, "hybrid") {
+		var mounts []string
+		for _, c := range unified {
+			mounts = append(mounts, fmt.Sprintf("mkdir -p /sys/fs/cgroup/%s && mount -t cgroup -o %s cgroup /sys/fs/cgroup/%s", c, c, c))
+		}
+		return fmt.Sprintf("crun refuses a hybrid cgroup layout whose unified (v2) hierarchy holds controllers, and this host's holds %s, mounted with no v1 hierarchy; "+
+			"give it one (until the next boot: %s), use runc, or boot with the unified (v2) hierarchy", strings.Join(unified, ", "), strings.Join(mounts, "; "))
+	}
+	return fmt.Sprintf("crun cannot manage cgroups on this host's %s cgroup layout; use runc, or boot with the unified (v2) hierarchy", layout)
 }
