@@ -267,8 +267,9 @@ func onOff(b bool) string {
 // -no-reboot turns a guest panic into QEMU exiting, so a failed boot is
 // seen at once. init= is used only when booting without an initramfs,
 // whose own /init takes precedence. Everything after "--" is the init's
-// argv. tscKHz, when known, is the guest TSC's frequency, so the kernel
-// need not calibrate it. console is the serial port's name in the guest.
+// argv. tscKHz, when known (under TCG), is the guest TSC's frequency, so
+// the kernel need not calibrate it; see tscParams. console is the serial
+// port's name in the guest.
 // nic, when set, is how the guest's init configures its network card.
 func kernelCmdline(console, root, hostname, init, workdir string, tscKHz int64, nic *vminit.NetConfig) string {
 	p := []string{
@@ -276,14 +277,28 @@ func kernelCmdline(console, root, hostname, init, workdir string, tscKHz int64, 
 		"panic=-1", "loglevel=6", // notices too: a failed boot shows why
 		vminit.ParamHostname + "=" + hostname, vminit.ParamPort + "=" + agentPort,
 	}
-	if tscKHz > 0 {
-		p = append(p, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
-	}
+	p = append(p, tscParams(tscKHz)...)
 	if nic != nil {
 		p = append(p, vminit.ParamNet+"="+nic.String())
 	}
 	p = append(p, "--", "--pid1", "--workdir", workdir)
 	return strings.Join(p, " ")
+}
+
+// tscParams tell a guest under TCG its TSC's frequency (tscKHz > 0) and
+// that its TSC is reliable. An emulated TSC is the host's, steady and
+// monotonic, but the kernel's clocksource watchdog checks it against
+// jiffies, whose ticks arrive late whenever the emulating thread waits
+// for a host CPU: on a busy host it marked the TSC unstable during a
+// template's boot, and every clone of it then kept time with jiffies,
+// 4 ms steps, and could not stop its tick when idle (250 timer interrupts
+// a second emulated in every idle clone: 4% of a host core each, so that
+// 70 idle clones took the whole machine).
+func tscParams(tscKHz int64) []string {
+	if tscKHz <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("tsc_early_khz=%d", tscKHz), "tsc=reliable"}
 }
 
 // DefaultUserCmdline is a user's disk's kernel command line when the
@@ -325,8 +340,8 @@ func userCmdline(user, console, hostname string, tscKHz int64, nic *vminit.NetCo
 		params = append(params, "panic=-1")
 	}
 	params = append(params, vminit.ParamRDInit+"="+vminit.BesideInitPath, "systemd.hostname="+hostname)
-	if tscKHz > 0 {
-		params = append(params, fmt.Sprintf("tsc_early_khz=%d", tscKHz))
+	if !has["tsc"] && !has["tsc_early_khz"] {
+		params = append(params, tscParams(tscKHz)...)
 	}
 	params = append(params, besideParams(hostname, nic)...)
 	return strings.Join(append(params, initArgs...), " ")

@@ -74,6 +74,11 @@ func TestClonesAreTheirOwnGuests(t *testing.T) {
 		if skew := time.Since(time.Unix(secs, 0)); skew < -5*time.Second || skew > 5*time.Second {
 			t.Errorf("%s's clock is %s off the host's: it still has the template's", name, skew)
 		}
+		// Under TCG a TSC that the template's boot marked unstable left
+		// every clone on jiffies, ticking even when idle.
+		if cs := run(g, "cat /sys/devices/system/clocksource/clocksource0/current_clocksource"); cs != "tsc" && cs != "kvm-clock" {
+			t.Errorf("%s keeps time with %s, want the TSC (or kvm-clock)", name, cs)
+		}
 		// Dirty guest memory (a tmpfs) and the disk, under the clone's name.
 		run(g, "head -c 16m /dev/urandom > /dev/shm/"+name+" && dd if=/dev/urandom of=/var/tmp/"+name+" bs=1M count=4 conv=fsync 2>/dev/null")
 	}

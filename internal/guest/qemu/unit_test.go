@@ -363,8 +363,11 @@ func TestKVMProbeAnswerIsKeptForItsKey(t *testing.T) {
 func TestTSCFrequencyReachesTheCmdline(t *testing.T) {
 	c := kernelCmdline("ttyS0", "/dev/vda", "g", "/init", "/w", 2300000, nil)
 	params, _, _ := strings.Cut(c, " -- ")
-	if !strings.Contains(params, "tsc_early_khz=2300000") {
+	if !strings.Contains(params, "tsc_early_khz=2300000") || !strings.Contains(params, "tsc=reliable") {
 		t.Fatalf("cmdline: %s", c)
+	}
+	if c := kernelCmdline("ttyS0", "/dev/vda", "g", "/init", "/w", 0, nil); strings.Contains(c, "tsc") {
+		t.Errorf("without a TSC frequency (KVM: kvmclock): %s", c)
 	}
 	if runtime.GOARCH == "amd64" && hostTSCkHz() <= 0 {
 		t.Fatalf("host TSC frequency = %d kHz", hostTSCkHz())
@@ -512,7 +515,7 @@ func TestUserCmdline(t *testing.T) {
 		}
 	}
 	got := userCmdline("", "ttyS0", "g", 2500000, nic)
-	for _, want := range []string{"tsc_early_khz=2500000", vminit.ParamNet + "=" + nic.String()} {
+	for _, want := range []string{"tsc_early_khz=2500000", "tsc=reliable", vminit.ParamNet + "=" + nic.String()} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q lacks %q", got, want)
 		}
