@@ -9,6 +9,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/image"
 	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
@@ -23,16 +24,8 @@ func TestRunningContainersLeaveTheHostsMountTable(t *testing.T) {
 	img := testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	led, err := ledger.Create(filepath.Join(t.TempDir(), "ledger"), "mounts-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer led.Close()
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := guest.Env{RunID: "mounts-test", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: stateDir, Ledger: led}
+	env := runEnv(t, "mounts-test", img)
+	led, stateDir := env.Ledger, env.StateDir
 	ctx := context.Background()
 	for _, name := range []string{"m1", "m2"} {
 		own := env
@@ -74,4 +67,20 @@ func TestRunningContainersLeaveTheHostsMountTable(t *testing.T) {
 	if containers != 2 {
 		t.Errorf("%d container entries pending, want 2", containers)
 	}
+}
+
+// runEnv is what a run gives its guests: a state directory and a ledger
+// of the test's own, closed when it ends.
+func runEnv(t *testing.T, runID string, img *image.Image) guest.Env {
+	t.Helper()
+	stateDir := filepath.Join(t.TempDir(), "state")
+	led, err := ledger.Create(filepath.Join(t.TempDir(), "ledger"), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return guest.Env{RunID: runID, RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: stateDir, Ledger: led}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
-	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
@@ -45,16 +44,7 @@ func TestRealTimeSchedulingInAContainer(t *testing.T) {
 	img := testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	led, err := ledger.Create(filepath.Join(t.TempDir(), "ledger"), "rt-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer led.Close()
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := guest.Env{RunID: "rt-test", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: stateDir, Ledger: led}
+	env := runEnv(t, "rt-test", img)
 	for _, prio := range []int{0, 50} {
 		g, err := kind{}.New(guest.Spec{Name: "rt", Kind: KindName, RTPriority: prio}, env)
 		if err != nil {
