@@ -122,16 +122,11 @@ func readPidFile(path string) (int, error) {
 // exist is already deleted.
 func deleteContainer(ctx context.Context, bin string, global []string, id string) error {
 	_, _ = runtimeCmd(ctx, bin, global, "kill", id, "KILL")
-	if _, err := runtimeCmd(ctx, bin, global, "delete", "--force", id); err != nil {
-		if !exists(ctx, bin, global, id) {
-			return nil
-		}
-		return err
-	}
-	return nil
+	return deleteStopped(ctx, bin, global, id)
 }
 
-// deleteStopped deletes a container whose processes are gone.
+// deleteStopped deletes a container whose processes are gone (or that
+// does not exist).
 func deleteStopped(ctx context.Context, bin string, global []string, id string) error {
 	if _, err := runtimeCmd(ctx, bin, global, "delete", "--force", id); err != nil && exists(ctx, bin, global, id) {
 		return err
