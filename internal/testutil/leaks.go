@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +29,9 @@ type Snapshot struct {
 	processes map[string]bool
 	netns     map[string]bool
 	links     map[string]bool
+	// shared: the test shares the machine (SharesMachine), and its check
+	// counts what carries one of its scope's names.
+	shared bool
 }
 
 // TakeSnapshot records the current state.
@@ -40,7 +46,7 @@ func TakeSnapshot(t testing.TB) Snapshot {
 		runs[runOf(dir)] = true
 	}
 	return Snapshot{mounts: mounts(t), kinds: kindLeftovers(), cgroups: cgroups, runs: runs, processes: processes(runs),
-		netns: netns(), links: rootLinks()}
+		netns: netns(), links: rootLinks(), shared: machine.shared}
 }
 
 // CheckLeaks fails the test for everything that exists now but did not at
@@ -67,6 +73,9 @@ func Leaks(t testing.TB, before Snapshot) []string {
 		leaks = append(leaks, added("network namespace", before.netns, netns())...)
 		leaks = append(leaks, added("link", before.links, rootLinks())...)
 		leaks = append(leaks, added("process", before.processes, processes(before.runs))...)
+		if before.shared {
+			leaks = ownLeaks(t, leaks)
+		}
 		if len(leaks) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -74,6 +83,84 @@ func Leaks(t testing.TB, before Snapshot) []string {
 	}
 	sort.Strings(leaks)
 	return leaks
+}
+
+// ownLeaks keeps, of what a test that shares the machine finds added, what
+// is its own: what carries a name of its scope, and its own children.
+func ownLeaks(t testing.TB, leaks []string) []string {
+	t.Helper()
+	names := scopeNames()
+	if len(names) == 0 {
+		t.Fatal("a test that shares the machine names what it makes (ScopeLeaks, RunID or Ledger) for its leak check to count")
+	}
+	self := os.Getpid()
+	var own []string
+	for _, l := range leaks {
+		if ownProcess(l, self) || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(l, n) }) {
+			own = append(own, l)
+		}
+	}
+	return own
+}
+
+// ownProcess is whether a leak is a process (not in a guest's cgroup) whose
+// parent is this test process.
+func ownProcess(leak string, self int) bool {
+	var pid int
+	if _, err := fmt.Sscanf(leak, "process %d", &pid); err != nil || strings.Contains(leak, " in cgroup ") {
+		return false
+	}
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.PPID == self
+}
+
+// scope holds what the test that shares the machine names as its own.
+var scope struct {
+	sync.Mutex
+	lists []func() []string
+}
+
+// ScopeLeaks adds to what the test's leak check counts as its own whatever
+// carries one of the names list returns when the check runs (the keys of
+// the runs in a database of its own, say): a test that shares the machine
+// counts nothing else. The names go when the test ends.
+func ScopeLeaks(t testing.TB, list func() []string) {
+	scope.Lock()
+	defer scope.Unlock()
+	scope.lists = append(scope.lists, list)
+	n := len(scope.lists)
+	t.Cleanup(func() {
+		scope.Lock()
+		defer scope.Unlock()
+		scope.lists = scope.lists[:n-1]
+	})
+}
+
+func scopeNames() []string {
+	scope.Lock()
+	lists := slices.Clone(scope.lists)
+	scope.Unlock()
+	var names []string
+	for _, l := range lists {
+		for _, n := range l() {
+			if n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
+var runIDs atomic.Int64
+
+// RunID is a guest.Env RunID of the test's own: no other test process's,
+// and in the test's scope (ScopeLeaks), since a guest's cgroups, container
+// and domain names carry it.
+func RunID(t testing.TB) string {
+	// Letters at both ends: no id is part of another.
+	id := fmt.Sprintf("t%dn%dt", os.Getpid(), runIDs.Add(1))
+	ScopeLeaks(t, func() []string { return []string{id} })
+	return id
 }
 
 func added(what string, before, now map[string]bool) []string {

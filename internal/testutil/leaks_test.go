@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,4 +146,83 @@ func TestKilledTestProcessesLedgerIsUndone(t *testing.T) {
 		t.Errorf("the killed child's ledger %s: %v, want it removed", filepath.Dir(dir), err)
 	}
 	CheckLeaks(t, before)
+}
+
+// A test that shares the machine counts what carries its names, not what
+// another test beside it makes meanwhile.
+func TestSharedLeakCheckCountsItsOwnNames(t *testing.T) {
+	SharesMachine(t)
+	RequiresRoot(t)
+	before := TakeSnapshot(t)
+	own, other := cgroup.PathOf(RunID(t), "g"), cgroup.PathOf("t-other-"+strconv.Itoa(os.Getpid()), "g")
+	for _, p := range []string{own, other} {
+		if _, err := cgroup.Create(p); err != nil {
+			t.Fatal(err)
+		}
+		defer cgroup.Remove(p)
+	}
+	leaks := strings.Join(Leaks(t, before), "\n")
+	if !strings.Contains(leaks, own) || strings.Contains(leaks, other) {
+		t.Errorf("leaks = %q, want %s and not %s", leaks, own, other)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if leaks := Leaks(t, before); !slices.Contains(leaks, fmt.Sprintf("process %d (sleep)", cmd.Process.Pid)) {
+		t.Errorf("leaks = %q, want the test's own child among them", leaks)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := cgroup.Remove(own); err != nil {
+		t.Fatal(err)
+	}
+	CheckLeaks(t, before)
+}
+
+// Tests that share the machine hold it together; a test that holds it
+// alone waits for them.
+func TestSharedHoldsMeetAndExcludeAloneOnes(t *testing.T) {
+	if mode := os.Getenv("VFLEET_TEST_HOLD_CHILD"); mode != "" {
+		if mode == "shared" {
+			SharesMachine(t)
+		}
+		RequiresRoot(t)
+		fmt.Println("held")
+		time.Sleep(30 * time.Second)
+		return
+	}
+	SharesMachine(t)
+	RequiresRoot(t)
+	held := func(mode string, within time.Duration) bool {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSharedHoldsMeetAndExcludeAloneOnes$")
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, machineHeldEnv+"=") }),
+			"VFLEET_TEST_HOLD_CHILD="+mode)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		said := make(chan bool, 1)
+		go func() {
+			b := make([]byte, 4)
+			n, _ := io.ReadFull(out, b)
+			said <- string(b[:n]) == "held"
+		}()
+		select {
+		case ok := <-said:
+			return ok
+		case <-time.After(within):
+			return false
+		}
+	}
+	if !held("shared", time.Minute) {
+		t.Error("a test process that shares the machine waited for this one, which shares it too")
+	}
+	if held("alone", 2*time.Second) {
+		t.Error("a test process took the machine alone while this one held it")
+	}
 }

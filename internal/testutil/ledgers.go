@@ -32,6 +32,8 @@ func Ledger(t testing.TB) (root string, led *ledger.Ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What a test keeps below it (a guest's state directory) is its own.
+	ScopeLeaks(t, func() []string { return []string{root + "/"} })
 	t.Cleanup(func() {
 		led.Close()
 		if p := led.Pending(); len(p) > 0 {

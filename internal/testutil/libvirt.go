@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vfleet/vfleet/internal/flock"
 	"github.com/vfleet/vfleet/internal/procfs"
 )
 
@@ -45,6 +47,18 @@ func RequiresLibvirt(t testing.TB) {
 	t.Helper()
 	RequiresRoot(t)
 	RequiresTool(t, "libvirtd", "libvirt-daemon-system")
+	if libvirtAnswers() {
+		return
+	}
+	// Tests that share the machine may come here together from two test
+	// processes: one starts the daemons, the other finds them answering.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*libvirtWait)
+	defer cancel()
+	unlock, err := flock.Lock(ctx, filepath.Join(filepath.Dir(machineLockFile()), "vfleet-tests-libvirt.lock"))
+	if err != nil {
+		t.Fatalf("start libvirtd: %v", err)
+	}
+	defer unlock()
 	if libvirtAnswers() {
 		return
 	}

@@ -20,6 +20,10 @@ import (
 // run packages side by side (-p), a package's build and unit tests beside
 // another's integration tests.
 //
+// A test whose leak check looks only at what it made (SharesMachine) holds
+// the machine shared, beside other such tests of other test processes,
+// while a test whose check looks at the whole machine holds it alone.
+//
 // The hold is a flock, so it goes with a test process that dies; within a
 // process it is counted, so that a test's subtests and helpers (which call
 // RequiresRoot again) take it without waiting on themselves. A test process
@@ -33,6 +37,9 @@ var machine struct {
 	// waited for it: what VFLEET_TEST_MACHINE_LOG records.
 	from   time.Time
 	waited time.Duration
+	// shared is whether the test that holds it, or is about to, shares it
+	// (SharesMachine): a test's helpers hold it the way the test does.
+	shared bool
 }
 
 // machineHeldEnv is set, while a test holds the machine, for the processes
@@ -65,7 +72,11 @@ func holdMachine(t testing.TB) {
 		if err != nil {
 			t.Fatalf("hold the machine for integration tests: %v", err)
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		how := unix.LOCK_EX
+		if machine.shared {
+			how = unix.LOCK_SH
+		}
+		if err := unix.Flock(int(f.Fd()), how); err != nil {
 			f.Close()
 			t.Fatalf("hold the machine for integration tests: flock %s: %v", f.Name(), err)
 		}
@@ -82,11 +93,35 @@ func holdMachine(t testing.TB) {
 		machine.Lock()
 		defer machine.Unlock()
 		if machine.held--; machine.held == 0 {
-			logHold(t.Name(), machine.waited, time.Since(machine.from))
+			logHold(t.Name(), machine.shared, machine.waited, time.Since(machine.from))
 			os.Unsetenv(machineHeldEnv)
 			machine.f.Close()
 			machine.f = nil
 		}
+	})
+}
+
+// SharesMachine lets the test hold the machine beside other tests that
+// share it, in other test processes: its leak check then counts only what
+// carries a name it made (ScopeLeaks, RunID, Ledger) and its own children.
+// What cannot be told apart by name (orphans adopted by init, devices in
+// this host's namespace named by a hash, mounts outside a run's state)
+// is left to the tests that hold the machine alone: one that kills vfleet,
+// or measures, or makes such things, does not share it. It must come
+// before anything that holds the machine (RequiresRoot, TakeSnapshot and
+// the fixtures).
+func SharesMachine(t testing.TB) {
+	t.Helper()
+	machine.Lock()
+	defer machine.Unlock()
+	if machine.held > 0 {
+		t.Fatal("SharesMachine after the test held the machine alone")
+	}
+	machine.shared = true
+	t.Cleanup(func() {
+		machine.Lock()
+		defer machine.Unlock()
+		machine.shared = false
 	})
 }
 
@@ -114,7 +149,7 @@ func withMachine(fn func() error) error {
 // VFLEET_TEST_MACHINE_LOG names, if any: the suite's wall time is about the
 // sum of the holds, so that is where shortening a test shortens the suite,
 // and a test's own elapsed time (which counts its wait) does not say it.
-func logHold(test string, waited, held time.Duration) {
+func logHold(test string, shared bool, waited, held time.Duration) {
 	name := os.Getenv("VFLEET_TEST_MACHINE_LOG")
 	if name == "" {
 		return
@@ -125,5 +160,9 @@ func logHold(test string, waited, held time.Duration) {
 	}
 	defer f.Close()
 	wd, _ := os.Getwd()
-	fmt.Fprintf(f, "%s\t%s\t%.1f\t%.1f\n", filepath.Base(wd), test, waited.Seconds(), held.Seconds())
+	mode := "alone"
+	if shared {
+		mode = "shared"
+	}
+	fmt.Fprintf(f, "%s\t%s\t%.1f\t%.1f\t%s\n", filepath.Base(wd), test, waited.Seconds(), held.Seconds(), mode)
 }
