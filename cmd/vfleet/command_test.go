@@ -12,6 +12,7 @@ import (
 // printed on SIGINT is what is measured), and one whose program the image
 // lacks, which fails saying so while the rest of the run is measured.
 func TestCommandWorkloadEndToEnd(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)

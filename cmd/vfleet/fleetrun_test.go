@@ -31,6 +31,7 @@ workloads:
 `
 
 func TestFleetStudyEndToEnd(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)

@@ -31,6 +31,7 @@ workloads:
 // its definition, its state (shut off) and its disk. A domain that is not
 // there is refused before anything starts, naming those that are.
 func TestLibvirtFleetOfAUsersDomain(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
 	disk := testutil.ForeignVM(t)

@@ -86,6 +86,7 @@ workloads:
 // interrupted; a run killed with SIGKILL leaves its remote domain and
 // pool, which clean removes.
 func TestLibvirtGroupSpreadOverHosts(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
 	r := testutil.RemoteMachine(t)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -41,7 +42,35 @@ type cli struct {
 }
 
 func newCLI(t *testing.T) *cli {
-	return &cli{t: t, bin: binaries(t), db: filepath.Join(t.TempDir(), "results.db"), work: t.TempDir()}
+	c := &cli{t: t, bin: binaries(t), db: filepath.Join(t.TempDir(), "results.db"), work: t.TempDir()}
+	// A run's cgroups, namespaces, containers and state carry its key:
+	// what a test that shares the machine counts as its own.
+	testutil.ScopeLeaks(t, c.runKeys)
+	return c
+}
+
+// runKeys are the keys of the runs in c's database, none before its first.
+func (c *cli) runKeys() []string {
+	if _, err := os.Stat(c.db); err != nil {
+		return nil
+	}
+	st, err := store.OpenReadOnly(c.db)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	runs, err := st.ListRuns(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var keys []string
+	for _, r := range runs {
+		if run, err := st.GetRun(ctx, r.ID); err == nil && run.Key != "" {
+			keys = append(keys, run.Key)
+		}
+	}
+	return keys
 }
 
 func (c *cli) command(args ...string) *exec.Cmd {
@@ -167,6 +196,7 @@ func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 }
 
 func TestRunEndToEnd(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.Image(t) // build the image outside the measured command
 	before := testutil.TakeSnapshot(t)

@@ -55,6 +55,7 @@ func processesRootedIn(dir string) []string {
 }
 
 func TestNetworkRunOverEveryPath(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
@@ -150,6 +151,7 @@ func TestNetworkRunInterruptedLeavesNothing(t *testing.T) {
 // client in the guest, both ways round; a failing pre command fails its
 // step, naming it.
 func TestNetCommandEndToEnd(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)

@@ -18,6 +18,7 @@ import (
 // environment and the guest's identity, and a built-in whose tool the
 // image lacks, which fails naming both.
 func TestUserImagesEndToEnd(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)

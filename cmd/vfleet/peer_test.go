@@ -158,6 +158,7 @@ func remotePeerScenario(r *testutil.Remote, uplink, identity, knownHosts string)
 // `vfleet clean`, nothing of the run is left on the peer and both ends of
 // the wire are as they were.
 func TestRunAgainstARemotePeer(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	t.Setenv("SSH_AUTH_SOCK", "")
@@ -349,6 +350,7 @@ workloads:
 // path and on a macvtap sitting on the NIC; the peer's record describes
 // both paths' networks; and nothing is left on either end of the wire.
 func TestVMAgainstARemotePeer(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)

@@ -57,6 +57,7 @@ guests:
 // record, and nothing may be left behind. A path that starts taking VMs
 // is in it by registering.
 func TestVMsOnTheNetworkPaths(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)

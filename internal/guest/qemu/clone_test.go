@@ -20,6 +20,7 @@ import (
 // checks that each took on its own name, clock and randomness, and that
 // what they write, in memory and on disk, stays theirs.
 func TestClonesAreTheirOwnGuests(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	img := testutil.Image(t)
@@ -29,9 +30,10 @@ func TestClonesAreTheirOwnGuests(t *testing.T) {
 	k, _ := guest.Lookup(KindName)
 	ctx := context.Background()
 	var clones []guest.Guest
+	runID := testutil.RunID(t)
 	for _, name := range []string{"clone-a", "clone-b"} {
 		g, err := k.New(guest.Spec{Name: name, Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, MemoryBytes: 128 << 20, Launch: LaunchClone},
-			guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+			guest.Env{RunID: runID, RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -114,6 +114,7 @@ func userDomainState(t *testing.T, name, disk string) string {
 // user's disk with its own kernel: a disk given in the spec takes the same
 // launch configuration (TestDomainXMLIsTheDirectVMsShape).
 func TestLibvirtRunsAUsersDomain(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	disk := testutil.ForeignVM(t)
@@ -123,7 +124,7 @@ func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	leaks := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, leaks)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvd", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led}
 	spec := guest.Spec{Name: "ud-a", Kind: KindName, Accel: AccelTCG, Image: guest.LibvirtImagePrefix + name, Libvirt: LibvirtSystem}
 	ctx := context.Background()
 	k, _ := guest.Lookup(KindName)
@@ -140,7 +141,7 @@ func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	info := startVM(t, g)
 	defer g.Stop(ctx)
 	if info.Details["libvirt_source_domain"] != name || info.Details["image"] != disk.QCOW2 || info.Details["kernel"] != disk.Kernel ||
-		info.Details["libvirt_domain"] != domainName("lvd", "ud-a") {
+		info.Details["libvirt_domain"] != domainName(env.RunID, "ud-a") {
 		t.Errorf("details = %v", info.Details)
 	}
 	r, err := g.Exec(ctx, agent.Request{Argv: []string{"sh", "-c", "cat /proc/1/comm; hostname; echo guest > /root/written && sync"}, TimeoutMS: 60_000})
@@ -154,7 +155,7 @@ func TestLibvirtRunsAUsersDomain(t *testing.T) {
 	if ran, ok := g.Info().Details[detailSourceRan]; ok {
 		t.Errorf("the guest noted that the domain ran: %s", ran)
 	}
-	if domainExists(t, domainName("lvd", "ud-a")) {
+	if domainExists(t, domainName(env.RunID, "ud-a")) {
 		t.Error("the copy outlived its stop")
 	}
 	if after := userDomainState(t, name, disk.QCOW2); after != before {
@@ -197,6 +198,7 @@ func startUnderAGuest(t *testing.T, name string) {
 // variable store, vfleet's agent brought by the cloud-init seed; the
 // domain is unchanged afterwards.
 func TestLibvirtRunsAUsersUEFIDomain(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.RequiresTool(t, "genisoimage", "genisoimage")
@@ -207,7 +209,7 @@ func TestLibvirtRunsAUsersUEFIDomain(t *testing.T) {
 	leaks := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, leaks)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvd", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led}
 	g := newVM(t, guest.Spec{Name: "ud-uefi", Kind: KindName, Accel: AccelTCG, Image: guest.LibvirtImagePrefix + name, Libvirt: LibvirtSystem}, env)
 	ctx := context.Background()
 	info := startVM(t, g)

@@ -21,6 +21,7 @@ func TestPreemptRTGuestRunsTimerlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two VMs, and builds the rt image once (about a minute)")
 	}
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	rtImg := testutil.ImageOf(t, image.Variant{KernelFlavour: guest.KernelRT})
@@ -39,7 +40,7 @@ func TestPreemptRTGuestRunsTimerlat(t *testing.T) {
 	}
 	run := func(name string, img *image.Image, flavour string) (string, agent.Reply) {
 		g := newVM(t, guest.Spec{Name: name, Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, KernelFlavour: flavour},
-			guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state-" + name, Ledger: led})
+			guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state-" + name, Ledger: led})
 		startVM(t, g)
 		defer g.Stop(ctx)
 		uname, err := g.Exec(ctx, agent.Request{Argv: []string{"uname", "-rv"}})

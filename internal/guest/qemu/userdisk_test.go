@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
@@ -36,7 +35,7 @@ func userDiskGuestOf(t *testing.T, spec guest.Spec, root string, led *ledger.Led
 	spec.Kind, spec.Accel, spec.Image = KindName, AccelTCG, disk.QCOW2
 	spec.Boot.Kernel, spec.Boot.Initrd = disk.Kernel, disk.Initrd
 	g := newVM(t, spec,
-		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
+		guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
 	return g, disk
 }
 
@@ -48,12 +47,13 @@ func userDiskGuestOf(t *testing.T, spec guest.Spec, root string, led *ledger.Led
 // disk is never written. (One boot for all of it: each costs seconds of
 // TCG.)
 func TestUserDiskBootsItsOwnInit(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)
 	ctx := context.Background()
-	n, err := netpath.Create(ctx, netpath.Options{RunKey: fmt.Sprintf("u%d", time.Now().UnixNano()%1e6), Ledger: led, Paths: []netpath.Path{netpath.Bridge}, StateDir: root})
+	n, err := netpath.Create(ctx, netpath.Options{RunKey: testutil.RunID(t), Ledger: led, Paths: []netpath.Path{netpath.Bridge}, StateDir: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +141,7 @@ func TestUserDiskThatNeverBringsTheAgentUp(t *testing.T) {
 // own boot loader: the agent arrives from a cloud-init seed and serves
 // beside systemd, with the guest's own name.
 func TestUserDiskThroughUEFI(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.RequiresTool(t, "genisoimage", "genisoimage")
@@ -150,7 +151,7 @@ func TestUserDiskThroughUEFI(t *testing.T) {
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)
 	g := newVM(t, guest.Spec{Name: "uefi-vm", Kind: KindName, Accel: AccelTCG, Image: disk.QCOW2, Firmware: guest.FirmwareUEFI},
-		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
+		guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, AgentBinary: testutil.BuildAgent(t), StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
 	info := startVM(t, g)
 	defer g.Stop(ctx)

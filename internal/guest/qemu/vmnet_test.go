@@ -36,6 +36,7 @@ const exchangeBytes = 2 << 20
 // checks the device and offloads of the VMs it boots itself: a TCG boot
 // per path is the cost of these tests, so each path boots once.
 func TestMicroVMOnEveryVMPath(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	img := testutil.Image(t)
@@ -56,7 +57,7 @@ func TestMicroVMOnEveryVMPath(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	n, err := netpath.Create(ctx, netpath.Options{RunKey: fmt.Sprintf("q%d", time.Now().UnixNano()%1e6), Ledger: led, Paths: paths, StateDir: root})
+	n, err := netpath.Create(ctx, netpath.Options{RunKey: testutil.RunID(t), Ledger: led, Paths: paths, StateDir: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestMicroVMOnEveryVMPath(t *testing.T) {
 			tap := &guest.TapConfig{NSPath: n.HostSide(), Name: link.HostIf, Addr: link.Addr, Gateway: link.Gateway,
 				MAC: link.MAC.String(), OffloadsOff: link.OffloadsOff}
 			g, err := k.New(guest.Spec{Name: "vm-" + string(p), Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, Tap: tap},
-				guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+				guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 			if err != nil {
 				t.Fatal(err)
 			}
