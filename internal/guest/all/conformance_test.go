@@ -27,6 +27,7 @@ func TestMain(m *testing.M) { guesttest.Main(m) }
 // this host cannot run is skipped with its probe's reason, unless
 // guesttest.RequiredKindsEnv names it.
 func TestGuestConformance(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	img := testutil.Image(t)
 	for _, name := range guest.KindNames() {

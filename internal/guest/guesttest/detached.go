@@ -97,7 +97,7 @@ func detached(t *testing.T, o Options) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	root := t.TempDir()
-	l := launch{Kind: o.Kind.Name(), RunID: runID(t), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state",
+	l := launch{Kind: o.Kind.Name(), RunID: testutil.RunID(t), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state",
 		Spec: o.spec("conf-e"), LedgerRoot: root, Out: root + "/launched.json"}
 	req, err := json.Marshal(l)
 	if err != nil {

@@ -93,17 +93,11 @@ func required(kind string) bool {
 	return slices.Contains(list, "all") || slices.Contains(list, kind)
 }
 
-// runID names a test's run: its cgroups and containers are the host's,
-// and the pid keeps two packages' suites, run at once, apart.
-func runID(t *testing.T) string {
-	return fmt.Sprintf("t%d%s", os.Getpid(), strings.ToLower(t.Name()[len(t.Name())-3:]))
-}
-
 // env returns a fresh run environment whose ledger must end empty.
 func env(t *testing.T, o Options) guest.Env {
 	t.Helper()
 	root, led := testutil.Ledger(t)
-	return guest.Env{RunID: runID(t), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
+	return guest.Env{RunID: testutil.RunID(t), RootFS: o.RootFS, AgentPath: o.AgentPath, StateDir: root + "/state", Ledger: led}
 }
 
 func newGuest(t *testing.T, o Options, spec guest.Spec) (guest.Guest, guest.Env) {

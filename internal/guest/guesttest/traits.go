@@ -165,6 +165,7 @@ func comm(path string) string {
 func testNetNS(t *testing.T, withTap bool) (string, func() error) {
 	t.Helper()
 	name := fmt.Sprintf("vfconf-%d", os.Getpid())
+	testutil.ScopeLeaks(t, func() []string { return []string{name} })
 	remove := func() error {
 		if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("delete the test's network namespace: %w", err)

@@ -33,17 +33,18 @@ func libvirtSpec(name string) guest.Spec {
 // the domain's virtio-serial channel, and stops it: no domain, no QEMU,
 // no file and no ledger entry may be left.
 func TestLibvirtLifecycle(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	img := testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvt", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	g := newVM(t, libvirtSpec("lv-a"), env)
 	ctx := context.Background()
 	info := startVM(t, g)
 	defer g.Stop(ctx)
-	name := domainName("lvt", "lv-a")
+	name := domainName(env.RunID, "lv-a")
 	// libvirt's QEMU runs as root (the static DAC label) under libvirt's
 	// seccomp sandbox.
 	if info.Details["libvirt_domain"] != name || len(info.PIDs) != 1 || info.Details["vcpu_pins"] != "0,1" ||
@@ -86,13 +87,13 @@ func TestLibvirtArm64Guest(t *testing.T) {
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lva", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	g := newVM(t, guest.Spec{Name: "lv-arm", Kind: KindName, Arch: "arm64", Libvirt: LibvirtSystem}, env)
 	ctx := context.Background()
 	info := startVM(t, g)
 	defer g.Stop(ctx)
 	if info.Runtime != MachineVirt || info.Details["arch"] != "arm64" || info.Details["accel"] != AccelTCG ||
-		info.Details["libvirt_domain"] != domainName("lva", "lv-arm") || len(info.PIDs) != 1 {
+		info.Details["libvirt_domain"] != domainName(env.RunID, "lv-arm") || len(info.PIDs) != 1 {
 		t.Errorf("info = %+v", info)
 	}
 	qemu, err := procfs.Find(info.PIDs[0])
@@ -107,16 +108,17 @@ func TestLibvirtArm64Guest(t *testing.T) {
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkDomainGone(t, domainName("lva", "lv-arm"), qemu, env.StateDir)
+	checkDomainGone(t, domainName(env.RunID, "lv-arm"), qemu, env.StateDir)
 }
 
 // TestLibvirtCancelledStart: a start cancelled before or while the domain
 // boots leaves no domain behind.
 func TestLibvirtCancelledStart(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvc", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	g := newVM(t, libvirtSpec("lv-c"), env)
@@ -127,7 +129,7 @@ func TestLibvirtCancelledStart(t *testing.T) {
 	// Cancelled once the domain runs, before its agent answers.
 	g = newVM(t, libvirtSpec("lv-d"), env)
 	ctx, cancel = context.WithCancel(context.Background())
-	name := domainName("lvc", "lv-d")
+	name := domainName(env.RunID, "lv-d")
 	started := make(chan struct{})
 	go func() {
 		defer cancel()
@@ -164,10 +166,11 @@ func TestLibvirtCancelledStart(t *testing.T) {
 // ledger's undo, as `vfleet clean` runs it, reconnects to the URI and
 // removes the domain, its QEMU and its files.
 func TestLibvirtLedgerUndo(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvu", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	g := newVM(t, libvirtSpec("lv-u"), env)
 	info := startVM(t, g)
 	qemu, err := procfs.Find(info.PIDs[0])
@@ -188,7 +191,7 @@ func TestLibvirtLedgerUndo(t *testing.T) {
 			t.Errorf("undo %s: %v", r.Entry.Describe(), r.Err)
 		}
 	}
-	checkDomainGone(t, domainName("lvu", "lv-u"), qemu, env.StateDir)
+	checkDomainGone(t, domainName(env.RunID, "lv-u"), qemu, env.StateDir)
 	// The guest's own stop finds nothing left to do.
 	if err := g.Stop(context.Background()); err != nil {
 		t.Errorf("stop after the ledger's undo: %v", err)
@@ -284,15 +287,16 @@ func remoteLeft(t *testing.T, uri, name string, qemu procfs.Process) []string {
 // runs the cpu workload through its agent's channel reached over the same
 // SSH connection, and leaves nothing on that host once stopped.
 func TestRemoteLibvirtLifecycle(t *testing.T) {
+	testutil.SharesMachine(t)
 	uri, _ := remoteLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvr", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	g := newVM(t, guest.Spec{Name: "lv-r", Kind: KindName, Accel: AccelTCG, Libvirt: uri}, env)
 	ctx := context.Background()
 	info := startVM(t, g)
 	defer g.Stop(ctx)
-	name := domainName("lvr", "lv-r")
+	name := domainName(env.RunID, "lv-r")
 	pid, _ := strconv.Atoi(info.Details["libvirt_qemu_pid"])
 	qemu, err := procfs.Find(pid)
 	host, _ := os.Hostname()
@@ -321,10 +325,11 @@ func TestRemoteLibvirtLifecycle(t *testing.T) {
 // and pool; the ledger's undo, as `vfleet clean` runs it, reconnects over
 // SSH with the recorded host key and removes them.
 func TestRemoteLibvirtLedgerUndo(t *testing.T) {
+	testutil.SharesMachine(t)
 	uri, _ := remoteLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvk", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	g := newVM(t, guest.Spec{Name: "lv-k", Kind: KindName, Accel: AccelTCG, Libvirt: uri}, env)
 	info := startVM(t, g)
 	pid, _ := strconv.Atoi(info.Details["libvirt_qemu_pid"])
@@ -346,7 +351,7 @@ func TestRemoteLibvirtLedgerUndo(t *testing.T) {
 	if !slices.Contains(kinds, kindLibvirtPool) || !slices.Contains(kinds, kindLibvirtDomain) {
 		t.Errorf("undone %v, want the domain and its pool", kinds)
 	}
-	if left := remoteLeft(t, uri, domainName("lvk", "lv-k"), qemu); len(left) > 0 {
+	if left := remoteLeft(t, uri, domainName(env.RunID, "lv-k"), qemu); len(left) > 0 {
 		t.Errorf("left after the ledger's undo: %v", left)
 	}
 	if err := g.Stop(context.Background()); err != nil {
@@ -367,7 +372,7 @@ func TestRemoteLibvirtRefusesAnUnknownHostKey(t *testing.T) {
 	uri := "qemu+ssh://" + r.User + "@" + r.Addr.String() + "/system?" + q.Encode()
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvh", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	spec := guest.Spec{Name: "lv-h", Kind: KindName, Accel: AccelTCG, Libvirt: uri}
 	err := kind{}.ProbeSpec(context.Background(), spec, env)
 	if !errors.Is(err, remote.ErrHostKeyUnknown) || !errors.Is(err, guest.ErrNotSupported) || !strings.Contains(err.Error(), "ssh -o StrictHostKeyChecking=accept-new") {
@@ -386,12 +391,13 @@ func TestRemoteLibvirtRefusesAnUnknownHostKey(t *testing.T) {
 // TestRemoteLibvirtCancelledStart: a start cancelled while its files are
 // uploaded (a Ctrl-C) stops the upload and leaves nothing on the host.
 func TestRemoteLibvirtCancelledStart(t *testing.T) {
+	testutil.SharesMachine(t)
 	uri, _ := remoteLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
-	env := guest.Env{RunID: "lvx", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
+	env := guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led}
 	g := newVM(t, guest.Spec{Name: "lv-x", Kind: KindName, Accel: AccelTCG, Libvirt: uri}, env)
-	name := domainName("lvx", "lv-x")
+	name := domainName(env.RunID, "lv-x")
 	c, err := dialLibvirt(context.Background(), uri, "")
 	if err != nil {
 		t.Fatal(err)

@@ -122,6 +122,7 @@ func TestUserDiskBootsItsOwnInit(t *testing.T) {
 // console said: the initrd cannot mount the root file system it was told
 // to (a missing root device would do too, after the initrd's 30 s wait).
 func TestUserDiskThatNeverBringsTheAgentUp(t *testing.T) {
+	testutil.SharesMachine(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)

@@ -33,7 +33,7 @@ func TestMicroVMWorkloadOnPinnedVCPUs(t *testing.T) {
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)
 	g := newVM(t, guest.Spec{Name: "work", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, VCPUs: 2, Own: guest.Own{fieldDisk: DiskCopy}, PinVCPUs: "0-1"},
-		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+		guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
 	info := startVM(t, g)
 	defer g.Stop(ctx)
@@ -67,7 +67,7 @@ func TestAccelKVM(t *testing.T) {
 	defer led.Close()
 	k, _ := guest.Lookup(KindName)
 	g, err := k.New(guest.Spec{Name: "kvm", Kind: KindName, Accel: AccelKVM},
-		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+		guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +154,7 @@ func startVM(t *testing.T, g guest.Guest) guest.Info {
 // run as the unprivileged user under a seccomp filter, and the guest must
 // work as any other.
 func TestSandboxedQEMU(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	img := testutil.Image(t)
@@ -161,7 +162,7 @@ func TestSandboxedQEMU(t *testing.T) {
 	defer testutil.CheckLeaks(t, before)
 	root, led := testutil.Ledger(t)
 	g := newVM(t, guest.Spec{Name: "sb", Kind: KindName, Runtime: MachineMicroVM, Accel: AccelTCG, Security: guest.SecuritySandbox},
-		guest.Env{RunID: "t", RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
+		guest.Env{RunID: testutil.RunID(t), RootFS: img.RootFS, AgentPath: img.AgentPath, StateDir: root + "/state", Ledger: led})
 	ctx := context.Background()
 	info := startVM(t, g)
 	defer g.Stop(ctx)
