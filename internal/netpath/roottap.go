@@ -41,6 +41,22 @@ func rootTapName(runKey, guestName string) string {
 	return rootTapPrefix + hex.EncodeToString(sum[:])[:11]
 }
 
+// RootTapAlias is the alias of a run's tap in this host's namespace.
+func RootTapAlias(runKey, guestName string) string {
+	return "vfleet run " + runKey + ", guest " + guestName
+}
+
+func setAlias(name, alias string) error {
+	l, err := netlink.LinkByName(name)
+	if err == nil {
+		err = netlink.LinkSetAlias(l, alias)
+	}
+	if err != nil {
+		return fmt.Errorf("tap %s: alias: %w", name, err)
+	}
+	return nil
+}
+
 // AttachRootTap is AttachTap for a VM whose emulator opens its tap by
 // name in this host's own namespace, as libvirt's QEMU does, started by
 // libvirtd there: the tap is made there, recorded in the ledger first, and
@@ -61,6 +77,11 @@ func (n *Network) AttachRootTap(guestName string, p Path) (Link, string, error) 
 			return err
 		}
 		if err := newPersistentTap(name); err != nil {
+			return errors.Join(err, n.led.Release(context.Background(), entry))
+		}
+		// Its name is a hash: the alias tells whoever lists this host's
+		// devices (ip link, a test's leak check) whose it is.
+		if err := setAlias(name, RootTapAlias(n.key, guestName)); err != nil {
 			return errors.Join(err, n.led.Release(context.Background(), entry))
 		}
 		n.rootTaps[guestName] = rootTap{name: name, live: live, link: *link, entry: entry}

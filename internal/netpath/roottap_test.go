@@ -39,8 +39,10 @@ func TestRootTapOpenedThenWired(t *testing.T) {
 	if link.HostIf != name || len(name) > 15 {
 		t.Errorf("link %+v, tap %q", link, name)
 	}
-	if _, err := netlink.LinkByName(name); err != nil {
+	if l, err := netlink.LinkByName(name); err != nil {
 		t.Fatalf("tap %s not in this host's namespace: %v", name, err)
+	} else if want := RootTapAlias(n.key, "vm-a"); l.Attrs().Alias != want {
+		t.Errorf("tap %s has alias %q, want %q", name, l.Attrs().Alias, want)
 	}
 	f, err := attachTap(name)
 	if err != nil {

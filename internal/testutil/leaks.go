@@ -341,7 +341,9 @@ func RunningWithArgs(t testing.TB, argv ...string) []int {
 	return out
 }
 
-// rootLinks lists the network links of this process's namespace.
+// rootLinks lists the network links of this process's namespace, each
+// with its alias where it has one: a device named by a hash says there
+// whose it is.
 func rootLinks() map[string]bool {
 	out := map[string]bool{}
 	links, err := netlink.LinkList()
@@ -349,7 +351,11 @@ func rootLinks() map[string]bool {
 		return out
 	}
 	for _, l := range links {
-		out[l.Attrs().Name] = true
+		name := l.Attrs().Name
+		if a := l.Attrs().Alias; a != "" {
+			name += " (" + a + ")"
+		}
+		out[name] = true
 	}
 	return out
 }

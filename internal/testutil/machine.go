@@ -104,10 +104,11 @@ func holdMachine(t testing.TB) {
 // SharesMachine lets the test hold the machine beside other tests that
 // share it, in other test processes: its leak check then counts only what
 // carries a name it made (ScopeLeaks, RunID, Ledger) and its own children.
-// What cannot be told apart by name (orphans adopted by init, devices in
-// this host's namespace named by a hash, mounts outside a run's state)
-// is left to the tests that hold the machine alone: one that kills vfleet,
-// or measures, or makes such things, does not share it. It must come
+// What cannot be told apart by name (orphans adopted by init, mounts
+// outside a run's state, devices in this host's namespace without an
+// alias naming the run) is left to the tests that hold the machine alone:
+// one that kills vfleet, or measures, or makes such things, does not
+// share it. It must come
 // before anything that holds the machine (RequiresRoot, TakeSnapshot and
 // the fixtures).
 func SharesMachine(t testing.TB) {
