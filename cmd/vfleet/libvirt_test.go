@@ -27,6 +27,7 @@ workloads:
 // domain a libvirt user sees in virsh once `fleet up` has exited; the
 // fleet's commands reach it, and `fleet down` removes the domain.
 func TestLibvirtFleetStaysInVirshUntilDown(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
 	c := newCLI(t)
@@ -181,6 +182,7 @@ workloads:
 // guest's round trips to the peer are measured; no tap is left in this
 // host's namespace, after the run or after a SIGKILL and clean.
 func TestLibvirtGuestOnThePath(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
 	c := newCLI(t)
