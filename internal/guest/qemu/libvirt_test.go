@@ -33,7 +33,6 @@ func libvirtSpec(name string) guest.Spec {
 // the domain's virtio-serial channel, and stops it: no domain, no QEMU,
 // no file and no ledger entry may be left.
 func TestLibvirtLifecycle(t *testing.T) {
-	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	img := testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
@@ -114,7 +113,6 @@ func TestLibvirtArm64Guest(t *testing.T) {
 // TestLibvirtCancelledStart: a start cancelled before or while the domain
 // boots leaves no domain behind.
 func TestLibvirtCancelledStart(t *testing.T) {
-	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
@@ -166,7 +164,6 @@ func TestLibvirtCancelledStart(t *testing.T) {
 // ledger's undo, as `vfleet clean` runs it, reconnects to the URI and
 // removes the domain, its QEMU and its files.
 func TestLibvirtLedgerUndo(t *testing.T) {
-	testutil.SharesMachine(t)
 	testutil.RequiresLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
@@ -287,7 +284,6 @@ func remoteLeft(t *testing.T, uri, name string, qemu procfs.Process) []string {
 // runs the cpu workload through its agent's channel reached over the same
 // SSH connection, and leaves nothing on that host once stopped.
 func TestRemoteLibvirtLifecycle(t *testing.T) {
-	testutil.SharesMachine(t)
 	uri, _ := remoteLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
@@ -325,7 +321,6 @@ func TestRemoteLibvirtLifecycle(t *testing.T) {
 // and pool; the ledger's undo, as `vfleet clean` runs it, reconnects over
 // SSH with the recorded host key and removes them.
 func TestRemoteLibvirtLedgerUndo(t *testing.T) {
-	testutil.SharesMachine(t)
 	uri, _ := remoteLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
@@ -391,7 +386,6 @@ func TestRemoteLibvirtRefusesAnUnknownHostKey(t *testing.T) {
 // TestRemoteLibvirtCancelledStart: a start cancelled while its files are
 // uploaded (a Ctrl-C) stops the upload and leaves nothing on the host.
 func TestRemoteLibvirtCancelledStart(t *testing.T) {
-	testutil.SharesMachine(t)
 	uri, _ := remoteLibvirt(t)
 	img := testutil.Image(t)
 	root, led := testutil.Ledger(t)
