@@ -46,7 +46,7 @@ func TakeSnapshot(t testing.TB) Snapshot {
 		runs[runOf(dir)] = true
 	}
 	return Snapshot{mounts: mounts(t), kinds: kindLeftovers(), cgroups: cgroups, runs: runs, processes: processes(runs),
-		netns: netns(), links: rootLinks(), shared: machine.shared}
+		netns: netns(), links: rootLinks(), shared: sharesMachine(t)}
 }
 
 // CheckLeaks fails the test for everything that exists now but did not at
@@ -89,14 +89,17 @@ func Leaks(t testing.TB, before Snapshot) []string {
 // is its own: what carries a name of its scope, and its own children.
 func ownLeaks(t testing.TB, leaks []string) []string {
 	t.Helper()
-	names := scopeNames()
+	names := scopeNames(topLevel(t))
 	if len(names) == 0 {
 		t.Fatal("a test that shares the machine names what it makes (ScopeLeaks, RunID or Ledger) for its leak check to count")
 	}
+	// This process's children are the test's own unless another test of
+	// the process runs in parallel, whose children they may be.
+	children := onlyTurn(topLevel(t))
 	self := os.Getpid()
 	var own []string
 	for _, l := range leaks {
-		if ownProcess(l, self) || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(l, n) }) {
+		if children && ownProcess(l, self) || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(l, n) }) {
 			own = append(own, l)
 		}
 	}
@@ -114,31 +117,31 @@ func ownProcess(leak string, self int) bool {
 	return err == nil && st.PPID == self
 }
 
-// scope holds what the test that shares the machine names as its own.
+// scope holds what each test names as its own, by top-level test: a name
+// a subtest adds counts for its parent's check too. Names are unique
+// (run keys, RunID), so they are kept until the process ends.
 var scope struct {
 	sync.Mutex
-	lists []func() []string
+	lists map[string][]func() []string
 }
 
 // ScopeLeaks adds to what the test's leak check counts as its own whatever
 // carries one of the names list returns when the check runs (the keys of
 // the runs in a database of its own, say): a test that shares the machine
-// counts nothing else. The names go when the test ends.
+// counts nothing else.
 func ScopeLeaks(t testing.TB, list func() []string) {
 	scope.Lock()
 	defer scope.Unlock()
-	scope.lists = append(scope.lists, list)
-	n := len(scope.lists)
-	t.Cleanup(func() {
-		scope.Lock()
-		defer scope.Unlock()
-		scope.lists = scope.lists[:n-1]
-	})
+	if scope.lists == nil {
+		scope.lists = map[string][]func() []string{}
+	}
+	test := topLevel(t)
+	scope.lists[test] = append(scope.lists[test], list)
 }
 
-func scopeNames() []string {
+func scopeNames(test string) []string {
 	scope.Lock()
-	lists := slices.Clone(scope.lists)
+	lists := slices.Clone(scope.lists[test])
 	scope.Unlock()
 	var names []string
 	for _, l := range lists {
@@ -149,6 +152,22 @@ func scopeNames() []string {
 		}
 	}
 	return names
+}
+
+// onlyTurn is whether test is the only test of this process that holds
+// the machine.
+func onlyTurn(test string) bool {
+	machine.Lock()
+	defer machine.Unlock()
+	_, ok := machine.turns[test]
+	return len(machine.turns) == 1 && ok
+}
+
+// sharesMachine is whether t's test shares the machine.
+func sharesMachine(t testing.TB) bool {
+	machine.Lock()
+	defer machine.Unlock()
+	return machine.sharing[topLevel(t)]
 }
 
 var runIDs atomic.Int64

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,13 +34,25 @@ var machine struct {
 	sync.Mutex
 	held int
 	f    *os.File
-	// from is when this process took the machine, waited how long it
-	// waited for it: what VFLEET_TEST_MACHINE_LOG records.
+	how  int // unix.LOCK_SH or unix.LOCK_EX, while held
+	// sharing are the tests that share the machine (SharesMachine), by
+	// top-level name: a test's subtests and helpers hold it as it does,
+	// and tests that share it may run in parallel within a process.
+	sharing map[string]bool
+	// turns are the tests holding it, by top-level name: since when,
+	// after waiting how long, what VFLEET_TEST_MACHINE_LOG records.
+	turns map[string]turn
+}
+
+type turn struct {
 	from   time.Time
 	waited time.Duration
-	// shared is whether the test that holds it, or is about to, shares it
-	// (SharesMachine): a test's helpers hold it the way the test does.
-	shared bool
+}
+
+// topLevel is the name of the top-level test t is or is below.
+func topLevel(t testing.TB) string {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	return name
 }
 
 // machineHeldEnv is set, while a test holds the machine, for the processes
@@ -66,34 +79,49 @@ func holdMachine(t testing.TB) {
 	}
 	machine.Lock()
 	defer machine.Unlock()
+	test := topLevel(t)
+	how := unix.LOCK_EX
+	if machine.sharing[test] {
+		how = unix.LOCK_SH
+	}
+	asked := time.Now()
 	if machine.held == 0 {
-		asked := time.Now()
 		f, err := os.OpenFile(machineLockFile(), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			t.Fatalf("hold the machine for integration tests: %v", err)
-		}
-		how := unix.LOCK_EX
-		if machine.shared {
-			how = unix.LOCK_SH
 		}
 		if err := unix.Flock(int(f.Fd()), how); err != nil {
 			f.Close()
 			t.Fatalf("hold the machine for integration tests: flock %s: %v", f.Name(), err)
 		}
-		machine.f = f
-		machine.from = time.Now()
-		machine.waited = machine.from.Sub(asked)
+		machine.f, machine.how = f, how
 		os.Setenv(machineHeldEnv, strconv.Itoa(os.Getpid()))
 		// Before the test's leak snapshot, so that what is undone is not
 		// taken for the test's own work.
 		undoKilledTests()
+	} else if how != machine.how {
+		// Only tests that share the machine run in parallel.
+		t.Fatalf("%s holds the machine %s while another test of this process holds it %s", test, holdName(how), holdName(machine.how))
 	}
 	machine.held++
+	if _, ok := machine.turns[test]; !ok {
+		if machine.turns == nil {
+			machine.turns = map[string]turn{}
+		}
+		now := time.Now()
+		machine.turns[test] = turn{from: now, waited: now.Sub(asked)}
+		t.Cleanup(func() {
+			machine.Lock()
+			defer machine.Unlock()
+			tn := machine.turns[test]
+			delete(machine.turns, test)
+			logHold(test, machine.sharing[test], tn.waited, time.Since(tn.from))
+		})
+	}
 	t.Cleanup(func() {
 		machine.Lock()
 		defer machine.Unlock()
 		if machine.held--; machine.held == 0 {
-			logHold(t.Name(), machine.shared, machine.waited, time.Since(machine.from))
 			os.Unsetenv(machineHeldEnv)
 			machine.f.Close()
 			machine.f = nil
@@ -101,9 +129,18 @@ func holdMachine(t testing.TB) {
 	})
 }
 
+func holdName(how int) string {
+	if how == unix.LOCK_SH {
+		return "shared"
+	}
+	return "alone"
+}
+
 // SharesMachine lets the test hold the machine beside other tests that
-// share it, in other test processes: its leak check then counts only what
-// carries a name it made (ScopeLeaks, RunID, Ledger) and its own children.
+// share it, in other test processes or, with t.Parallel, in its own: its
+// leak check then counts only what carries a name it made (ScopeLeaks,
+// RunID, Ledger) and its own children (while no other test of its process
+// runs in parallel).
 // What cannot be told apart by name (orphans adopted by init, mounts
 // outside a run's state, devices in this host's namespace without an
 // alias naming the run) is left to the tests that hold the machine alone:
@@ -115,15 +152,14 @@ func SharesMachine(t testing.TB) {
 	t.Helper()
 	machine.Lock()
 	defer machine.Unlock()
-	if machine.held > 0 {
+	test := topLevel(t)
+	if _, ok := machine.turns[test]; ok && !machine.sharing[test] {
 		t.Fatal("SharesMachine after the test held the machine alone")
 	}
-	machine.shared = true
-	t.Cleanup(func() {
-		machine.Lock()
-		defer machine.Unlock()
-		machine.shared = false
-	})
+	if machine.sharing == nil {
+		machine.sharing = map[string]bool{}
+	}
+	machine.sharing[test] = true
 }
 
 // withMachine runs fn holding the machine, outside any test: what a
