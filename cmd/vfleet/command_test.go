@@ -13,6 +13,7 @@ import (
 // lacks, which fails saying so while the rest of the run is measured.
 func TestCommandWorkloadEndToEnd(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)

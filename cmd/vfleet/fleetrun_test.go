@@ -32,6 +32,7 @@ workloads:
 
 func TestFleetStudyEndToEnd(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)

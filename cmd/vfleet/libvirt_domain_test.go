@@ -32,6 +32,7 @@ workloads:
 // there is refused before anything starts, naming those that are.
 func TestLibvirtFleetOfAUsersDomain(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
 	disk := testutil.ForeignVM(t)

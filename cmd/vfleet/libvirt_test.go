@@ -28,6 +28,7 @@ workloads:
 // fleet's commands reach it, and `fleet down` removes the domain.
 func TestLibvirtFleetStaysInVirshUntilDown(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
 	c := newCLI(t)
@@ -88,6 +89,7 @@ workloads:
 // pool, which clean removes.
 func TestLibvirtGroupSpreadOverHosts(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresLibvirt(t)
 	testutil.Image(t)
 	r := testutil.RemoteMachine(t)

@@ -197,6 +197,7 @@ func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 
 func TestRunEndToEnd(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.Image(t) // build the image outside the measured command
 	before := testutil.TakeSnapshot(t)

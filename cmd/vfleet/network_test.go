@@ -56,6 +56,7 @@ func processesRootedIn(dir string) []string {
 
 func TestNetworkRunOverEveryPath(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
@@ -65,7 +66,7 @@ func TestNetworkRunOverEveryPath(t *testing.T) {
 	if code != 0 && code != exitStepsFailed {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	if left := processesRootedIn(filepath.Join(testutil.StateRoot(), "runs")); len(left) > 0 {
+	if left := processesRootedIn(filepath.Join(testutil.StateRoot(), "runs", c.latestRunKey())); len(left) > 0 {
 		t.Errorf("processes left running in a run's guests: %v", left)
 	}
 	stdout, _, code = c.run("report", "latest", "--format", "json")
@@ -152,6 +153,7 @@ func TestNetworkRunInterruptedLeavesNothing(t *testing.T) {
 // step, naming it.
 func TestNetCommandEndToEnd(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)

@@ -19,6 +19,7 @@ import (
 // image lacks, which fails naming both.
 func TestUserImagesEndToEnd(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)

@@ -58,28 +58,21 @@ guests:
 // is in it by registering.
 func TestVMsOnTheNetworkPaths(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	// Other runs may share the state directory: only processes that were
-	// not there before count.
-	runs := filepath.Join(testutil.StateRoot(), "runs")
-	already := map[string]bool{}
-	for _, p := range processesRootedIn(runs) {
-		already[p] = true
-	}
 	scenario, vms := vmNetScenario()
 	c := newCLI(t)
 	stdout, stderr, code := c.run("run", c.scenario(scenario))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, p := range processesRootedIn(runs) {
-		if !already[p] {
-			t.Errorf("process left running in a run's guest: %s", p)
-		}
+	// Other runs share the state directory: the run's own is below its key.
+	for _, p := range processesRootedIn(filepath.Join(testutil.StateRoot(), "runs", c.latestRunKey())) {
+		t.Errorf("process left running in a run's guest: %s", p)
 	}
 	stdout, _, code = c.run("report", "latest", "--format", "json")
 	var rep struct {
