@@ -355,7 +355,9 @@ func exists(p string) bool {
 }
 
 // Remove removes the cgroup at cgroupPath in every hierarchy, then its
-// parents up to (and including) /vfleet when they are empty.
+// parents below Parent when they are empty. Parent stays: another run may
+// be making its cgroups there at that moment, and its mkdir of its own
+// directory fails if Parent goes between that and its mkdir of Parent.
 func Remove(cgroupPath string) error {
 	mounts, err := hostMounts()
 	if err != nil {
@@ -364,7 +366,7 @@ func Remove(cgroupPath string) error {
 	leaf := path.Clean(cgroupPath)
 	var errs []error
 	for _, m := range mounts {
-		for p := leaf; p != "/" && p != "."; p = path.Dir(p) {
+		for p := leaf; p != "/" && p != "." && p != Parent; p = path.Dir(p) {
 			err := rmdirCgroup(filepath.Join(m.Dir, p), p == leaf)
 			if err == nil || errors.Is(err, unix.ENOENT) {
 				continue
