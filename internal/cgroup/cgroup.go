@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +62,17 @@ func Mounts(procRoot string) ([]Mount, error) {
 		return nil, fmt.Errorf("cgroup mounts: %w", err)
 	}
 	var out []Mount
+	// A hierarchy mounted again further on (a run's host guest binds
+	// /sys/fs/cgroup into its root) is the same hierarchy, there only while
+	// that run lasts: another run beside it must use the host's own mount,
+	// which the table lists first.
+	seen := map[string]bool{}
 	for _, m := range all {
+		h := hierarchy(m)
+		if h == "" || seen[h] {
+			continue
+		}
+		seen[h] = true
 		switch m.FSType {
 		case "cgroup2":
 			out = append(out, Mount{Dir: m.Point, V2: true})
@@ -72,6 +83,21 @@ func Mounts(procRoot string) ([]Mount, error) {
 		}
 	}
 	return out, nil
+}
+
+// hierarchy names the cgroup hierarchy a mount shows, "" for another file
+// system: its superblock's options, which list a v1 hierarchy's
+// controllers or name, and the one v2 hierarchy's flags.
+func hierarchy(m procfs.Mount) string {
+	if m.FSType != "cgroup" && m.FSType != "cgroup2" {
+		return ""
+	}
+	var opts []string
+	for k, v := range m.Super {
+		opts = append(opts, k+"="+v)
+	}
+	slices.Sort(opts)
+	return m.FSType + " " + strings.Join(opts, ",")
 }
 
 func hostMounts() ([]Mount, error) { return Mounts("/proc") }
