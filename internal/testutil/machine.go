@@ -140,14 +140,12 @@ func holdName(how int) string {
 // share it, in other test processes or, with t.Parallel, in its own: its
 // leak check then counts only what carries a name it made (ScopeLeaks,
 // RunID, Ledger) and its own children (while no other test of its process
-// runs in parallel).
-// What cannot be told apart by name (orphans adopted by init, mounts
-// outside a run's state, devices in this host's namespace without an
-// alias naming the run) is left to the tests that hold the machine alone:
-// one that kills vfleet, or measures, or makes such things, does not
-// share it. It must come
-// before anything that holds the machine (RequiresRoot, TakeSnapshot and
-// the fixtures).
+// runs in parallel). What cannot be told apart by name (orphans adopted
+// by init, mounts outside a run's state, devices in this host's namespace
+// without an alias naming the run) is left to the tests that hold the
+// machine alone: one that kills vfleet, or measures, or makes such
+// things, does not share it. It must come before anything that holds the
+// machine (RequiresRoot, TakeSnapshot and the fixtures).
 func SharesMachine(t testing.TB) {
 	t.Helper()
 	machine.Lock()
@@ -183,9 +181,10 @@ func withMachine(fn func() error) error {
 }
 
 // logHold appends a line for a test's hold of the machine to the file
-// VFLEET_TEST_MACHINE_LOG names, if any: the suite's wall time is about the
-// sum of the holds, so that is where shortening a test shortens the suite,
-// and a test's own elapsed time (which counts its wait) does not say it.
+// VFLEET_TEST_MACHINE_LOG names, if any: a hold alone stops every other
+// integration test, so the sum of those is where shortening a test
+// shortens the suite most, and a test's own elapsed time (which counts its
+// wait) does not say it.
 func logHold(test string, shared bool, waited, held time.Duration) {
 	name := os.Getenv("VFLEET_TEST_MACHINE_LOG")
 	if name == "" {
@@ -197,9 +196,9 @@ func logHold(test string, shared bool, waited, held time.Duration) {
 	}
 	defer f.Close()
 	wd, _ := os.Getwd()
-	mode := "alone"
+	how := unix.LOCK_EX
 	if shared {
-		mode = "shared"
+		how = unix.LOCK_SH
 	}
-	fmt.Fprintf(f, "%s\t%s\t%.1f\t%.1f\t%s\n", filepath.Base(wd), test, waited.Seconds(), held.Seconds(), mode)
+	fmt.Fprintf(f, "%s\t%s\t%.1f\t%.1f\t%s\n", filepath.Base(wd), test, waited.Seconds(), held.Seconds(), holdName(how))
 }
