@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -268,13 +269,22 @@ func (g *Guest) runDetached(ctx context.Context, bin string, global []string, bu
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.CommandContext(ctx, bin, append(global, "run", "--detach", "--pid-file", pidPath, "--bundle", bundleDir, g.id)...)
+	// A start cancelled while the runtime runs waits for it: killed
+	// midway, the processes it forked go on without it (crun's create
+	// the container's cgroups after the undo removed them). In a group
+	// of its own it is not sent the terminal's Ctrl-C either, and when
+	// it hangs the whole group is killed.
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.ReadyTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, bin, append(global, "run", "--detach", "--pid-file", pidPath, "--bundle", bundleDir, g.id)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
 		log, _ := os.ReadFile(logPath)
 		return fmt.Errorf("%s run: %w: %s", g.runtime, err, guest.Tail(log, 500))
 	}
-	return nil
+	return ctx.Err()
 }
 
 // rtRuntime is the container's real-time budget under cgroup v1
