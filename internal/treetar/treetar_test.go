@@ -1,4 +1,4 @@
-package remote
+package treetar
 
 import (
 	"archive/tar"
@@ -13,7 +13,7 @@ import (
 // A pushed root file system must arrive as it is: hard links as links
 // (not twice the bytes), symbolic links as links, owners by number (the
 // peer's names may differ), and only the entries asked for.
-func TestWriteTree(t *testing.T) {
+func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	must := func(err error) {
 		t.Helper()
@@ -29,7 +29,7 @@ func TestWriteTree(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "left-out"), []byte("x"), 0o644))
 
 	var buf bytes.Buffer
-	must(writeTree(&buf, dir, []string{"manifest.json", "rootfs"}))
+	must(Write(&buf, dir, []string{"manifest.json", "rootfs"}))
 	got := map[string]*tar.Header{}
 	r := tar.NewReader(&buf)
 	for {
