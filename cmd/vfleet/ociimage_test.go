@@ -63,7 +63,7 @@ workloads:
 	// A VM's disk has no OCI config: its environment is its init's.
 	for key, want := range map[string]float64{"host score": 0, "theirs score": 42, "archived score": 42, "bare-theirs score": 42, "vm-theirs score": 0} {
 		if v, ok := got[key]; !ok || v != want {
-			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+			t.Errorf("%s = %v (present %v), want %v; the run said:\n%s", key, v, ok, want, stderr)
 		}
 	}
 	for _, key := range []string{"host events_per_sec", "theirs events_per_sec", "archived events_per_sec", "vm-theirs events_per_sec", "host switch_ops_per_sec"} {
