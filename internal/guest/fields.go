@@ -303,9 +303,11 @@ func KindsTaking(key string) []string {
 func CheckSpec(kind string, s Spec) error {
 	s.Kind = kind
 	switch net := TraitsOf(s).Network; {
+	case net == NetOwn && (s.NetNS != "" || s.Tap != nil):
+		return fmt.Errorf("kind %s joins no run's network: its guests are on the network of the system they run in (a cluster's pod network, whose plugin is the path)", kind)
 	case s.Tap != nil && net != NetTap:
 		return fmt.Errorf("kind %s joins a network namespace, not a tap", kind)
-	case s.NetNS != "" && net != NetNamespace:
+	case s.NetNS != "" && net == NetTap:
 		return fmt.Errorf("kind %s cannot join a network namespace: its network comes as a tap device", kind)
 	}
 	mine := map[string]bool{}

@@ -229,12 +229,17 @@ func (e Env) Say(line string) {
 
 // Info describes a running guest; it is stored with the run.
 type Info struct {
-	Kind       string        `json:"kind"`
-	Runtime    string        `json:"runtime,omitempty"`
-	BootTime   time.Duration `json:"boot_ns"` // Start call to agent ready
-	PIDs       []int         `json:"pids,omitempty"`
-	Cgroup     string        `json:"cgroup,omitempty"`
-	ScratchDir string        `json:"scratch_dir,omitempty"` // where file I/O workloads write, as the guest sees it
+	Kind     string        `json:"kind"`
+	Runtime  string        `json:"runtime,omitempty"`
+	BootTime time.Duration `json:"boot_ns"` // Start call to agent ready
+	// Phases are the times from the guest's start to each phase of it that
+	// its kind tells apart, by name (a pod's conditions, as Kubernetes
+	// names them: PodScheduled, Initialized, ContainersReady, Ready); none
+	// for a kind that tells only BootTime.
+	Phases     map[string]time.Duration `json:"phases,omitempty"`
+	PIDs       []int                    `json:"pids,omitempty"`
+	Cgroup     string                   `json:"cgroup,omitempty"`
+	ScratchDir string                   `json:"scratch_dir,omitempty"` // where file I/O workloads write, as the guest sees it
 	// AgentAddr is the host-side unix socket of the guest's agent, where
 	// more clients may connect to run work concurrently (a server and its
 	// background load); empty when the kind's channel carries one client.
@@ -300,6 +305,11 @@ type Traits struct {
 	// its spec grants it (Spec.RTPriority), so a scenario whose workloads
 	// need it grants it to the kind's groups that name no priority.
 	RealTimeOnRequest bool
+	// Elsewhere: the guest's processes are not this host's that vfleet
+	// started (a pod, run by its node): no cgroup of the run holds them
+	// and its Info names no PIDs, so what a run reads of this host's
+	// processes and cgroups says nothing of it.
+	Elsewhere bool
 }
 
 // NetAttachment is how a guest joins a run's network.
@@ -312,6 +322,9 @@ const (
 	// NetTap: the guest's NIC is a tap in the host side (Spec.Tap), which
 	// not every data path can take.
 	NetTap
+	// NetOwn: the guest's network is that of the system it runs in (a
+	// cluster's pod network), which no data path of a run reaches.
+	NetOwn
 )
 
 // RootTapper is implemented by a kind some of whose guests' emulators
@@ -416,6 +429,10 @@ func TraitsOf(spec Spec) Traits {
 // ErrNotSupported says the host cannot run a kind or runtime; the wrapping
 // error names the reason and the package that would provide it.
 var ErrNotSupported = errors.New("not supported on this host")
+
+// ErrNotDetachable is what a kind's New wraps, saying why, for a detached
+// guest (Env.Detached) that a later vfleet process could not reach.
+var ErrNotDetachable = errors.New("cannot outlive the vfleet process that starts it")
 
 var (
 	regMu sync.RWMutex

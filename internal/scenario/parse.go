@@ -1188,7 +1188,10 @@ func (s *Spec) Hash() string {
 // (a group spread over hosts has several).
 func pathTakes(g GuestGroup) error {
 	path := netpath.Path(g.Network)
-	if guest.TraitsOf(g.Spec).Network != guest.NetTap {
+	switch guest.TraitsOf(g.Spec).Network {
+	case guest.NetOwn:
+		return fmt.Errorf("kind %s is on the network of the system its guests run in (a cluster's pod network), which no path of a run reaches; remove network here, or the scenario's", g.Kind)
+	case guest.NetNamespace:
 		return netpath.CheckNamespacePath(path)
 	}
 	for _, s := range g.Variants() {

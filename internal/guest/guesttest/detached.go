@@ -94,6 +94,12 @@ func launchDetached(req string) error {
 // it is up; the guest must still answer there, through a new client, and
 // undoing its ledger, as `vfleet fleet down` does, must leave nothing.
 func detached(t *testing.T, o Options) {
+	if _, err := o.Kind.New(o.spec("conf-e"), guest.Env{Detached: true}); errors.Is(err, guest.ErrNotDetachable) {
+		// Refused before anything starts, saying why: what a fleet of the
+		// kind gets.
+		t.Logf("the kind refuses detached guests: %v", err)
+		return
+	}
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	root := t.TempDir()

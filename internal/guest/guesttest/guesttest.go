@@ -31,6 +31,10 @@ type Options struct {
 	// Runtime is the runtime the guests run under (guest.Runtimed);
 	// empty for the kind's default.
 	Runtime string
+	// Own are fields every guest of the suite is given: where a kind
+	// whose guests run elsewhere (guest.Traits.Elsewhere) runs them, as
+	// the test's fixture of that system says.
+	Own guest.Own
 }
 
 // spec is the kind's conformance spec, named.
@@ -40,6 +44,9 @@ func (o Options) spec(name string) guest.Spec {
 		s = c.ConformanceSpec()
 	}
 	s.Name, s.Kind = name, o.Kind.Name()
+	for k, v := range o.Own {
+		s.Own = s.Own.With(k, v)
+	}
 	if o.Runtime != "" {
 		s.Runtime = o.Runtime
 	}
@@ -159,8 +166,9 @@ func lifecycle(t *testing.T, o Options) {
 		}
 	}()
 	info := g.Info()
-	if info.BootTime <= 0 || len(info.PIDs) == 0 || info.ScratchDir == "" || info.Kind != o.Kind.Name() {
-		t.Errorf("info = %+v", info)
+	elsewhere := traitsOf(o).Elsewhere
+	if info.BootTime <= 0 || len(info.PIDs) == 0 != elsewhere || info.ScratchDir == "" || info.Kind != o.Kind.Name() {
+		t.Errorf("info = %+v (its processes elsewhere: %v)", info, elsewhere)
 	}
 	// A guest that names no profile runs under its kind's default, and
 	// its record says which.
@@ -215,8 +223,8 @@ func lifecycle(t *testing.T, o Options) {
 		t.Fatalf("daemon: %v %+v", err, r)
 	}
 	runCgroup := cgroup.PathOf(e.RunID, "")
-	if len(testutil.RunningIn(t, runCgroup)) == 0 {
-		t.Errorf("nothing of the guest runs in its run's cgroups (%s)", runCgroup)
+	if running := len(testutil.RunningIn(t, runCgroup)) > 0; running == elsewhere {
+		t.Errorf("the guest's processes run in its run's cgroups (%s): %v; its kind says they are elsewhere: %v", runCgroup, running, elsewhere)
 	}
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -43,16 +43,18 @@ var (
 func traits(t *testing.T, o Options) {
 	tr := traitsOf(o)
 	refused := map[string]guest.Spec{}
-	bad := o.spec("conf-t")
-	if tr.Network == guest.NetTap {
+	if tr.Network != guest.NetNamespace {
+		bad := o.spec("conf-t")
 		bad.NetNS = "/run/netns/none"
 		refused["a network namespace"] = bad
-	} else {
+	}
+	if tr.Network != guest.NetTap {
+		bad := o.spec("conf-t")
 		bad.Tap = &guest.TapConfig{NSPath: "/run/netns/none", Name: tapName, Addr: tapAddr, Gateway: tapGateway, MAC: tapMAC}
 		refused["a tap"] = bad
 	}
 	if !tr.PinsVCPUs {
-		bad = o.spec("conf-t")
+		bad := o.spec("conf-t")
 		bad.PinVCPUs = "0"
 		refused["pinned vCPUs"] = bad
 	}
@@ -64,16 +66,22 @@ func traits(t *testing.T, o Options) {
 
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
-	nsPath, removeNS := testNetNS(t, tr.Network == guest.NetTap)
-	defer func() {
-		if err := removeNS(); err != nil {
-			t.Error(err)
-		}
-	}()
 	spec := o.spec("conf-t")
-	if tr.Network == guest.NetTap {
+	// A guest on the network of the system it runs in joins none of ours.
+	nsPath := ""
+	if tr.Network != guest.NetOwn {
+		var removeNS func() error
+		nsPath, removeNS = testNetNS(t, tr.Network == guest.NetTap)
+		defer func() {
+			if err := removeNS(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	switch tr.Network {
+	case guest.NetTap:
 		spec.Tap = &guest.TapConfig{NSPath: nsPath, Name: tapName, Addr: tapAddr, Gateway: tapGateway, MAC: tapMAC}
-	} else {
+	case guest.NetNamespace:
 		spec.NetNS = nsPath
 	}
 	cpu := lastCPU(t)
@@ -88,12 +96,13 @@ func traits(t *testing.T, o Options) {
 	defer g.Stop(ctx)
 	info := g.Info()
 
-	if tr.Network == guest.NetTap {
+	switch tr.Network {
+	case guest.NetTap:
 		r, err := g.Exec(ctx, agent.Request{Argv: []string{"cat", "/sys/class/net/eth0/address"}})
 		if got := strings.TrimSpace(string(r.Stdout)); err != nil || got != tapMAC {
 			t.Errorf("a guest on tap %s has eth0 %q (%v), want its MAC %s", tapName, got, err, tapMAC)
 		}
-	} else {
+	case guest.NetNamespace:
 		var st syscall.Stat_t
 		if err := syscall.Stat(nsPath, &st); err != nil {
 			t.Fatal(err)
