@@ -64,7 +64,9 @@ func (r *run) storeDensity(ctx context.Context, ph scenario.Phase) error {
 	var members []member
 	for _, name := range ph.Guests {
 		g := r.guests[name]
-		if g == nil || noise[name] {
+		// A guest run elsewhere (a pod) has no process here to measure:
+		// zeros would read as a free guest.
+		if g == nil || noise[name] || guest.TraitsOf(g.Spec()).Elsewhere {
 			continue
 		}
 		info := g.Info()

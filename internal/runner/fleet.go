@@ -14,6 +14,7 @@ import (
 	"github.com/vfleet/vfleet/internal/agent"
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/stats"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
 )
@@ -86,6 +87,10 @@ const (
 	metricReady       = "launch.ready_s"
 	metricGroupReady  = "launch.all_ready_s"
 	metricGroupPerSec = "launch.guests_per_s"
+	// metricPhase prefixes a phase of a guest's start its kind tells
+	// (guest.Info.Phases), and, per group, that phase's tail over the
+	// group's guests, as kube-burner reports pod start-up.
+	metricPhase = workload.PhasePrefix
 )
 
 // storeLaunch records each started guest's time to agent-ready and, per
@@ -101,6 +106,7 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 		kind, runtime string
 		last          time.Duration
 		n             int
+		phases        map[string][]float64
 	}
 	groups := map[string]*groupLaunch{}
 	var samples []store.Sample
@@ -118,11 +124,27 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 		}
 		gl.n++
 		gl.last = max(gl.last, readyAfter)
+		for phase, d := range g.Info().Phases {
+			samples = append(samples, sample(name, rec.Group, rec.Kind, rec.Runtime, metricPhase+phase+"_s", "s", d.Seconds(), workload.LowerIsBetter))
+			if gl.phases == nil {
+				gl.phases = map[string][]float64{}
+			}
+			gl.phases[phase] = append(gl.phases[phase], d.Seconds())
+		}
 	}
 	for group, gl := range groups {
 		samples = append(samples,
 			sample(group, group, gl.kind, gl.runtime, metricGroupReady, "s", gl.last.Seconds(), workload.LowerIsBetter),
 			sample(group, group, gl.kind, gl.runtime, metricGroupPerSec, "guests/s", float64(gl.n)/gl.last.Seconds(), workload.HigherIsBetter))
+		for phase, xs := range gl.phases {
+			tail := stats.TailOf(xs)
+			for _, q := range []struct {
+				name string
+				v    float64
+			}{{"p50", tail.P50}, {"p95", tail.P95}, {"p99", tail.P99}, {"max", tail.Max}} {
+				samples = append(samples, sample(group, group, gl.kind, gl.runtime, metricPhase+phase+"."+q.name+"_s", "s", q.v, workload.LowerIsBetter))
+			}
+		}
 	}
 	sort.Slice(samples, func(i, j int) bool { return samples[i].Guest < samples[j].Guest })
 	return r.storeSamples(ctx, samples)

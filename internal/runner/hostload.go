@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vfleet/vfleet/internal/cgroup"
+	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/procfs"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
@@ -69,11 +70,19 @@ func stepLoad(st scenario.Step, guest string, a, b loadMark) store.StepLoad {
 	}
 }
 
+// elsewhere says whether the named guest runs elsewhere (a pod): this
+// host's load says nothing of its step, and where its node is this host
+// the step's own work would read as another process's.
+func (r *run) elsewhere(name string) bool {
+	g, ok := r.guests[name]
+	return ok && guest.TraitsOf(g.Spec()).Elsewhere
+}
+
 // measuringLoad runs a measured step (not a warm-up) between two reads
 // of the host's load, and stores what the host did meanwhile. When either
 // read fails the step's load is not stored: not read, never guessed.
 func (r *run) measuringLoad(ctx context.Context, st scenario.Step, guest string, step func() error) error {
-	if st.Warmup {
+	if st.Warmup || r.elsewhere(guest) {
 		return step()
 	}
 	mounts, merr := cgroup.Mounts(loadProcRoot)

@@ -1,6 +1,9 @@
 package workload
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Role is what a stored metric tells about a guest group, which decides
 // the summary it counts in: a technology's cost to a workload and its
@@ -46,9 +49,20 @@ const (
 	MetricFirstRunSpread = "fleet.first_run_spread_us"
 )
 
+// PhasePrefix starts a launch's figure of one phase of a guest's start
+// (guest.Info.Phases): launch.phase.Ready_s a guest's, and
+// launch.phase.Ready.p99_s (p50, p95, p99, max) its tail over a group.
+const PhasePrefix = "launch.phase."
+
+// phaseTails are the suffixes of a phase's tail over a group.
+var phaseTails = []string{".p50_s", ".p95_s", ".p99_s", ".max_s"}
+
 // GroupFigure reports whether a metric is one the runner derives over a
 // group's guests rather than a guest's own.
 func GroupFigure(metric string) bool {
+	if strings.HasPrefix(metric, PhasePrefix) && slices.ContainsFunc(phaseTails, func(s string) bool { return strings.HasSuffix(metric, s) }) {
+		return true
+	}
 	return strings.HasPrefix(metric, TotalPrefix) || metric == MetricOverlap || metric == MetricStartSkew || metric == MetricFirstRunSpread
 }
 

@@ -1,0 +1,76 @@
+package runner
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/guest/guesttest"
+	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/workload"
+)
+
+// phasedFake's guest i tells one phase of its start, i+1 seconds after
+// it began, as a pod tells its conditions.
+var phasedFake = guesttest.NewFake("phased-fake", func(s guest.Spec) guest.Info {
+	i, _ := strconv.Atoi(s.Name[strings.LastIndex(s.Name, "-")+1:])
+	return guest.Info{Kind: "phased-fake", ScratchDir: "/scratch", Phases: map[string]time.Duration{"Ready": time.Duration(i+1) * time.Second}}
+})
+
+func init() { guest.Register(phasedFake) }
+
+// A fleet's launch stores each guest's phases and, per group, their tail
+// (P50, P95, P99, max over the group's guests), as kube-burner reports a
+// fleet of pods.
+func TestLaunchStoresPhasesAndTheirTail(t *testing.T) {
+	_, opts := setup(t)
+	phasedFake.Reset(fake.Output())
+	spec, err := scenario.Parse("t.yaml", []byte(`name: t
+repetitions: 1
+warmup: 0
+duration: 1s
+baseline: p
+fleet: {scale: [4]}
+guests:
+  - {name: p, kind: phased-fake}
+workloads:
+  - workload: cpu
+`), scenario.Options{KnownKinds: []string{"phased-fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := Run(context.Background(), quickIdle(spec).Expand(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := opts.Store.Samples(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, s := range samples {
+		if strings.HasPrefix(s.Metric, metricPhase) {
+			got[s.Guest+" "+s.Metric] = s.Value
+		}
+	}
+	want := map[string]float64{
+		"p-0 launch.phase.Ready_s": 1, "p-3 launch.phase.Ready_s": 4,
+		"p launch.phase.Ready.p50_s": 2, "p launch.phase.Ready.p95_s": 4, "p launch.phase.Ready.p99_s": 4, "p launch.phase.Ready.max_s": 4,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (stored %v)", k, got[k], v, got)
+		}
+	}
+}
+
+func TestPhaseTailsAreGroupFigures(t *testing.T) {
+	for metric, group := range map[string]bool{"launch.phase.Ready_s": false, "launch.phase.Ready.p99_s": true, "launch.phase.PodScheduled.max_s": true, "launch.ready_s": false} {
+		if workload.GroupFigure(metric) != group {
+			t.Errorf("GroupFigure(%s) = %v", metric, !group)
+		}
+	}
+}
