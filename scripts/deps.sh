@@ -50,8 +50,11 @@ declare -A need=(
   # OpenSSH's server, which the tests' remote machine runs in a namespace,
   # the programs a remote peer runs, which that machine, sharing this
   # host's file system, finds here: iperf3 and sockperf, and LAME, which
-  # the lame workload's test runs here under vfleet's own encoder timer.
-  [test]="chromium prometheus fdisk dosfstools mtools openssh-server iperf3 sockperf lame"
+  # the lame workload's test runs here under vfleet's own encoder timer;
+  # what the one-node Kubernetes cluster of the pod kind's tests runs
+  # beside the programs it builds (scripts/k8s-fixture.sh): containerd,
+  # etcd, the CNI plugins, openssl for its certificates.
+  [test]="chromium prometheus fdisk dosfstools mtools openssh-server iperf3 sockperf lame containerd etcd-server containernetworking-plugins openssl"
 )
 case "$(dpkg --print-architecture)" in
   amd64) need[cross]+=" gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;;

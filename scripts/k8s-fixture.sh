@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A one-node Kubernetes fixture: containerd on its own socket and
-# directories, etcd, an API server, and a kubelet registered as the node
-# "localhost" that runs one static pod of vfleet's guest image, vfleet's
-# agent as its container, under runc, on the host's network. Everything
-# listens on loopback only. It is the first step of running fleets as pods
-# (docs/kubernetes.md): it proves a pod of vfleet's image runs here.
+# directories, etcd, an API server, a controller manager (namespaces,
+# service accounts, garbage collection), a scheduler, and a kubelet
+# registered as the node "localhost" that runs one static pod of vfleet's
+# guest image, vfleet's agent as its container, under runc, on the host's
+# network; other pods get addresses of their own on a bridge (Debian's CNI
+# plugins). Everything listens on loopback only. vfleet's pod kind and its
+# tests run over it (docs/kubernetes.md).
 #
 # Nothing is pulled from a registry: the kubelet and the API server are
 # built from the Go module proxy (once per version, cached), the sandbox
@@ -12,21 +14,26 @@
 # small Go program packaged here, and the agent's image is vfleet's own
 # guest image packaged as an OCI image; both are imported into containerd.
 #
-# usage: scripts/k8s-fixture.sh start|stop|status
+# usage: scripts/k8s-fixture.sh build|start|stop|status
+#   build   build what start needs and is not cached, start nothing
 #   start   build what is missing, start containerd and the kubelet, wait
-#           until the pod is Running and its agent answers (idempotent)
+#           until the pod is Running and its agent answers (idempotent);
+#           the agent image's reference is then in $VFLEET_K8S_DIR/agent-image
 #   stop    stop them and remove everything they made: processes, mounts,
 #           cgroups, kernel settings the kubelet changed, state directories
 #           (idempotent; the build cache is kept)
 #   status  whether the fixture runs, and the pod's phase
 #
-# Needs root, go, tar, openssl, and Debian's containerd, runc and
-# etcd-server. Environment:
+# Needs root, go, tar, openssl, and Debian's containerd, runc, etcd-server
+# and containernetworking-plugins. Environment:
 #   K8S_VERSION      Kubernetes version to build (default 1.34.4: the last
 #                    minor that runs on a cgroup v1 host without opting in)
 #   VFLEET_K8S_CACHE build cache (default /var/cache/vfleet-k8s)
 #   VFLEET_K8S_DIR   the fixture's state (default /var/lib/vfleet-k8s)
 #   VFLEET_STATE_DIR where vfleet keeps its guest image (vfleet's default)
+#   VFLEET_K8S_ROOTFS a guest image's root file system to run as the agent's
+#                    image instead of the one `vfleet image build` makes
+#                    (the tests' image, with the agent they built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -56,9 +63,17 @@ node=localhost
 sysctls="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 # Paths outside the fixture's directory that its programs make whatever
 # they are told: containerd 1.6's shims' sockets, the kubelet's links to
-# every container's log, its device plugin socket. stop removes those
-# that start found missing.
-outside="/run/containerd /var/log/containers /var/lib/kubelet"
+# every container's log, its device plugin socket, the CNI library's cache
+# of each pod's network. stop removes those that start found missing.
+outside="/run/containerd /var/log/containers /var/lib/kubelet /var/lib/cni"
+# The pods' network: a bridge in this host's namespace, its addresses from
+# the ranges set aside for tests, no masquerading (no iptables rule).
+bridge=vfk8s0
+pod_cidr=198.19.1.0/24
+pod_gateway=198.19.1.1
+cni_bin=/usr/lib/cni
+# The kube programs the fixture builds and runs.
+kube_programs="kubelet kube-apiserver kube-controller-manager kube-scheduler"
 
 log() { printf 'k8s-fixture: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -76,11 +91,13 @@ alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 # v0.0.0 and replaced by a directory in kubernetes' own go.mod) at its
 # published v0.MINOR.PATCH.
 build_kube() {
-  [ -x "$bindir/kubelet" ] && [ -x "$bindir/kube-apiserver" ] && return
+  local c missing=
+  for c in $kube_programs; do [ -x "$bindir/$c" ] || missing+=" $c"; done
+  [ -n "$missing" ] || return 0
   local src=$cache/src/kube-$version staging
   staging="v0.${version#*.}"
   mkdir -p "$src" "$bindir"
-  log "building kubelet and kube-apiserver v$version (minutes on a cold module cache)"
+  log "building$missing v$version (minutes on a cold module cache)"
   (
     cd "$src"
     local gomod
@@ -96,8 +113,7 @@ build_kube() {
       sed -n '/^replace (/,/^)/s#^\s*\(k8s.io/[a-z-]*\) => ./staging/.*#\t\1 => \1 '"$staging"'#p' "$gomod"
       echo ")"
     } >go.mod
-    local c
-    for c in kubelet kube-apiserver; do
+    for c in $missing; do
       go get "k8s.io/kubernetes/cmd/$c@v$version"
       CGO_ENABLED=0 go build -trimpath -o "$bindir/$c.tmp" \
         -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=${version%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" \
@@ -137,6 +153,8 @@ EOF
 //	fixture pod URL NAME TIMEOUT   wait until the pod list at URL (the kubelet's or the API server's,
 //	                               with the bearer token in $FIXTURE_TOKEN) shows the pod Running, all containers ready
 //	fixture hello SOCKET TIMEOUT   print the first line vfleet's agent says on its socket
+//	fixture node URL TIMEOUT       wait until the node at URL (the API server's, the token in
+//	                               $FIXTURE_TOKEN) is ready and has no taint: pods may go there
 package main
 
 import (
@@ -166,8 +184,10 @@ func main() {
 		err = waitPod(os.Args[2], os.Args[3], os.Args[4])
 	case len(os.Args) == 4 && os.Args[1] == "hello":
 		err = hello(os.Args[2], os.Args[3])
+	case len(os.Args) == 4 && os.Args[1] == "node":
+		err = waitNode(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: fixture image LAYER REF OUT ENTRYPOINT... | pod URL NAME TIMEOUT | hello SOCKET TIMEOUT")
+		fmt.Fprintln(os.Stderr, "usage: fixture image LAYER REF OUT ENTRYPOINT... | pod URL NAME TIMEOUT | hello SOCKET TIMEOUT | node URL TIMEOUT")
 		os.Exit(2)
 	}
 	if err != nil {
@@ -281,6 +301,67 @@ func podState(url, pod string) (string, bool) {
 	return "pod not listed", false
 }
 
+type node struct {
+	Spec struct {
+		Taints []json.RawMessage `json:"taints"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+	} `json:"status"`
+}
+
+// waitNode polls a node until it is ready and untainted: a kubelet
+// registers its node tainted not-ready, and the controller manager lifts
+// the taint a moment after the node says it is ready.
+func waitNode(url, timeout string) error {
+	d, err := time.ParseDuration(timeout)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(d)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		last = nodeState(url)
+		if last == "" {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("node %s not schedulable after %s: %s", url, timeout, last)
+}
+
+// nodeState says why pods may not go to the node yet, "" once they may.
+func nodeState(url string) string {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+os.Getenv("FIXTURE_TOKEN"))
+	resp, err := client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var n node
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
+		return err.Error()
+	}
+	ready := false
+	for _, c := range n.Status.Conditions {
+		ready = ready || c.Type == "Ready" && c.Status == "True"
+	}
+	switch {
+	case !ready:
+		return "not ready"
+	case len(n.Spec.Taints) > 0:
+		return fmt.Sprintf("tainted %s", n.Spec.Taints)
+	}
+	return ""
+}
+
 func hello(socket, timeout string) error {
 	d, err := time.ParseDuration(timeout)
 	if err != nil {
@@ -337,12 +418,18 @@ pack() {
 # agent_image packs vfleet's guest image, as `vfleet image build` makes it
 # (cached), keyed by its recipe hash and the agent in it.
 agent_image() {
-  scripts/build.sh
   local line hash rootfs sum
-  line=$(bin/vfleet image build)
-  hash=$(echo "$line" | sed -n 's/^image \([0-9a-f]*\): \(.*\) (built.*/\1/p')
-  rootfs=$(echo "$line" | sed -n 's/^image \([0-9a-f]*\): \(.*\) (built.*/\2/p')
-  [ -d "$rootfs" ] || die "vfleet image build said \"$line\": no root file system named"
+  if [ -n "${VFLEET_K8S_ROOTFS:-}" ]; then
+    rootfs=$VFLEET_K8S_ROOTFS
+    [ -x "$rootfs/usr/local/bin/vfleet-agent" ] || die "VFLEET_K8S_ROOTFS=$rootfs has no /usr/local/bin/vfleet-agent"
+    hash=$(basename "$(dirname "$rootfs")" | cut -c1-12)
+  else
+    scripts/build.sh
+    line=$(bin/vfleet image build)
+    hash=$(echo "$line" | sed -n 's/^image \([0-9a-f]*\): \(.*\) (built.*/\1/p')
+    rootfs=$(echo "$line" | sed -n 's/^image \([0-9a-f]*\): \(.*\) (built.*/\2/p')
+    [ -d "$rootfs" ] || die "vfleet image build said \"$line\": no root file system named"
+  fi
   sum=$(sha256sum "$rootfs/usr/local/bin/vfleet-agent" | cut -c1-12)
   agent_ref=vfleet.local/vfleet-agent:$hash-$sum
   agent_tar=$cache/images/agent-$hash-$sum.tar
@@ -390,8 +477,21 @@ state = "$dir/containerd/state"
         Root = "$dir/runc"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$dir/cni/bin"
+    bin_dir = "$cni_bin"
     conf_dir = "$dir/cni/conf"
+EOF
+  # host-local keeps its leases in the fixture's directory, not in
+  # /var/lib/cni/networks.
+  cat >"$dir/cni/conf/10-vfleet-k8s.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "vfleet-k8s",
+  "plugins": [
+    {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false,
+     "ipam": {"type": "host-local", "dataDir": "$dir/cni/ipam", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$pod_gateway"}]]}},
+    {"type": "loopback"}
+  ]
+}
 EOF
 }
 
@@ -509,14 +609,15 @@ start() {
   for p in containerd ctr containerd-shim-runc-v2 etcd openssl; do
     command -v "$p" >/dev/null || die "$p is not installed (Debian: apt-get install containerd etcd-server openssl)"
   done
+  [ -x "$cni_bin/bridge" ] || die "$cni_bin/bridge is not installed (Debian: apt-get install containernetworking-plugins)"
+  if ip link show "$bridge" >/dev/null 2>&1 && ! [ -e "$dir/saved" ]; then
+    die "the bridge $bridge is there already: another fixture's? stop it first"
+  fi
   if ! [ -e "$dir/saved" ] && { ls -d /sys/fs/cgroup/*/kubepods >/dev/null 2>&1 || iptables-save | grep -q ':KUBE-'; }; then
     die "another Kubernetes node runs here (kubepods cgroups or KUBE-* iptables chains): stop it first"
   fi
   local t0=$SECONDS
-  build_kube
-  build_tools
-  pause_image
-  agent_image
+  build
   remember
   make_pki
   write_containerd_config
@@ -540,12 +641,23 @@ start() {
     --service-account-signing-key-file "$dir/pki/sa.key" \
     --kubelet-client-certificate "$dir/pki/client.crt" --kubelet-client-key "$dir/pki/client.key" \
     --kubelet-preferred-address-types Hostname
+  # Only the controllers a run's namespace and pods need: the node's
+  # lifecycle (a kubelet registers its node tainted not-ready, and only
+  # this controller lifts the taint once the node is ready), namespaces,
+  # their service accounts, garbage collection; nothing of workloads'
+  # controllers. It serves nothing (port 0).
+  launch kube-controller-manager "$bindir/kube-controller-manager" --kubeconfig "$dir/admin.kubeconfig" \
+    --controllers nodelifecycle,namespace,serviceaccount,garbagecollector --leader-elect=false --secure-port 0 \
+    --use-service-account-credentials=false
+  launch kube-scheduler "$bindir/kube-scheduler" --kubeconfig "$dir/admin.kubeconfig" --leader-elect=false --secure-port 0
   write_kubelet_config
   launch kubelet "$bindir/kubelet" --config "$dir/kubelet/config.yaml" --root-dir "$dir/kubelet/root" \
     --cert-dir "$dir/kubelet/pki" --hostname-override "$node" --kubeconfig "$dir/kubelet.kubeconfig"
   "$tools/fixture" pod "$status_url" "$pod-$node" 180s
   FIXTURE_TOKEN=$(admin_token) "$tools/fixture" pod "$api/api/v1/namespaces/default/pods" "$pod-$node" 60s
   "$tools/fixture" hello "$dir/agent/agent.sock" 30s
+  FIXTURE_TOKEN=$(admin_token) "$tools/fixture" node "$api/api/v1/nodes/$node" 60s
+  echo "$agent_ref" >"$dir/agent-image"
   log "up in $((SECONDS - t0))s; kubectl --kubeconfig $dir/admin.kubeconfig"
 }
 
@@ -591,6 +703,8 @@ rm_cgroup() {
 
 stop() {
   stop_pid "$dir/kubelet.pid"
+  stop_pid "$dir/kube-scheduler.pid"
+  stop_pid "$dir/kube-controller-manager.pid"
   stop_pid "$dir/kube-apiserver.pid"
   stop_pid "$dir/etcd.pid"
   if alive "$dir/containerd.pid"; then
@@ -614,6 +728,9 @@ stop() {
     findmnt -rn -o TARGET | { grep "^$dir/" || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
   fi
   rm_cgroup kubepods
+  # The pods' network namespaces go with their sandboxes; the bridge
+  # stays unless taken away.
+  ip link del "$bridge" 2>/dev/null || true
   if [ -f "$dir/saved/sysctl" ]; then
     sed 's/ = /=/' "$dir/saved/sysctl" | while read -r kv; do sysctl -qw "$kv"; done
   fi
@@ -627,9 +744,23 @@ stop() {
   return 0
 }
 
+# build builds (or finds cached) everything start needs; one build at a
+# time (the tests' fixtures are built beside the tests that start it).
+build() {
+  mkdir -p "$cache"
+  exec 9>"$cache/build.lock"
+  flock 9
+  build_kube
+  build_tools
+  pause_image
+  agent_image
+  # Not inherited by the programs start runs, which would hold it.
+  exec 9>&-
+}
+
 [ $# -eq 1 ] || usage
 case "$1" in
-  start|stop) [ "$(id -u)" -eq 0 ] || die "$1 needs root"; "$1" ;;
+  build|start|stop) [ "$(id -u)" -eq 0 ] || die "$1 needs root"; "$1" ;;
   status) status ;;
   *) usage ;;
 esac

@@ -33,6 +33,7 @@ func TestPrepareFixtures(t *testing.T) {
 		{"foreign", func(t testing.TB) { foreign(t) }},
 		{"foreign-uefi", func(t testing.TB) { foreignUEFI(t) }},
 		{"image-rt", func(t testing.TB) { ensureImage(t, image.Variant{KernelFlavour: guest.KernelRT}, "") }},
+		{"kube", func(t testing.TB) { BuildKube(t) }},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()

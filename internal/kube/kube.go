@@ -1,0 +1,337 @@
+// Package kube is vfleet's way into a Kubernetes cluster, through its API
+// server only (client-go): a run's namespace and its pods, each recorded
+// in the ledger before it is asked for and deleted, waiting until the
+// cluster says it is gone, by the run's end, Ctrl-C or `vfleet clean`; a
+// pod's start-up per phase; and a stream into a pod's container through
+// the API server's exec, over which the host talks to vfleet's agent
+// there, so that no port is opened on a node.
+//
+// The ledger holds where the cluster is (the kubeconfig files and the
+// context), never a credential: a clean after a crash reads the same
+// kubeconfig again.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	nodev1client "k8s.io/client-go/kubernetes/typed/node/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/vfleet/vfleet/internal/ledger"
+)
+
+// Labels vfleet puts on everything it makes in a cluster: whose it is,
+// which run's, which guest's.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "vfleet"
+	LabelRun       = "vfleet.dev/run"
+	LabelGuest     = "vfleet.dev/guest"
+)
+
+// Target is where a cluster is, as the ledger records it: the kubeconfig
+// files (their paths, joined as KUBECONFIG joins them; empty for
+// KUBECONFIG or ~/.kube/config) and the context (empty for the files'
+// current one).
+type Target struct {
+	Kubeconfig string
+	Context    string
+}
+
+func (t Target) String() string {
+	s := cmpOr(t.Kubeconfig, "the default kubeconfig")
+	if t.Context != "" {
+		s += ", context " + t.Context
+	}
+	return s
+}
+
+// Cluster is one cluster's API server, reached as Target says.
+type Cluster struct {
+	Target
+	// Server is the API server's URL, as the kubeconfig names it.
+	Server string
+	config *rest.Config
+	core   corev1client.CoreV1Interface
+	node   nodev1client.NodeV1Interface
+}
+
+// Connect reads t's kubeconfig; it does not call the API server yet.
+func Connect(t Target) (*Cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if t.Kubeconfig != "" {
+		rules.Precedence = filepath.SplitList(t.Kubeconfig)
+		rules.ExplicitPath = ""
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: t.Context})
+	config, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes (%s): %w", t, err)
+	}
+	config.UserAgent = "vfleet"
+	// A fleet's start asks for many pods at once: client-go's default of
+	// 5 requests a second would pace the fleet, not the cluster.
+	config.QPS, config.Burst = 100, 200
+	core, err := corev1client.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes (%s): %w", t, err)
+	}
+	node, err := nodev1client.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes (%s): %w", t, err)
+	}
+	if t.Kubeconfig == "" {
+		// The ledger must name the files read now, not whatever a later
+		// clean's environment points at.
+		t.Kubeconfig = strings.Join(rules.GetLoadingPrecedence(), string(filepath.ListSeparator))
+	}
+	return &Cluster{Target: t, Server: config.Host, config: config, core: core, node: node}, nil
+}
+
+// CheckName refuses what Kubernetes would not take as a namespace's or a
+// pod's name (a DNS-1123 label), saying why.
+func CheckName(what, name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("%s %q cannot name a Kubernetes object: %s", what, name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// NamespaceOf is the namespace of a run: its key, made a DNS-1123 label.
+func NamespaceOf(runID string) string {
+	b := []byte("vfleet-" + strings.ToLower(runID))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	return strings.TrimRight(string(b[:min(len(b), validation.DNS1123LabelMaxLength)]), "-")
+}
+
+// Ledger entry kinds: the namespace (ID its name) and a pod (ID
+// NAMESPACE/NAME), each with the cluster's Target in its data.
+const (
+	KindNamespace = "kube-namespace"
+	KindPod       = "kube-pod"
+)
+
+func init() {
+	// client-go also logs what it returns (a stream cut short, a watch
+	// ended) through klog, onto vfleet's standard error: its errors reach
+	// vfleet's users as vfleet's own, once.
+	klog.SetLogger(logr.Discard())
+	ledger.RegisterUndo(KindNamespace, func(ctx context.Context, e ledger.Entry) error {
+		c, err := Connect(targetOf(e))
+		if err != nil {
+			return err
+		}
+		return c.DeleteNamespace(ctx, e.ID)
+	})
+	ledger.RegisterUndo(KindPod, func(ctx context.Context, e ledger.Entry) error {
+		ns, name, ok := strings.Cut(e.ID, "/")
+		if !ok {
+			return fmt.Errorf("ledger pod entry %q is not NAMESPACE/NAME", e.ID)
+		}
+		c, err := Connect(targetOf(e))
+		if err != nil {
+			return err
+		}
+		return c.DeletePod(ctx, ns, name)
+	})
+}
+
+func (c *Cluster) ledgerData() map[string]string {
+	return map[string]string{"kubeconfig": c.Kubeconfig, "context": c.Context, "server": c.Server}
+}
+
+func targetOf(e ledger.Entry) Target {
+	return Target{Kubeconfig: e.Data["kubeconfig"], Context: e.Data["context"]}
+}
+
+// RecordNamespace records the namespace in l before it is asked for.
+func (c *Cluster) RecordNamespace(l *ledger.Ledger, name string) (ledger.Entry, error) {
+	return l.Record(KindNamespace, name, c.ledgerData())
+}
+
+// RecordPod records a pod in l before it is asked for.
+func (c *Cluster) RecordPod(l *ledger.Ledger, namespace, name string) (ledger.Entry, error) {
+	return l.Record(KindPod, namespace+"/"+name, c.ledgerData())
+}
+
+// CreateNamespace makes the namespace with vfleet's labels; one that is
+// there already is taken only if it is the same run's.
+func (c *Cluster) CreateNamespace(ctx context.Context, name string, labels map[string]string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	_, err := c.core.Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return c.wrap("create namespace "+name, err)
+	}
+	got, err := c.core.Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return c.wrap("look at namespace "+name, err)
+	}
+	if got.Labels[LabelRun] != labels[LabelRun] || got.Labels[LabelManagedBy] != ManagedBy {
+		return fmt.Errorf("kubernetes %s: namespace %s exists and is not this run's (labels %v): vfleet runs only in a namespace of its own", c.Server, name, got.Labels)
+	}
+	if got.Status.Phase == corev1.NamespaceTerminating {
+		return fmt.Errorf("kubernetes %s: namespace %s is still being deleted", c.Server, name)
+	}
+	return nil
+}
+
+// DeleteNamespace deletes the namespace, and with it what is left in it,
+// and waits until the cluster says it is gone.
+func (c *Cluster) DeleteNamespace(ctx context.Context, name string) error {
+	err := c.core.Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.wrap("delete namespace "+name, err)
+	}
+	return c.waitGone(ctx, "namespace "+name, func(ctx context.Context) error {
+		_, err := c.core.Namespaces().Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// CreatePod asks for the pod.
+func (c *Cluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	_, err := c.core.Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	return c.wrap("create pod "+pod.Namespace+"/"+pod.Name, err)
+}
+
+// podGrace is the time a deleted pod's container is given to stop before
+// it is killed: vfleet's agent stops at once on SIGTERM.
+const podGrace = 1
+
+// DeletePod deletes the pod and waits until the cluster says it is gone:
+// until its node has stopped its containers, not only until the API
+// server has marked it.
+func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
+	grace := int64(podGrace)
+	err := c.core.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.wrap("delete pod "+namespace+"/"+name, err)
+	}
+	return c.waitGone(ctx, "pod "+namespace+"/"+name, func(ctx context.Context) error {
+		_, err := c.core.Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// goneWait bounds the wait for a deleted object: a pod's node must stop
+// its containers, a namespace's controller empty it.
+const goneWait = 2 * time.Minute
+
+func (c *Cluster) waitGone(ctx context.Context, what string, get func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, goneWait)
+	defer cancel()
+	for {
+		err := get(ctx)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("kubernetes %s: %s still there after %s: %w", c.Server, what, goneWait, ctx.Err())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// RuntimeClassExists says whether the cluster offers the RuntimeClass.
+func (c *Cluster) RuntimeClassExists(ctx context.Context, name string) (bool, error) {
+	_, err := c.node.RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, c.wrap("look up RuntimeClass "+name, err)
+}
+
+// RuntimeClasses are the RuntimeClasses the cluster offers, by name.
+func (c *Cluster) RuntimeClasses(ctx context.Context) ([]string, error) {
+	l, err := c.node.RuntimeClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, c.wrap("list RuntimeClasses", err)
+	}
+	var out []string
+	for _, rc := range l.Items {
+		out = append(out, rc.Name)
+	}
+	return out, nil
+}
+
+// Node looks a node up by name.
+func (c *Cluster) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	n, err := c.core.Nodes().Get(ctx, name, metav1.GetOptions{})
+	return n, c.wrap("look up node "+name, err)
+}
+
+// Pods lists the pods of a namespace that carry the labels.
+func (c *Cluster) Pods(ctx context.Context, namespace string, labels map[string]string) ([]corev1.Pod, error) {
+	var sel []string
+	for k, v := range labels {
+		sel = append(sel, k+"="+v)
+	}
+	l, err := c.core.Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: strings.Join(sel, ",")})
+	if err != nil {
+		return nil, c.wrap("list pods in "+namespace, err)
+	}
+	return l.Items, nil
+}
+
+// wrap says which cluster refused what; nil stays nil.
+func (c *Cluster) wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("kubernetes %s: %s: %w", c.Server, what, err)
+}
+
+// ErrPodFailed is what WaitReady returns for a pod that will not become
+// ready without a change (its image cannot be pulled, its container keeps
+// exiting). One that no node takes yet is waited for: a node may be freed,
+// or added.
+var ErrPodFailed = errors.New("pod cannot start")
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Leftovers names what of a run is in the cluster: its namespace, and its
+// pods in any namespace.
+func (c *Cluster) Leftovers(ctx context.Context, runID string) ([]string, error) {
+	var out []string
+	ns := NamespaceOf(runID)
+	_, err := c.core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		out = append(out, "namespace "+ns)
+	case !apierrors.IsNotFound(err):
+		return nil, c.wrap("look at namespace "+ns, err)
+	}
+	pods, err := c.Pods(ctx, metav1.NamespaceAll, map[string]string{LabelRun: runID})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods {
+		out = append(out, "pod "+p.Namespace+"/"+p.Name)
+	}
+	return out, nil
+}

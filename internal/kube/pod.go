@@ -1,0 +1,125 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// WaitReady waits until the pod is Ready and returns it as it then is; a
+// pod that cannot get there without a change (ErrPodFailed) ends the wait
+// at once, with the cluster's reason.
+func (c *Cluster) WaitReady(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	pods := c.core.Pods(namespace)
+	for {
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, c.wrap("look at pod "+namespace+"/"+name, err)
+		}
+		if Ready(pod) {
+			return pod, nil
+		}
+		if err := Stuck(pod); err != nil {
+			return pod, c.wrap("pod "+namespace+"/"+name, err)
+		}
+		// Told of the pod's next change rather than asking again and again:
+		// a fleet's pods start together.
+		w, err := pods.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+			ResourceVersion: pod.ResourceVersion,
+		})
+		if err != nil {
+			return pod, c.wrap("watch pod "+namespace+"/"+name, err)
+		}
+		err = waitEvent(ctx, w)
+		w.Stop()
+		if err != nil {
+			return pod, c.wrap("pod "+namespace+"/"+name+" not ready ("+notReady(pod)+")", err)
+		}
+	}
+}
+
+// waitEvent waits for the watch's first event, or its end; either way the
+// pod is looked at again.
+func waitEvent(ctx context.Context, w watch.Interface) error {
+	select {
+	case <-w.ResultChan():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ready says whether the pod's Ready condition holds.
+func Ready(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// stuckReasons are the reasons a container waits for that no wait ends:
+// the image, the pod's spec or the container itself must change. (An
+// image that failed once to pull, ErrImagePull, is tried again first; one
+// the pod may not pull and the node lacks, ErrImageNeverPull, never is.)
+var stuckReasons = []string{"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "CrashLoopBackOff", "RunContainerError"}
+
+// Stuck says why the pod will not become ready as it is (ErrPodFailed),
+// or nil while it still may.
+func Stuck(pod *corev1.Pod) error {
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return fmt.Errorf("%w: it is %s: %s %s", ErrPodFailed, pod.Status.Phase, pod.Status.Reason, pod.Status.Message)
+	}
+	for _, s := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if w := s.State.Waiting; w != nil && slices.Contains(stuckReasons, w.Reason) {
+			return fmt.Errorf("%w: container %s: %s: %s", ErrPodFailed, s.Name, w.Reason, w.Message)
+		}
+	}
+	return nil
+}
+
+// notReady says what the pod waits for, as its status last said: a node
+// that takes it (no node may be free until others leave, or one is added),
+// its image, its container.
+func notReady(pod *corev1.Pod) string {
+	why := "phase " + string(pod.Status.Phase)
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			why += "; " + string(c.Type) + ": " + c.Message
+		}
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if w := s.State.Waiting; w != nil {
+			why += "; container " + s.Name + " " + w.Reason
+		}
+	}
+	return why
+}
+
+// Phases of a pod's start-up, as its conditions mark them and as
+// kube-burner's pod latency measurement names them, in the order they
+// pass.
+var Phases = []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady}
+
+// StartLatency is, for each phase the pod has passed, by the name of its
+// condition, the time from its creation to the condition turning true.
+// The API server keeps both times to the second, so each is a whole
+// number of seconds.
+func StartLatency(pod *corev1.Pod) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, c := range pod.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && slices.Contains(Phases, c.Type) && !c.LastTransitionTime.IsZero() {
+			out[string(c.Type)] = max(0, c.LastTransitionTime.Sub(pod.CreationTimestamp.Time))
+		}
+	}
+	return out
+}
