@@ -8,5 +8,6 @@ import (
 	_ "github.com/vfleet/vfleet/internal/guest/container"
 	_ "github.com/vfleet/vfleet/internal/guest/host"
 	_ "github.com/vfleet/vfleet/internal/guest/lxc"
+	_ "github.com/vfleet/vfleet/internal/guest/pod"
 	_ "github.com/vfleet/vfleet/internal/guest/qemu"
 )

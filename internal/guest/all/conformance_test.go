@@ -37,6 +37,9 @@ func TestGuestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := guesttest.Options{Kind: k, RootFS: img.RootFS, AgentPath: img.AgentPath}
+			if guest.TraitsOf(guest.Spec{Kind: name}).Elsewhere {
+				o.Own = elsewhere(t, name)
+			}
 			r, ok := k.(guest.Runtimed)
 			if !ok {
 				guesttest.Run(t, o)
@@ -52,6 +55,19 @@ func TestGuestConformance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// elsewhere are the fields that put the suite's guests of a kind that runs
+// them elsewhere (guest.Traits.Elsewhere) into the test's fixture of that
+// system.
+func elsewhere(t *testing.T, kind string) guest.Own {
+	switch kind {
+	case "pod":
+		kc := testutil.Kube(t)
+		return guest.Own{}.With("kubeconfig", kc.Kubeconfig).With("pod_image", kc.AgentImage).With("image_pull", "never")
+	}
+	t.Fatalf("kind %s runs its guests elsewhere, and the suite has no fixture of where", kind)
+	return nil
 }
 
 // TestEveryKindIsCovered fails for a package of the module that registers

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vfleet/vfleet/internal/kube"
+	"github.com/vfleet/vfleet/internal/testutil"
+)
+
+// podScenario is a run of pods on the tests' one-node cluster beside the
+// bare host, repetitions as asked.
+func podScenario(kc *testutil.KubeCluster, reps int) string {
+	return fmt.Sprintf(`name: pods
+repetitions: %d
+warmup: 0
+duration: 1s
+guests:
+  - {name: host, kind: host}
+  - name: pod
+    kind: pod
+    count: 2
+    memory: 256MiB
+    cpu_limit: 1
+    kubeconfig: %s
+    pod_image: %s
+    image_pull: never
+    node: [%s]
+workloads:
+  - workload: cpu
+`, reps, kc.Kubeconfig, kc.AgentImage, kc.Node)
+}
+
+// TestPodRunOnACluster runs a scenario with a group of pods on a real
+// cluster beside the bare host: the run's table compares them, each pod's
+// record says where and how it started; then a run killed with SIGKILL
+// leaves its pods, which `vfleet clean` deletes with their namespace, and
+// one stopped with Ctrl-C takes them away itself.
+func TestPodRunOnACluster(t *testing.T) {
+	testutil.RequiresRoot(t)
+	before := testutil.TakeSnapshot(t)
+	kc := testutil.Kube(t)
+	// The cluster's own leftovers (its bridge, made with the first pod)
+	// go with it.
+	defer func() {
+		kc.Stop(t)
+		testutil.CheckLeaks(t, before)
+	}()
+	cluster, err := kube.Connect(kube.Target{Kubeconfig: kc.Kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := func(key string) []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		l, err := cluster.Leftovers(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	c := newCLI(t)
+
+	stdout, stderr, code := c.run("run", c.scenario(podScenario(kc, 1)))
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "pod") || !strings.Contains(stdout, "cpu") {
+		t.Errorf("the table has no row of the pods:\n%s", stdout)
+	}
+	key := c.latestRunKey()
+	if l := left(key); len(l) > 0 {
+		t.Errorf("left in the cluster after the run: %v", l)
+	}
+	d := c.latestGuests()["pod-1"]
+	if d["node"] != kc.Node || d["start_Ready_s"] == "" || !strings.HasPrefix(d["container_runtime"], "containerd://") || d["namespace"] != kube.NamespaceOf(key) {
+		t.Errorf("the record of pod-1 says %v", d)
+	}
+
+	t.Run("SIGKILLThenClean", func(t *testing.T) {
+		cmd, _ := startRun(t, c, c.scenario(podScenario(kc, 20)), "measure:")
+		key := c.latestRunKey()
+		cmd.Process.Kill()
+		cmd.Wait()
+		if l := left(key); len(l) != 3 {
+			t.Fatalf("a killed run left %v in the cluster, want its namespace and two pods (the test must be able to fail)", l)
+		}
+		stdout, stderr, code := c.run("clean")
+		if code != 0 || !strings.Contains(stdout, "removed kube-namespace "+kube.NamespaceOf(key)) {
+			t.Errorf("clean: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		if l := left(key); len(l) > 0 {
+			t.Errorf("left in the cluster after clean: %v", l)
+		}
+	})
+
+	t.Run("CtrlC", func(t *testing.T) {
+		cmd, _ := startRun(t, c, c.scenario(podScenario(kc, 20)), "measure:")
+		key := c.latestRunKey()
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+			t.Fatal("the interrupted run did not end")
+		}
+		if l := left(key); len(l) > 0 {
+			t.Errorf("left in the cluster after Ctrl-C: %v", l)
+		}
+	})
+}
+
+// What a group of pods cannot be is refused at its line, before anything
+// reaches a cluster; an image reference that cannot be pushed to, before
+// anything is built.
+func TestPodGroupRefusedWhereItCannotGo(t *testing.T) {
+	c := newCLI(t)
+	for _, tc := range []struct{ scenario, want string }{
+		{`name: p
+network: {path: bridge}
+guests:
+  - {name: host, kind: host}
+  - {name: pod, kind: pod, pod_image: registry.example/vfleet:1}
+workloads:
+  - {id: rr, workload: net-latency, params: {proto: tcp}}
+`, "kind pod is on the network of the system its guests run in"},
+		{`name: p
+guests:
+  - {name: host, kind: host}
+  - {name: pod, kind: pod}
+workloads:
+  - workload: cpu
+`, "pod_image is missing"},
+		{`name: p
+guests:
+  - {name: host, kind: host}
+  - {name: pod, kind: pod, pod_image: r.example/v:1, cpus: "0"}
+workloads:
+  - workload: cpu
+`, "cpu_limit caps"},
+	} {
+		_, stderr, code := c.run("run", c.scenario(tc.scenario))
+		if code != 2 || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "s.yaml:") {
+			t.Errorf("exit %d, stderr %q; want 2 and %q at its line", code, stderr, tc.want)
+		}
+	}
+	if _, stderr, code := c.run("image", "push", "registry.example/vfleet"); code != 2 || !strings.Contains(stderr, "REGISTRY/REPOSITORY:TAG") {
+		t.Errorf("image push without a tag: exit %d, stderr %q", code, stderr)
+	}
+}

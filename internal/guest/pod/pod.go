@@ -1,0 +1,316 @@
+// Package pod implements the pod guest kind: each guest a pod of a
+// Kubernetes cluster running vfleet's agent from vfleet's image, reached
+// through the cluster's API server (an exec of the agent's standard-I/O
+// session), never through a port opened on a node. A group names the
+// cluster (kubeconfig, kube_context), the image the cluster pulls
+// (pod_image), and where its pods go (node, a list the group's guests
+// spread over round robin; or the scheduler's choice); its runtime is the
+// pods' RuntimeClass, the cluster's name for an isolation technology.
+//
+// A run's pods live in a namespace of the run's own, made by its first
+// guest and deleted after its last; every guest records it in the ledger
+// too, so that a clean after a crash deletes it whichever guest's record
+// it reads first.
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vfleet/vfleet/internal/agent"
+	"github.com/vfleet/vfleet/internal/guest"
+	"github.com/vfleet/vfleet/internal/kube"
+)
+
+// KindName is the name scenarios use for pods.
+const KindName = "pod"
+
+// The group's fields.
+const (
+	fieldKubeconfig  = "kubeconfig"
+	fieldContext     = "kube_context"
+	fieldImage       = "pod_image"
+	fieldPull        = "image_pull"
+	fieldNode        = "node"
+	fieldHostNetwork = "host_network"
+)
+
+// Pull policies, as a scenario writes them.
+const (
+	PullIfNotPresent = "if-not-present"
+	PullAlways       = "always"
+	PullNever        = "never"
+)
+
+// readyTimeout bounds a pod's way to ready: scheduled, its image pulled
+// (vfleet's is about 160 MiB), its container started.
+const readyTimeout = 5 * time.Minute
+
+func init() { guest.Register(kind{}) }
+
+type kind struct{}
+
+func (kind) Name() string { return KindName }
+
+// Traits: a pod's agent is its node's process, not one of this host's
+// that vfleet started; its network is the cluster's.
+func (kind) Traits() guest.Traits {
+	return guest.Traits{Network: guest.NetOwn, AgentInGuest: true, Elsewhere: true, Security: []string{guest.SecurityDefault}}
+}
+
+func (kind) Fields() []guest.Field {
+	return []guest.Field{
+		guest.OwnTextField(fieldKubeconfig),
+		guest.OwnTextField(fieldContext),
+		guest.OwnTextField(fieldImage),
+		guest.OwnTextField(fieldPull, PullIfNotPresent, PullAlways, PullNever),
+		guest.Spreading(guest.OwnTextField(fieldNode)),
+		guest.OwnBoolField(fieldHostNetwork),
+	}
+}
+
+// Probe: nothing of this host is needed; the cluster a group names is
+// asked by ProbeSpec.
+func (kind) Probe(context.Context, string) error { return nil }
+
+// ProbeSpec asks the group's cluster whether it runs the group's pods:
+// its API server answers, it has the RuntimeClass and the node named.
+func (kind) ProbeSpec(ctx context.Context, spec guest.Spec, _ guest.Env) error {
+	c, err := kube.Connect(targetOf(spec))
+	if err != nil {
+		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if rc := spec.Runtime; rc != "" {
+		ok, err := c.RuntimeClassExists(ctx, rc)
+		if err != nil {
+			return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+		}
+		if !ok {
+			have, _ := c.RuntimeClasses(ctx)
+			return fmt.Errorf("%w: kubernetes %s has no RuntimeClass %q (it has %v)", guest.ErrNotSupported, c.Server, rc, have)
+		}
+	} else if _, err := c.RuntimeClasses(ctx); err != nil {
+		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+	}
+	if n := spec.Own.Text(fieldNode); n != "" {
+		if _, err := c.Node(ctx, n); err != nil {
+			return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+		}
+	}
+	return nil
+}
+
+func targetOf(spec guest.Spec) kube.Target {
+	return kube.Target{Kubeconfig: spec.Own.Text(fieldKubeconfig), Context: spec.Own.Text(fieldContext)}
+}
+
+func (kind) New(spec guest.Spec, env guest.Env) (guest.Guest, error) {
+	if err := check(spec); err != nil {
+		return nil, fmt.Errorf("guest %s: %v", spec.Name, err)
+	}
+	if env.Detached {
+		return nil, fmt.Errorf("guest %s: %w: a pod's agent is reached through an exec that lasts as long as the process that opened it, and long-lived fleets of pods are not built yet", spec.Name, guest.ErrNotDetachable)
+	}
+	return &Guest{Base: guest.NewBase(spec), env: env}, nil
+}
+
+func check(spec guest.Spec) error {
+	switch {
+	case spec.CPUs != "":
+		return errors.New("cpus pins to this host's CPUs, which a pod cannot ask for; cpu_limit caps its CPU time")
+	case spec.Image != "":
+		return fmt.Errorf("image is this host's file, which a cluster cannot pull: give the image's reference in a registry the cluster pulls from as %s", fieldImage)
+	case spec.RTPriority != 0:
+		return errors.New("rt_priority is not allowed: a pod cannot ask for real-time scheduling")
+	case spec.Own.Text(fieldImage) == "":
+		return fmt.Errorf("%s is missing: the reference the cluster pulls vfleet's image by (see docs/kubernetes.md for putting it into a registry)", fieldImage)
+	}
+	if err := kube.CheckName("guest", spec.Name); err != nil {
+		return err
+	}
+	if err := guest.CheckSpec(KindName, spec); err != nil {
+		return err
+	}
+	_, err := guest.SecurityOf(spec)
+	return err
+}
+
+// Guest is one pod.
+type Guest struct {
+	*guest.Base
+	env guest.Env
+}
+
+func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start) }
+
+func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client, guest.Info, error) {
+	spec := g.Spec()
+	c, err := kube.Connect(targetOf(spec))
+	if err != nil {
+		return nil, guest.Info{}, err
+	}
+	ns := kube.NamespaceOf(g.env.RunID)
+	labels := map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelRun: g.env.RunID}
+	if err := g.useNamespace(ctx, c, ns, labels, undo); err != nil {
+		return nil, guest.Info{}, err
+	}
+
+	p := kube.AgentPod{
+		Namespace: ns, Name: spec.Name, Labels: map[string]string{kube.LabelGuest: spec.Name},
+		Image: spec.Own.Text(fieldImage), Pull: pullPolicy(spec.Own.Text(fieldPull)),
+		AgentPath: g.env.AgentPath, SocketDir: guest.AgentSocketDir, ScratchDir: guest.ScratchDir,
+		RuntimeClass: spec.Runtime, Node: spec.Own.Text(fieldNode), HostNetwork: spec.Own.Bool(fieldHostNetwork),
+		MemoryBytes: spec.MemoryBytes, MilliCPU: kube.MilliCPU(spec.CPULimit),
+	}
+	for k, v := range labels {
+		p.Labels[k] = v
+	}
+	e, err := c.RecordPod(g.env.Ledger, ns, p.Name)
+	if err != nil {
+		return nil, guest.Info{}, err
+	}
+	undo.PushRelease(g.env.Ledger, e)
+	if err := c.CreatePod(ctx, p.Pod()); err != nil {
+		return nil, guest.Info{}, err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	pod, err := c.WaitReady(readyCtx, ns, p.Name)
+	if err != nil {
+		return nil, guest.Info{}, err
+	}
+	conn, err := c.Exec(ctx, ns, p.Name, kube.AgentContainer, p.AgentStdio())
+	if err != nil {
+		return nil, guest.Info{}, err
+	}
+	client, err := agent.NewClient(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, guest.Info{}, fmt.Errorf("vfleet's agent in pod %s/%s: %w", ns, p.Name, err)
+	}
+	details, err := g.details(ctx, c, pod)
+	if err != nil {
+		client.Close()
+		return nil, guest.Info{}, err
+	}
+	return client, guest.Info{Kind: KindName, Runtime: spec.Runtime, ScratchDir: guest.ScratchDir, Details: details, Phases: kube.StartLatency(pod)}, nil
+}
+
+func pullPolicy(p string) corev1.PullPolicy {
+	switch p {
+	case PullAlways:
+		return corev1.PullAlways
+	case PullNever:
+		return corev1.PullNever
+	}
+	return corev1.PullIfNotPresent
+}
+
+// details are what a run records of the pod: where it ran, under what,
+// and how long each phase of its start took.
+func (g *Guest) details(ctx context.Context, c *kube.Cluster, pod *corev1.Pod) (map[string]string, error) {
+	d := map[string]string{
+		"security":          guest.SecurityDefault,
+		"seccomp":           "RuntimeDefault (the node's container runtime's profile)",
+		"no_new_privileges": "true",
+		"cluster":           c.Server,
+		"namespace":         pod.Namespace,
+		"pod":               pod.Name,
+		"node":              pod.Spec.NodeName,
+		"pod_ip":            pod.Status.PodIP,
+		"runtime_class":     "the cluster's default",
+		"network":           "the cluster's pod network (CNI)",
+	}
+	if c.Context != "" {
+		d["kube_context"] = c.Context
+	}
+	if pod.Spec.RuntimeClassName != nil {
+		d["runtime_class"] = *pod.Spec.RuntimeClassName
+	}
+	if pod.Spec.HostNetwork {
+		d["network"] = "the node's own (host_network)"
+	}
+	for ph, lat := range kube.StartLatency(pod) {
+		d["start_"+ph+"_s"] = strconv.FormatFloat(lat.Seconds(), 'f', -1, 64)
+	}
+	node, err := c.Node(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	info := node.Status.NodeInfo
+	d[guest.KernelDetail] = info.KernelVersion
+	d["container_runtime"] = info.ContainerRuntimeVersion
+	d["kubelet"] = info.KubeletVersion
+	return d, nil
+}
+
+// useNamespace makes the run's namespace unless another guest of the run
+// in this process has, and pushes its release: the last guest of the run
+// to stop deletes it. Each guest records it in its own ledger scope, so a
+// clean of any one guest takes it away.
+func (g *Guest) useNamespace(ctx context.Context, c *kube.Cluster, ns string, labels map[string]string, undo *guest.Teardown) error {
+	e, err := c.RecordNamespace(g.env.Ledger, ns)
+	if err != nil {
+		return err
+	}
+	key := c.Server + "\x00" + c.Context + "\x00" + ns
+	u := namespaces.use(key)
+	undo.Push(func() error {
+		if !namespaces.leave(key, u) {
+			return g.env.Ledger.Done(e)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return g.env.Ledger.Release(ctx, e)
+	})
+	u.once.Do(func() { u.err = c.CreateNamespace(ctx, ns, labels) })
+	return u.err
+}
+
+// namespaces counts the guests of this process in each run namespace.
+var namespaces = namespaceUsers{users: map[string]*namespaceUse{}}
+
+type namespaceUsers struct {
+	mu    sync.Mutex
+	users map[string]*namespaceUse
+}
+
+// namespaceUse is one namespace's guests: the first makes it (once), the
+// last deletes it.
+type namespaceUse struct {
+	count int
+	once  sync.Once
+	err   error
+}
+
+func (n *namespaceUsers) use(key string) *namespaceUse {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	u := n.users[key]
+	if u == nil {
+		u = &namespaceUse{}
+		n.users[key] = u
+	}
+	u.count++
+	return u
+}
+
+// leave says whether u's last guest left.
+func (n *namespaceUsers) leave(key string, u *namespaceUse) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	u.count--
+	if u.count > 0 {
+		return false
+	}
+	delete(n.users, key)
+	return true
+}
