@@ -27,6 +27,8 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // clean after a crash that leaves nothing of the run in the cluster. The
 // cluster's own stop is checked to leave nothing on the machine.
 func TestPodsThroughTheAPIServer(t *testing.T) {
+	testutil.SharesMachine(t)
+	testutil.RequiresRoot(t)
 	before := testutil.TakeSnapshot(t)
 	kc := testutil.Kube(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

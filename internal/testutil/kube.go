@@ -30,12 +30,17 @@ type KubeCluster struct {
 // KubeNode is the fixture's node.
 const KubeNode = "localhost"
 
+// kubeBridge is the pods' network's bridge (scripts/k8s-fixture.sh).
+const kubeBridge = "vfk8s0"
+
 // Kube starts the cluster for the test and stops it when the test ends
-// (Stop, to check what it leaves before then). The test holds the machine
-// alone: the kubelet changes kernel settings machine-wide while it runs,
-// and its cgroups, mounts and processes are no run's. Its programs are
-// built once per machine and version (TestPrepareFixtures builds them
-// beside the suite).
+// (Stop, to check what it leaves before then); another test that wants it
+// waits. The test may share the machine (SharesMachine): what the cluster
+// makes carries names its leak check then counts as the test's own (its
+// directory, its programs, its bridge, its pods' namespaces and mounts),
+// and the kernel settings its kubelet changes while it runs are ones no
+// other test reads. Its programs are built once per machine and version
+// (TestPrepareFixtures builds them beside the suite).
 func Kube(t testing.TB) *KubeCluster {
 	t.Helper()
 	RequiresRoot(t)
@@ -57,6 +62,9 @@ func Kube(t testing.TB) *KubeCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lock.Close() })
+	ScopeLeaks(t, func() []string {
+		return []string{dir + "/", "(containerd", "(etcd)", "(kube", "/run/containerd/", "network namespace cni-", "link " + kubeBridge}
+	})
 	c := &KubeCluster{
 		Kubeconfig: filepath.Join(dir, "admin.kubeconfig"),
 		Node:       KubeNode,

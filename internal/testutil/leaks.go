@@ -255,8 +255,11 @@ func netns() map[string]bool {
 // passt.avx2 where the CPU has AVX2). A killed vfleet's processes are adopted by
 // init, so such a leak is not always a child of the test; one of another
 // vfleet still running (a developer's run beside the tests) has its own
-// parent and is not counted.
-var outsidePrograms = map[string]bool{"vfleet": true, "ovs-vswitchd": true, "ovsdb-server": true, "passt": true, "passt.avx2": true}
+// parent and is not counted. The Kubernetes fixture's programs
+// (testutil.Kube), which its script leaves to init, are among them, so
+// that a stop that leaves one running is seen.
+var outsidePrograms = map[string]bool{"vfleet": true, "ovs-vswitchd": true, "ovsdb-server": true, "passt": true, "passt.avx2": true,
+	"containerd": true, "containerd-shim": true, "etcd": true, "kube-apiserver": true, "kube-controller": true, "kube-scheduler": true, "kubelet": true}
 
 // processes lists, as "PID (comm)", the running (not zombie) processes a
 // test could leave behind: every process in a cgroup of vfleet's (all a
