@@ -83,7 +83,46 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(build, inspect)
+	var pushArch string
+	push := &cobra.Command{
+		Use:   "push REFERENCE",
+		Short: "Put vfleet's guest image into a registry (REGISTRY/REPOSITORY:TAG), as the pod kind's pod_image, for a cluster to pull",
+		Long: `Put vfleet's guest image, built first if it is not cached, into a registry as an OCI image of
+one layer whose entrypoint is vfleet's agent: what a group of kind pod names as its pod_image.
+Credentials are those docker login or podman login keep; a registry on loopback is spoken to
+over plain HTTP. Prints the image's reference by digest.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(guest.Arches, pushArch) {
+				return usageError{fmt.Errorf("--arch %q: want one of %s", pushArch, strings.Join(guest.Arches, ", "))}
+			}
+			if err := image.CheckPushReference(args[0]); err != nil {
+				return usageError{err}
+			}
+			if err := requireRoot("vfleet image push"); err != nil {
+				return err
+			}
+			progress := newProgress()
+			ctx, cancel := signalContext(progress)
+			defer cancel()
+			img, err := session.EnsureImage(ctx, g.session(progress), image.Variant{Arch: pushArch}, false)
+			if err != nil {
+				progress.Done()
+				return err
+			}
+			progress.Logf("image %.12s: pushing to %s", img.Manifest.Hash, args[0])
+			ref, err := image.Push(ctx, img.RootFS, args[0], image.PushOptions{
+				Arch: pushArch, Entrypoint: []string{img.AgentPath}, Labels: map[string]string{"dev.vfleet.image": img.Manifest.Hash}})
+			progress.Done()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stdout, ref)
+			return nil
+		},
+	}
+	push.Flags().StringVar(&pushArch, "arch", image.HostArch, "the image's architecture: that of the cluster's nodes")
+	cmd.AddCommand(build, inspect, push)
 	return cmd
 }
 

@@ -3,18 +3,27 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/vfleet/vfleet/internal/kube"
 	"github.com/vfleet/vfleet/internal/testutil"
 )
 
 // podScenario is a run of pods on the tests' one-node cluster beside the
-// bare host, repetitions as asked.
+// bare host, repetitions as asked, their image the one imported there.
 func podScenario(kc *testutil.KubeCluster, reps int) string {
+	return podScenarioOf(kc, kc.AgentImage, "never", reps)
+}
+
+func podScenarioOf(kc *testutil.KubeCluster, image, pull string, reps int) string {
 	return fmt.Sprintf(`name: pods
 repetitions: %d
 warmup: 0
@@ -28,11 +37,11 @@ guests:
     cpu_limit: 1
     kubeconfig: %s
     pod_image: %s
-    image_pull: never
+    image_pull: %s
     node: [%s]
 workloads:
   - workload: cpu
-`, reps, kc.Kubeconfig, kc.AgentImage, kc.Node)
+`, reps, kc.Kubeconfig, image, pull, kc.Node)
 }
 
 // TestPodRunOnACluster runs a scenario with a group of pods on a real
@@ -41,6 +50,7 @@ workloads:
 // leaves its pods, which `vfleet clean` deletes with their namespace, and
 // one stopped with Ctrl-C takes them away itself.
 func TestPodRunOnACluster(t *testing.T) {
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	before := testutil.TakeSnapshot(t)
 	kc := testutil.Kube(t)
@@ -81,6 +91,27 @@ func TestPodRunOnACluster(t *testing.T) {
 	if d["node"] != kc.Node || d["start_Ready_s"] == "" || !strings.HasPrefix(d["container_runtime"], "containerd://") || d["namespace"] != kube.NamespaceOf(key) {
 		t.Errorf("the record of pod-1 says %v", d)
 	}
+
+	// The way a user puts vfleet's image where a cluster pulls it: pushed
+	// to a registry (on loopback here, go-containerregistry's, which
+	// speaks the distribution API), pulled by the node.
+	t.Run("FromARegistry", func(t *testing.T) {
+		srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+		defer srv.Close()
+		ref := strings.TrimPrefix(srv.URL, "http://") + "/vfleet/agent:test"
+		stdout, stderr, code := c.run("image", "push", ref)
+		if code != 0 || !strings.Contains(stdout, "/vfleet/agent@sha256:") {
+			t.Fatalf("image push: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		byDigest := strings.TrimSpace(stdout)
+		stdout, stderr, code = c.run("run", c.scenario(podScenarioOf(kc, byDigest, "always", 1)))
+		if code != 0 {
+			t.Fatalf("run of the pushed image: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		if got := c.latestGuests()["pod-0"]["image"]; got != byDigest {
+			t.Errorf("the pod ran image %q, want %q", got, byDigest)
+		}
+	})
 
 	t.Run("SIGKILLThenClean", func(t *testing.T) {
 		cmd, _ := startRun(t, c, c.scenario(podScenario(kc, 20)), "measure:")

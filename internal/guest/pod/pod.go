@@ -204,6 +204,16 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	return client, guest.Info{Kind: KindName, Runtime: spec.Runtime, ScratchDir: guest.ScratchDir, Details: details, Phases: kube.StartLatency(pod)}, nil
 }
 
+// imageID is the image the node ran, by digest, as it says.
+func imageID(pod *corev1.Pod) string {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == kube.AgentContainer {
+			return s.ImageID
+		}
+	}
+	return ""
+}
+
 func pullPolicy(p string) corev1.PullPolicy {
 	switch p {
 	case PullAlways:
@@ -226,6 +236,8 @@ func (g *Guest) details(ctx context.Context, c *kube.Cluster, pod *corev1.Pod) (
 		"pod":               pod.Name,
 		"node":              pod.Spec.NodeName,
 		"pod_ip":            pod.Status.PodIP,
+		"image":             pod.Spec.Containers[0].Image,
+		"image_id":          imageID(pod),
 		"runtime_class":     "the cluster's default",
 		"network":           "the cluster's pod network (CNI)",
 	}
