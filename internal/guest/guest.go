@@ -232,19 +232,26 @@ type Info struct {
 	Kind     string        `json:"kind"`
 	Runtime  string        `json:"runtime,omitempty"`
 	BootTime time.Duration `json:"boot_ns"` // Start call to agent ready
-	// Phases are the times from the guest's start to each phase of it that
-	// its kind tells apart, by name (a pod's conditions, as Kubernetes
-	// names them: PodScheduled, Initialized, ContainersReady, Ready); none
-	// for a kind that tells only BootTime.
-	Phases     map[string]time.Duration `json:"phases,omitempty"`
-	PIDs       []int                    `json:"pids,omitempty"`
-	Cgroup     string                   `json:"cgroup,omitempty"`
-	ScratchDir string                   `json:"scratch_dir,omitempty"` // where file I/O workloads write, as the guest sees it
+	// Phases are the phases of the guest's start that its kind tells
+	// apart, in the order they pass (a pod's conditions, as Kubernetes
+	// names them: PodScheduled, Initialized, ContainersReady, Ready);
+	// none for a kind that tells only BootTime.
+	Phases     []Phase `json:"phases,omitempty"`
+	PIDs       []int   `json:"pids,omitempty"`
+	Cgroup     string  `json:"cgroup,omitempty"`
+	ScratchDir string  `json:"scratch_dir,omitempty"` // where file I/O workloads write, as the guest sees it
 	// AgentAddr is the host-side unix socket of the guest's agent, where
 	// more clients may connect to run work concurrently (a server and its
 	// background load); empty when the kind's channel carries one client.
 	AgentAddr string            `json:"-"`
 	Details   map[string]string `json:"details,omitempty"`
+}
+
+// Phase is one phase of a guest's start, and when it was reached.
+type Phase struct {
+	Name string `json:"name"`
+	// After is the time from the start's request to the phase.
+	After time.Duration `json:"after_ns"`
 }
 
 // Guest is one live isolated environment with an agent inside.

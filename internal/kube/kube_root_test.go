@@ -69,7 +69,8 @@ func TestPodsThroughTheAPIServer(t *testing.T) {
 	if err := c.CreatePod(ctx, spec.Pod()); err != nil {
 		t.Fatal(err)
 	}
-	pod, err := c.WaitReady(ctx, ns, spec.Name)
+	seen := map[string]time.Time{}
+	pod, err := c.WaitReady(ctx, ns, spec.Name, seen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +79,9 @@ func TestPodsThroughTheAPIServer(t *testing.T) {
 	}
 	if pod.Status.PodIP == "" || pod.Status.PodIP == pod.Status.HostIP {
 		t.Errorf("pod address %q (node's %q): want one of its own from the network plugin", pod.Status.PodIP, pod.Status.HostIP)
+	}
+	if s, r := seen["PodScheduled"], seen["Ready"]; s.IsZero() || r.Before(s) {
+		t.Errorf("phases seen %v: want PodScheduled, then Ready", seen)
 	}
 	lat := StartLatency(pod)
 	for _, ph := range []string{"PodScheduled", "ContainersReady", "Ready"} {
@@ -115,7 +119,7 @@ func TestPodsThroughTheAPIServer(t *testing.T) {
 		if err := c.CreatePod(ctx, bad.Pod()); err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.WaitReady(ctx, ns, bad.Name)
+		_, err = c.WaitReady(ctx, ns, bad.Name, nil)
 		if !errors.Is(err, ErrPodFailed) || !strings.Contains(err.Error(), "ErrImageNeverPull") {
 			t.Errorf("err = %v, want ErrPodFailed with the node's reason", err)
 		}

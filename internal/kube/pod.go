@@ -14,13 +14,24 @@ import (
 
 // WaitReady waits until the pod is Ready and returns it as it then is; a
 // pod that cannot get there without a change (ErrPodFailed) ends the wait
-// at once, with the cluster's reason.
-func (c *Cluster) WaitReady(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+// at once, with the cluster's reason. When seen is not nil, the moment
+// each of its start's Phases was first seen passed goes into it: told of
+// every change by a watch, to the millisecond, where the API server keeps
+// the conditions' times to the second.
+func (c *Cluster) WaitReady(ctx context.Context, namespace, name string, seen map[string]time.Time) (*corev1.Pod, error) {
 	pods := c.core.Pods(namespace)
 	for {
 		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, c.wrap("look at pod "+namespace+"/"+name, err)
+		}
+		if seen != nil {
+			now := time.Now()
+			for _, cond := range pod.Status.Conditions {
+				if _, ok := seen[string(cond.Type)]; !ok && cond.Status == corev1.ConditionTrue && slices.Contains(Phases, cond.Type) {
+					seen[string(cond.Type)] = now
+				}
+			}
 		}
 		if Ready(pod) {
 			return pod, nil

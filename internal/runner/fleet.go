@@ -87,9 +87,10 @@ const (
 	metricReady       = "launch.ready_s"
 	metricGroupReady  = "launch.all_ready_s"
 	metricGroupPerSec = "launch.guests_per_s"
-	// metricPhase prefixes a phase of a guest's start its kind tells
-	// (guest.Info.Phases), and, per group, that phase's tail over the
-	// group's guests, as kube-burner reports pod start-up.
+	// metricPhase prefixes, per group, the tail over the group's guests
+	// of a phase of their start that their kind tells (guest.Info.Phases),
+	// as kube-burner reports pod start-up; each guest's own time to ready
+	// is metricReady.
 	metricPhase = workload.PhasePrefix
 )
 
@@ -106,7 +107,8 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 		kind, runtime string
 		last          time.Duration
 		n             int
-		phases        map[string][]float64
+		phases        []string // in the order the guests passed them
+		after         map[string][]float64
 	}
 	groups := map[string]*groupLaunch{}
 	var samples []store.Sample
@@ -124,20 +126,22 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 		}
 		gl.n++
 		gl.last = max(gl.last, readyAfter)
-		for phase, d := range g.Info().Phases {
-			samples = append(samples, sample(name, rec.Group, rec.Kind, rec.Runtime, metricPhase+phase+"_s", "s", d.Seconds(), workload.LowerIsBetter))
-			if gl.phases == nil {
-				gl.phases = map[string][]float64{}
+		for _, ph := range g.Info().Phases {
+			if gl.after == nil {
+				gl.after = map[string][]float64{}
 			}
-			gl.phases[phase] = append(gl.phases[phase], d.Seconds())
+			if _, ok := gl.after[ph.Name]; !ok {
+				gl.phases = append(gl.phases, ph.Name)
+			}
+			gl.after[ph.Name] = append(gl.after[ph.Name], ph.After.Seconds())
 		}
 	}
 	for group, gl := range groups {
 		samples = append(samples,
 			sample(group, group, gl.kind, gl.runtime, metricGroupReady, "s", gl.last.Seconds(), workload.LowerIsBetter),
 			sample(group, group, gl.kind, gl.runtime, metricGroupPerSec, "guests/s", float64(gl.n)/gl.last.Seconds(), workload.HigherIsBetter))
-		for phase, xs := range gl.phases {
-			tail := stats.TailOf(xs)
+		for _, phase := range gl.phases {
+			tail := stats.TailOf(gl.after[phase])
 			for _, q := range []struct {
 				name string
 				v    float64
@@ -146,7 +150,7 @@ func (r *run) storeLaunch(ctx context.Context, ph scenario.Phase) error {
 			}
 		}
 	}
-	sort.Slice(samples, func(i, j int) bool { return samples[i].Guest < samples[j].Guest })
+	sort.SliceStable(samples, func(i, j int) bool { return samples[i].Guest < samples[j].Guest })
 	return r.storeSamples(ctx, samples)
 }
 

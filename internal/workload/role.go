@@ -50,8 +50,8 @@ const (
 )
 
 // PhasePrefix starts a launch's figure of one phase of a guest's start
-// (guest.Info.Phases): launch.phase.Ready_s a guest's, and
-// launch.phase.Ready.p99_s (p50, p95, p99, max) its tail over a group.
+// (guest.Info.Phases) over a group's guests: launch.phase.Ready.p99_s
+// (p50, p95, p99, max).
 const PhasePrefix = "launch.phase."
 
 // phaseTails are the suffixes of a phase's tail over a group.

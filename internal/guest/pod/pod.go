@@ -178,12 +178,13 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		return nil, guest.Info{}, err
 	}
 	undo.PushRelease(g.env.Ledger, e)
+	asked, seen := time.Now(), map[string]time.Time{}
 	if err := c.CreatePod(ctx, p.Pod()); err != nil {
 		return nil, guest.Info{}, err
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	pod, err := c.WaitReady(readyCtx, ns, p.Name)
+	pod, err := c.WaitReady(readyCtx, ns, p.Name, seen)
 	if err != nil {
 		return nil, guest.Info{}, err
 	}
@@ -201,7 +202,19 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		client.Close()
 		return nil, guest.Info{}, err
 	}
-	return client, guest.Info{Kind: KindName, Runtime: spec.Runtime, ScratchDir: guest.ScratchDir, Details: details, Phases: kube.StartLatency(pod)}, nil
+	return client, guest.Info{Kind: KindName, Runtime: spec.Runtime, ScratchDir: guest.ScratchDir, Details: details, Phases: phasesOf(asked, seen)}, nil
+}
+
+// phasesOf are the phases of a pod's start seen passed, in the order
+// Kubernetes passes them, from the moment the pod was asked for.
+func phasesOf(asked time.Time, seen map[string]time.Time) []guest.Phase {
+	var out []guest.Phase
+	for _, ph := range kube.Phases {
+		if at, ok := seen[string(ph)]; ok {
+			out = append(out, guest.Phase{Name: string(ph), After: at.Sub(asked)})
+		}
+	}
+	return out
 }
 
 // imageID is the image the node ran, by digest, as it says.
