@@ -240,25 +240,35 @@ type podList struct {
 	} `json:"items"`
 }
 
-// waitPod polls a pod list: the kubelet's carries a static pod's status as
-// the kubelet keeps it, the API server's that of its mirror pod.
-func waitPod(url, pod, timeout string) error {
+// poll asks state every half second until it says done, for at most
+// timeout; it returns the last state it said.
+func poll(timeout string, state func() (string, bool)) (string, error) {
 	d, err := time.ParseDuration(timeout)
 	if err != nil {
-		return err
+		return "", err
 	}
 	deadline := time.Now().Add(d)
 	last := "no answer"
 	for time.Now().Before(deadline) {
-		if s, done := podState(url, pod); done {
-			fmt.Println(s)
-			return nil
-		} else {
-			last = s
+		s, done := state()
+		if done {
+			return s, nil
 		}
-		time.Sleep(time.Second)
+		last = s
+		time.Sleep(500 * time.Millisecond)
 	}
-	return fmt.Errorf("pod %s not running after %s: %s", pod, timeout, last)
+	return "", fmt.Errorf("not after %s: %s", timeout, last)
+}
+
+// waitPod polls a pod list: the kubelet's carries a static pod's status as
+// the kubelet keeps it, the API server's that of its mirror pod.
+func waitPod(url, pod, timeout string) error {
+	s, err := poll(timeout, func() (string, bool) { return podState(url, pod) })
+	if err != nil {
+		return fmt.Errorf("pod %s running: %w", pod, err)
+	}
+	fmt.Println(s)
+	return nil
 }
 
 // client trusts the API server's self-signed certificate: it is the
@@ -317,20 +327,14 @@ type node struct {
 // registers its node tainted not-ready, and the controller manager lifts
 // the taint a moment after the node says it is ready.
 func waitNode(url, timeout string) error {
-	d, err := time.ParseDuration(timeout)
+	_, err := poll(timeout, func() (string, bool) {
+		s := nodeState(url)
+		return s, s == ""
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("node %s schedulable: %w", url, err)
 	}
-	deadline := time.Now().Add(d)
-	last := "no answer"
-	for time.Now().Before(deadline) {
-		last = nodeState(url)
-		if last == "" {
-			return nil
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	return fmt.Errorf("node %s not schedulable after %s: %s", url, timeout, last)
+	return nil
 }
 
 // nodeState says why pods may not go to the node yet, "" once they may.

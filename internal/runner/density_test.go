@@ -1,12 +1,10 @@
 package runner
 
 import (
-	"context"
 	"testing"
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
-	"github.com/vfleet/vfleet/internal/scenario"
 )
 
 // runtimedFake is a fake kind with two runtimes: under "sandbox" its
@@ -32,7 +30,7 @@ func init() { guest.Register(sandboxFake) }
 func TestDensityAsksEachGuestsTraitsUnderItsRuntime(t *testing.T) {
 	_, opts := setup(t)
 	sandboxFake.Reset(fake.Output())
-	spec, err := scenario.Parse("t.yaml", []byte(`name: t
+	samples := runScenario(t, opts, `name: t
 repetitions: 1
 warmup: 0
 duration: 1s
@@ -43,18 +41,7 @@ guests:
   - {name: sandboxed, kind: runtimed-fake, runtime: sandbox}
 workloads:
   - workload: cpu
-`), scenario.Options{KnownKinds: []string{"runtimed-fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := Run(context.Background(), quickIdle(spec).Expand(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := opts.Store.Samples(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+`, "runtimed-fake")
 	agentPSS := map[string]bool{}
 	for _, s := range samples {
 		if s.Metric == metricAgentPSS {

@@ -10,6 +10,7 @@ import (
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
 	"github.com/vfleet/vfleet/internal/scenario"
+	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
@@ -28,7 +29,7 @@ func init() { guest.Register(phasedFake) }
 func TestLaunchStoresPhasesAndTheirTail(t *testing.T) {
 	_, opts := setup(t)
 	phasedFake.Reset(fake.Output())
-	spec, err := scenario.Parse("t.yaml", []byte(`name: t
+	samples := runScenario(t, opts, `name: t
 repetitions: 1
 warmup: 0
 duration: 1s
@@ -38,18 +39,7 @@ guests:
   - {name: p, kind: phased-fake}
 workloads:
   - workload: cpu
-`), scenario.Options{KnownKinds: []string{"phased-fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := Run(context.Background(), quickIdle(spec).Expand(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := opts.Store.Samples(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+`, "phased-fake")
 	got := map[string]float64{}
 	for _, s := range samples {
 		if strings.HasPrefix(s.Metric, metricPhase) {
@@ -67,6 +57,25 @@ workloads:
 	if len(got) != len(want) {
 		t.Errorf("stored %v, want only the group's tail %v", got, want)
 	}
+}
+
+// runScenario runs a scenario of the given kinds, its idle short, and
+// returns its samples.
+func runScenario(t *testing.T, opts Options, src string, kinds ...string) []store.Sample {
+	t.Helper()
+	spec, err := scenario.Parse("t.yaml", []byte(src), scenario.Options{KnownKinds: kinds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := Run(context.Background(), quickIdle(spec).Expand(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := opts.Store.Samples(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return samples
 }
 
 func TestPhaseTailsAreGroupFigures(t *testing.T) {
