@@ -149,12 +149,15 @@ EOF
   cat >"$src/fixture/main.go" <<'EOF'
 // Command fixture is the Kubernetes fixture's helper:
 //
-//	fixture image LAYER.tar REF OUT.tar ENTRYPOINT...  one-layer image as a docker archive
+//	fixture image LAYERS REF OUT.tar ENTRYPOINT...  an image of the layers (tar files, plain or
+//	                               gzip'd, joined by ':', the lowest first) as a docker archive
 //	fixture pod URL NAME TIMEOUT   wait until the pod list at URL (the kubelet's or the API server's,
 //	                               with the bearer token in $FIXTURE_TOKEN) shows the pod Running, all containers ready
 //	fixture hello SOCKET TIMEOUT   print the first line vfleet's agent says on its socket
 //	fixture node URL TIMEOUT       wait until the node at URL (the API server's, the token in
 //	                               $FIXTURE_TOKEN) is ready and has no taint: pods may go there
+//	fixture post URL JSON          create the object JSON at URL (the token in $FIXTURE_TOKEN);
+//	                               one that exists already is left as it is
 package main
 
 import (
@@ -163,13 +166,16 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -186,8 +192,10 @@ func main() {
 		err = hello(os.Args[2], os.Args[3])
 	case len(os.Args) == 4 && os.Args[1] == "node":
 		err = waitNode(os.Args[2], os.Args[3])
+	case len(os.Args) == 4 && os.Args[1] == "post":
+		err = post(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: fixture image LAYER REF OUT ENTRYPOINT... | pod URL NAME TIMEOUT | hello SOCKET TIMEOUT | node URL TIMEOUT")
+		fmt.Fprintln(os.Stderr, "usage: fixture image LAYER REF OUT ENTRYPOINT... | pod URL NAME TIMEOUT | hello SOCKET TIMEOUT | node URL TIMEOUT | post URL JSON")
 		os.Exit(2)
 	}
 	if err != nil {
@@ -196,16 +204,20 @@ func main() {
 	}
 }
 
-func image(layerPath, ref, out string, entrypoint []string) error {
+func image(layerPaths, ref, out string, entrypoint []string) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return err
 	}
-	layer, err := tarball.LayerFromFile(layerPath, tarball.WithCompressionLevel(gzip.BestSpeed))
-	if err != nil {
-		return err
+	var layers []v1.Layer
+	for _, p := range strings.Split(layerPaths, ":") {
+		layer, err := tarball.LayerFromFile(p, tarball.WithCompressionLevel(gzip.BestSpeed))
+		if err != nil {
+			return err
+		}
+		layers = append(layers, layer)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return err
 	}
@@ -366,6 +378,25 @@ func nodeState(url string) string {
 	return ""
 }
 
+func post(url, object string) error {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(object))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+os.Getenv("FIXTURE_TOKEN"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusConflict {
+		return nil
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
+}
+
 func hello(socket, timeout string) error {
 	d, err := time.ParseDuration(timeout)
 	if err != nil {
@@ -419,6 +450,25 @@ pack() {
   mv "$out.tmp" "$out"
 }
 
+# pack_agent makes the agent's image of a root file system in two layers:
+# the tree without the agent, compressed once per image (the agent changes
+# with every build of vfleet, the image seldom; containerd then keeps the
+# lower layer it has), and the agent: pack_agent ROOTFS BASE.tar.gz REF OUT
+pack_agent() {
+  local from=$1 base=$2 ref=$3 out=$4 agent=usr/local/bin/vfleet-agent
+  [ -s "$out" ] && return
+  if ! [ -s "$base" ]; then
+    log "packing $from without its agent"
+    tar --numeric-owner --xattrs -C "$from" --exclude "./$agent" -c . | gzip -1 >"$base.tmp"
+    mv "$base.tmp" "$base"
+  fi
+  log "packing its agent as $ref"
+  tar --numeric-owner -C "$from" -cf "$out.agent" "./$agent"
+  "$tools/fixture" image "$base:$out.agent" "$ref" "$out.tmp" "/$agent"
+  rm -f "$out.agent"
+  mv "$out.tmp" "$out"
+}
+
 # agent_image packs vfleet's guest image, as `vfleet image build` makes it
 # (cached), keyed by its recipe hash and the agent in it.
 agent_image() {
@@ -437,8 +487,10 @@ agent_image() {
   sum=$(sha256sum "$rootfs/usr/local/bin/vfleet-agent" | cut -c1-12)
   agent_ref=vfleet.local/vfleet-agent:$hash-$sum
   agent_tar=$cache/images/agent-$hash-$sum.tar
+  # Only the latest agent's image is kept beside its base.
+  find "$cache/images" -maxdepth 1 -name 'agent-*.tar' ! -name "agent-$hash-$sum.tar" -delete 2>/dev/null || true
   mkdir -p "$cache/images"
-  pack "$rootfs" "$agent_ref" "$agent_tar" /usr/local/bin/vfleet-agent
+  pack_agent "$rootfs" "$cache/images/base-$hash.tar.gz" "$agent_ref" "$agent_tar"
 }
 
 pause_image() {
@@ -584,6 +636,17 @@ EOF
 
 admin_token() { sed -n 's/^\([^,]*\),admin,.*/\1/p' "$dir/pki/tokens.csv"; }
 
+# waiting runs a wait; when it fails, says what the program it waited on
+# last logged, and fails: waiting NAME ARGV...
+waiting() {
+  local name=$1
+  shift
+  "$@" && return
+  log "$name's log ends:"
+  tail -n 20 "$dir/$name.log" >&2 || true
+  die "waited in vain for $name"
+}
+
 # launch starts one of the fixture's programs unless it runs: launch NAME ARGV...
 launch() {
   local name=$1
@@ -625,6 +688,13 @@ start() {
   remember
   make_pki
   write_containerd_config
+  # The pods' bridge, made now rather than by the first pod's network: a
+  # test that looks at what its pods left finds it there before them.
+  if ! ip link show "$bridge" >/dev/null 2>&1; then
+    ip link add "$bridge" type bridge
+    ip addr add "$pod_gateway/${pod_cidr#*/}" dev "$bridge"
+    ip link set "$bridge" up
+  fi
   launch containerd containerd --config "$dir/containerd/config.toml"
   local i
   for i in $(seq 60); do
@@ -657,10 +727,16 @@ start() {
   write_kubelet_config
   launch kubelet "$bindir/kubelet" --config "$dir/kubelet/config.yaml" --root-dir "$dir/kubelet/root" \
     --cert-dir "$dir/kubelet/pki" --hostname-override "$node" --kubeconfig "$dir/kubelet.kubeconfig"
-  "$tools/fixture" pod "$status_url" "$pod-$node" 180s
-  FIXTURE_TOKEN=$(admin_token) "$tools/fixture" pod "$api/api/v1/namespaces/default/pods" "$pod-$node" 60s
-  "$tools/fixture" hello "$dir/agent/agent.sock" 30s
-  FIXTURE_TOKEN=$(admin_token) "$tools/fixture" node "$api/api/v1/nodes/$node" 60s
+  # Generous waits: on a loaded machine (the tests' TCG guests beside
+  # it) the API server and the kubelet take minutes to come up.
+  waiting kubelet "$tools/fixture" pod "$status_url" "$pod-$node" 180s
+  waiting kubelet env FIXTURE_TOKEN="$(admin_token)" "$tools/fixture" pod "$api/api/v1/namespaces/default/pods" "$pod-$node" 180s
+  waiting kubelet "$tools/fixture" hello "$dir/agent/agent.sock" 30s
+  waiting kube-controller-manager env FIXTURE_TOKEN="$(admin_token)" "$tools/fixture" node "$api/api/v1/nodes/$node" 120s
+  # The node's runtime as a RuntimeClass of its own, as a cluster offers
+  # each isolation technology it has.
+  FIXTURE_TOKEN=$(admin_token) "$tools/fixture" post "$api/apis/node.k8s.io/v1/runtimeclasses" \
+    '{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "runc"}, "handler": "runc"}'
   echo "$agent_ref" >"$dir/agent-image"
   log "up in $((SECONDS - t0))s; kubectl --kubeconfig $dir/admin.kubeconfig"
 }

@@ -20,10 +20,12 @@ import (
 // podScenario is a run of pods on the tests' one-node cluster beside the
 // bare host, repetitions as asked, their image the one imported there.
 func podScenario(kc *testutil.KubeCluster, reps int) string {
-	return podScenarioOf(kc, kc.AgentImage, "never", reps)
+	return podScenarioOf(kc, kc.AgentImage, "never", reps, "")
 }
 
-func podScenarioOf(kc *testutil.KubeCluster, image, pull string, reps int) string {
+// podScenarioOf is podScenario with the pods' image and pull policy, and
+// more lines of their group.
+func podScenarioOf(kc *testutil.KubeCluster, image, pull string, reps int, more string) string {
 	return fmt.Sprintf(`name: pods
 repetitions: %d
 warmup: 0
@@ -39,9 +41,9 @@ guests:
     pod_image: %s
     image_pull: %s
     node: [%s]
-workloads:
+%sworkloads:
   - workload: cpu
-`, reps, kc.Kubeconfig, image, pull, kc.Node)
+`, reps, kc.Kubeconfig, image, pull, kc.Node, more)
 }
 
 // TestPodRunOnACluster runs a scenario with a group of pods on a real
@@ -104,12 +106,29 @@ func TestPodRunOnACluster(t *testing.T) {
 			t.Fatalf("image push: exit %d\n%s\n%s", code, stdout, stderr)
 		}
 		byDigest := strings.TrimSpace(stdout)
-		stdout, stderr, code = c.run("run", c.scenario(podScenarioOf(kc, byDigest, "always", 1)))
+		stdout, stderr, code = c.run("run", c.scenario(podScenarioOf(kc, byDigest, "always", 1, "")))
 		if code != 0 {
 			t.Fatalf("run of the pushed image: exit %d\n%s\n%s", code, stdout, stderr)
 		}
 		if got := c.latestGuests()["pod-0"]["image"]; got != byDigest {
 			t.Errorf("the pod ran image %q, want %q", got, byDigest)
+		}
+	})
+
+	// Each isolation technology of a cluster is a RuntimeClass: the
+	// cluster's runc, named; one it lacks is refused before anything
+	// starts, naming those it has.
+	t.Run("RuntimeClass", func(t *testing.T) {
+		stdout, stderr, code := c.run("run", c.scenario(podScenarioOf(kc, kc.AgentImage, "never", 1, "    runtime: runc\n")))
+		if code != 0 {
+			t.Fatalf("run under RuntimeClass runc: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		if got := c.latestGuests()["pod-0"]["runtime_class"]; got != "runc" {
+			t.Errorf("the pod records RuntimeClass %q, want runc", got)
+		}
+		_, stderr, code = c.run("run", c.scenario(podScenarioOf(kc, kc.AgentImage, "never", 1, "    runtime: kata\n")))
+		if code == 0 || !strings.Contains(stderr, `has no RuntimeClass "kata" (it has [runc])`) {
+			t.Errorf("a RuntimeClass the cluster lacks: exit %d, stderr %s", code, stderr)
 		}
 	})
 
