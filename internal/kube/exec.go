@@ -22,7 +22,7 @@ import (
 // connection closes the program's input and ends the stream; a program
 // that exits closes the connection. What the program says on standard
 // error is kept for the error of a stream that failed.
-func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, argv []string) (net.Conn, error) {
+func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, argv []string) (*ExecConn, error) {
 	req := c.core.RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	// As kubectl does: WebSocket first, SPDY from an API server that
@@ -47,7 +47,7 @@ func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, ar
 	local, remote := net.Pipe()
 	stdinR, stdinW := io.Pipe()
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	conn := &execConn{Conn: local, cancel: cancel, done: make(chan struct{})}
+	conn := &ExecConn{Conn: local, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		_, err := io.Copy(stdinW, remote)
 		stdinW.CloseWithError(err)
@@ -64,8 +64,8 @@ func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, ar
 	return conn, nil
 }
 
-// execConn is the caller's end of an exec's stream.
-type execConn struct {
+// ExecConn is the caller's end of an exec's stream, a connection.
+type ExecConn struct {
 	net.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -75,7 +75,7 @@ type execConn struct {
 	err error
 }
 
-func (e *execConn) setErr(err error) {
+func (e *ExecConn) setErr(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.err = err
@@ -83,7 +83,7 @@ func (e *execConn) setErr(err error) {
 
 // Err is why the stream failed, once it has ended; nil for a program
 // that ran to its end.
-func (e *execConn) Err() error {
+func (e *ExecConn) Err() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.err
@@ -96,7 +96,7 @@ const closeWait = 5 * time.Second
 // Close ends the program's input, and waits for the program to end its
 // stream (vfleet's agent ends its session when its input does) or cuts
 // it, so that nothing of it outlives the connection.
-func (e *execConn) Close() error {
+func (e *ExecConn) Close() error {
 	err := e.Conn.Close()
 	select {
 	case <-e.done:

@@ -12,6 +12,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,7 @@ type Target struct {
 }
 
 func (t Target) String() string {
-	s := cmpOr(t.Kubeconfig, "the default kubeconfig")
+	s := cmp.Or(t.Kubeconfig, "the default kubeconfig")
 	if t.Context != "" {
 		s += ", context " + t.Context
 	}
@@ -252,15 +253,6 @@ func (c *Cluster) waitGone(ctx context.Context, what string, get func(context.Co
 	}
 }
 
-// RuntimeClassExists says whether the cluster offers the RuntimeClass.
-func (c *Cluster) RuntimeClassExists(ctx context.Context, name string) (bool, error) {
-	_, err := c.node.RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	return err == nil, c.wrap("look up RuntimeClass "+name, err)
-}
-
 // RuntimeClasses are the RuntimeClasses the cluster offers, by name.
 func (c *Cluster) RuntimeClasses(ctx context.Context) ([]string, error) {
 	l, err := c.node.RuntimeClasses().List(ctx, metav1.ListOptions{})
@@ -306,13 +298,6 @@ func (c *Cluster) wrap(what string, err error) error {
 // exiting). One that no node takes yet is waited for: a node may be freed,
 // or added.
 var ErrPodFailed = errors.New("pod cannot start")
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
 
 // Leftovers names what of a run is in the cluster: its namespace, and its
 // pods in any namespace.

@@ -96,7 +96,7 @@ func TestPodsThroughTheAPIServer(t *testing.T) {
 	}
 	client, err := agent.NewClient(ctx, conn)
 	if err != nil {
-		t.Fatalf("agent through exec: %v (stream: %v)", err, conn.(*execConn).Err())
+		t.Fatalf("agent through exec: %v (stream: %v)", err, conn.Err())
 	}
 	r, err := client.Do(ctx, agent.Request{Argv: []string{"sh", "-c", "cat /proc/self/cgroup | grep -c kubepods; hostname"}})
 	if err != nil || !r.Succeeded() {

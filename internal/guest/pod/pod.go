@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -88,17 +89,13 @@ func (kind) ProbeSpec(ctx context.Context, spec guest.Spec, _ guest.Env) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if rc := spec.Runtime; rc != "" {
-		ok, err := c.RuntimeClassExists(ctx, rc)
-		if err != nil {
-			return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
-		}
-		if !ok {
-			have, _ := c.RuntimeClasses(ctx)
-			return fmt.Errorf("%w: kubernetes %s has no RuntimeClass %q (it has %v)", guest.ErrNotSupported, c.Server, rc, have)
-		}
-	} else if _, err := c.RuntimeClasses(ctx); err != nil {
+	// Listing the RuntimeClasses also shows that the API server answers.
+	have, err := c.RuntimeClasses(ctx)
+	if err != nil {
 		return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+	}
+	if rc := spec.Runtime; rc != "" && !slices.Contains(have, rc) {
+		return fmt.Errorf("%w: kubernetes %s has no RuntimeClass %q (it has %v)", guest.ErrNotSupported, c.Server, rc, have)
 	}
 	if n := spec.Own.Text(fieldNode); n != "" {
 		if _, err := c.Node(ctx, n); err != nil {
@@ -153,7 +150,7 @@ func (g *Guest) Start(ctx context.Context) error { return g.Launch(ctx, g.start)
 
 func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client, guest.Info, error) {
 	spec := g.Spec()
-	c, err := kube.Connect(targetOf(spec))
+	c, err := clusters.of(targetOf(spec))
 	if err != nil {
 		return nil, guest.Info{}, err
 	}
@@ -195,7 +192,8 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 	client, err := agent.NewClient(ctx, conn)
 	if err != nil {
 		conn.Close()
-		return nil, guest.Info{}, fmt.Errorf("vfleet's agent in pod %s/%s: %w", ns, p.Name, err)
+		// What the exec said (a missing agent, a refused exec) is why.
+		return nil, guest.Info{}, errors.Join(fmt.Errorf("vfleet's agent in pod %s/%s: %w", ns, p.Name, err), conn.Err())
 	}
 	details, err := g.details(ctx, c, pod)
 	if err != nil {
@@ -298,6 +296,30 @@ func (g *Guest) useNamespace(ctx context.Context, c *kube.Cluster, ns string, la
 	})
 	u.once.Do(func() { u.err = c.CreateNamespace(ctx, ns, labels) })
 	return u.err
+}
+
+// clusters are the clusters this process's pods run on, one client each:
+// a fleet's guests share its connections to the API server rather than
+// each reading the kubeconfig and opening its own.
+var clusters = clusterCache{byTarget: map[kube.Target]*kube.Cluster{}}
+
+type clusterCache struct {
+	mu       sync.Mutex
+	byTarget map[kube.Target]*kube.Cluster
+}
+
+func (cc *clusterCache) of(t kube.Target) (*kube.Cluster, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if c, ok := cc.byTarget[t]; ok {
+		return c, nil
+	}
+	c, err := kube.Connect(t)
+	if err != nil {
+		return nil, err
+	}
+	cc.byTarget[t] = c
+	return c, nil
 }
 
 // namespaces counts the guests of this process in each run namespace.
