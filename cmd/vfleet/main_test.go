@@ -180,7 +180,7 @@ func TestBadInputGetsClearErrorsNotTraces(t *testing.T) {
 		code int
 	}{
 		{[]string{"run", bad}, "s.yaml:3:11: guests[0].kind: unknown kind \"jail\"", 2},
-		{[]string{"run", "no-such"}, "no built-in scenario of that name (built-ins: arch-emulation, consolidation-matrix, default", 2},
+		{[]string{"run", "no-such"}, "no built-in scenario of that name ('vfleet scenarios' lists the built-ins)", 2},
 		{[]string{"report", "latest"}, "no results database at", 1},
 		{[]string{"report", "1", "--format", "pdf"}, "allowed: table, html, json, csv", 2},
 		{[]string{"run", "--bogus"}, "unknown flag: --bogus", 2},

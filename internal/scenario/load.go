@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	"github.com/vfleet/vfleet/internal/workload"
 	"github.com/vfleet/vfleet/scenarios"
@@ -24,8 +23,14 @@ func Load(ref string, opts Options) (*Spec, error) {
 	if err != nil {
 		// Wrapping fs.ErrNotExist lets the CLI tell "nothing there" from a
 		// file it could not read.
-		return nil, fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (built-ins: %s): %w",
-			workload.Clip(ref), strings.Join(scenarios.Names(), ", "), fs.ErrNotExist)
+		// The built-ins are too many to list in a line: a likely typo is
+		// named, the rest is a command away.
+		hint := "'vfleet scenarios' lists the built-ins"
+		if s := suggest(ref, scenarios.Names()); s != "" {
+			hint = fmt.Sprintf("did you mean %q? %s", s, hint)
+		}
+		return nil, fmt.Errorf("scenario %q: no such file, and no built-in scenario of that name (%s): %w",
+			workload.Clip(ref), hint, fs.ErrNotExist)
 	}
 	return Parse("builtin:"+ref, data, opts)
 }

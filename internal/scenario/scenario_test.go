@@ -443,8 +443,11 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("Load(bad) = %v; want errors naming the file", err)
 	}
 	_, err = Load("no-such-scenario", opts)
-	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "built-ins: arch-emulation, consolidation-matrix, default") {
-		t.Fatalf("err = %v, want not-exist listing the built-ins", err)
+	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "'vfleet scenarios' lists the built-ins") || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("err = %v, want not-exist saying where the built-ins are listed, and no guess", err)
+	}
+	if _, err = Load("isolation-spectra", opts); err == nil || !strings.Contains(err.Error(), `did you mean "isolation-spectrum"?`) {
+		t.Fatalf("err = %v, want the built-in a typo is near", err)
 	}
 	if _, err := Load(dir, opts); err == nil || errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load(a directory) = %v, want a read error", err)
