@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -128,6 +129,33 @@ func TestPodsThroughTheAPIServer(t *testing.T) {
 		}
 		if _, err := c.core.Pods(ns).Get(ctx, bad.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("released pod still there: %v", err)
+		}
+	})
+
+	// A pod that waits where it cannot start (its runtime's handler is
+	// not the node's) times out saying why, as the kubelet warned.
+	t.Run("WaitSaysWhy", func(t *testing.T) {
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "vfleet-test-nohandler"}, Handler: "nohandler"}
+		if _, err := c.node.RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer c.node.RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
+		bad := spec
+		bad.Name, bad.RuntimeClass = "pod-nohandler", rc.Name
+		e, err := c.RecordPod(led, ns, bad.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer led.Release(context.Background(), e)
+		if err := c.CreatePod(ctx, bad.Pod()); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet warns within a second or two of its first attempt.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err = c.WaitReady(wctx, ns, bad.Name, nil)
+		if err == nil || !strings.Contains(err.Error(), "FailedCreatePodSandBox: ") || !strings.Contains(err.Error(), "the cluster warned: ") || !strings.Contains(err.Error(), "nohandler") {
+			t.Errorf("err = %v, want the kubelet's warning naming the handler", err)
 		}
 	})
 

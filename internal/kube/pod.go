@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,9 +53,61 @@ func (c *Cluster) WaitReady(ctx context.Context, namespace, name string, seen ma
 		err = waitEvent(ctx, w)
 		w.Stop()
 		if err != nil {
-			return pod, c.wrap("pod "+namespace+"/"+name+" not ready ("+notReady(pod)+")", err)
+			why := notReady(pod)
+			if warn := c.lastWarning(namespace, name); warn != "" {
+				why += "; the cluster warned: " + warn
+			}
+			return pod, c.wrap("pod "+namespace+"/"+name+" not ready ("+why+")", err)
 		}
 	}
+}
+
+// lastWarning is the latest Warning event of each reason a pod has
+// (the kubelet's "FailedCreatePodSandBox: ..."), latest first, which say
+// why a pod waits where its status says only what it waits in
+// ("ContainerCreating"); empty if there is none or they cannot be read.
+func (c *Cluster) lastWarning(namespace, name string) string {
+	// The caller's context ended: a few seconds of its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := c.core.Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+		"involvedObject.kind": "Pod", "involvedObject.name": name, "type": corev1.EventTypeWarning}.String()})
+	if err != nil {
+		return ""
+	}
+	return latestWarnings(l.Items)
+}
+
+// maxWarnings bounds the reasons an error quotes: a benign warning that
+// recurs (a node without cluster DNS) does not hide the one that says why,
+// and an error stays a few lines.
+const maxWarnings = 3
+
+func latestWarnings(events []corev1.Event) string {
+	last := map[string]*corev1.Event{}
+	for i := range events {
+		e := &events[i]
+		if l, ok := last[e.Reason]; !ok || eventTime(e).After(eventTime(l)) {
+			last[e.Reason] = e
+		}
+	}
+	byTime := slices.SortedFunc(maps.Values(last), func(a, b *corev1.Event) int { return eventTime(b).Compare(eventTime(a)) })
+	var out []string
+	for _, e := range byTime[:min(len(byTime), maxWarnings)] {
+		out = append(out, e.Reason+": "+strings.TrimSpace(e.Message))
+	}
+	return strings.Join(out, "; ")
+}
+
+// eventTime is when an event last happened, as either API fills it in.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // waitEvent waits for the watch's first event, or its end; either way the
