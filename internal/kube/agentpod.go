@@ -34,6 +34,10 @@ type AgentPod struct {
 	// HostNetwork runs the pod in its node's network namespace instead of
 	// one the cluster's network plugin (CNI) gives it.
 	HostNetwork bool
+	// Bare makes the pod its node's bare baseline, as node exporters run:
+	// privileged, in the node's network and PID namespaces, unconfined by
+	// seccomp (HostNetwork implied).
+	Bare bool
 	// MemoryBytes and MilliCPU limit the container (and request as much,
 	// so that what is measured is what was placed); 0 for no limit.
 	MemoryBytes int64
@@ -96,6 +100,14 @@ func (a AgentPod) Pod() *corev1.Pod {
 	}
 	if a.RuntimeClass != "" {
 		p.Spec.RuntimeClassName = &a.RuntimeClass
+	}
+	if a.Bare {
+		yes := true
+		p.Spec.HostNetwork, p.Spec.HostPID = true, true
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+			Privileged:     &yes,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined},
+		}
 	}
 	return p
 }

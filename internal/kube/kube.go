@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	nodev1client "k8s.io/client-go/kubernetes/typed/node/v1"
@@ -270,6 +271,33 @@ func (c *Cluster) RuntimeClasses(ctx context.Context) ([]string, error) {
 func (c *Cluster) Node(ctx context.Context, name string) (*corev1.Node, error) {
 	n, err := c.core.Nodes().Get(ctx, name, metav1.GetOptions{})
 	return n, c.wrap("look up node "+name, err)
+}
+
+// Nodes lists the nodes that carry the labels of selector (key=value,...).
+func (c *Cluster) Nodes(ctx context.Context, selector string) ([]corev1.Node, error) {
+	l, err := c.core.Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, c.wrap("list nodes "+selector, err)
+	}
+	return l.Items, nil
+}
+
+// ParseSelector reads a node selector as a scenario writes it, labels
+// the pods' nodes must all carry: key=value, separated by commas.
+func ParseSelector(s string) (map[string]string, error) {
+	m, err := labels.ConvertSelectorToLabelsMap(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q: want key=value[,key=value...]: %v", s, err)
+	}
+	for k, v := range m {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return nil, fmt.Errorf("label %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, fmt.Errorf("label %s's value %q: %s", k, v, strings.Join(errs, "; "))
+		}
+	}
+	return m, nil
 }
 
 // Pods lists the pods of a namespace that carry the labels.

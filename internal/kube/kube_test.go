@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +128,57 @@ func TestAgentPodAsked(t *testing.T) {
 	}
 	if p := (AgentPod{Image: "x"}).Pod(); p.Spec.RuntimeClassName != nil || p.Spec.Containers[0].Resources.Limits != nil {
 		t.Error("an unset RuntimeClass or limit was asked for")
+	}
+}
+
+func TestBarePodIsTheNodes(t *testing.T) {
+	p := AgentPod{Image: "x", Bare: true}.Pod()
+	sc := p.Spec.Containers[0].SecurityContext
+	switch {
+	case !p.Spec.HostNetwork || !p.Spec.HostPID:
+		t.Error("the baseline is not in the node's network and PID namespaces")
+	case sc.Privileged == nil || !*sc.Privileged:
+		t.Error("the baseline is not privileged")
+	case sc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined:
+		t.Errorf("the baseline runs under seccomp %s", sc.SeccompProfile.Type)
+	case sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation:
+		t.Error("the baseline has no_new_privs set")
+	}
+	if p := (AgentPod{Image: "x"}).Pod(); p.Spec.HostPID || p.Spec.Containers[0].SecurityContext.Privileged != nil {
+		t.Error("a pod that is no baseline shares the node's PIDs or is privileged")
+	}
+}
+
+func TestParseSelector(t *testing.T) {
+	m, err := ParseSelector("kubernetes.io/arch=amd64,vfleet.dev/lab=a")
+	if err != nil || len(m) != 2 || m["kubernetes.io/arch"] != "amd64" || m["vfleet.dev/lab"] != "a" {
+		t.Errorf("got %v, %v", m, err)
+	}
+	for _, bad := range []string{"lab", "lab!=a", "Lab Name=a", "lab=a b"} {
+		if _, err := ParseSelector(bad); err == nil || !strings.Contains(err.Error(), "want key=value") && !strings.Contains(err.Error(), "label") {
+			t.Errorf("%q: err = %v, want it refused, saying why", bad, err)
+		}
+	}
+}
+
+func TestLatestWarningsSayWhyAPodWaits(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	events := []corev1.Event{
+		{Reason: "FailedCreatePodSandBox", Message: "no runtime for x", LastTimestamp: metav1.NewTime(t0)},
+		{Reason: "FailedCreatePodSandBox", Message: "failed to start shim", EventTime: metav1.NewMicroTime(t0.Add(time.Minute))},
+		// Recurring and benign: it must not hide the one that says why.
+		{Reason: "MissingClusterDNS", Message: "falling back", LastTimestamp: metav1.NewTime(t0.Add(2 * time.Minute))},
+	}
+	if got := latestWarnings(events); got != "MissingClusterDNS: falling back; FailedCreatePodSandBox: failed to start shim" {
+		t.Errorf("got %q, want the latest of each reason, latest first", got)
+	}
+	for i := range 5 {
+		events = append(events, corev1.Event{Reason: fmt.Sprint("R", i), LastTimestamp: metav1.NewTime(t0.Add(time.Hour))})
+	}
+	if got := strings.Count(latestWarnings(events), "; "); got != maxWarnings-1 {
+		t.Errorf("%d reasons quoted, want %d", got+1, maxWarnings)
+	}
+	if got := latestWarnings(nil); got != "" {
+		t.Errorf("no events: %q", got)
 	}
 }

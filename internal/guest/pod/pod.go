@@ -14,9 +14,11 @@
 package pod
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -39,8 +41,16 @@ const (
 	fieldImage       = "pod_image"
 	fieldPull        = "image_pull"
 	fieldNode        = "node"
+	fieldSelector    = "node_selector"
 	fieldHostNetwork = "host_network"
+	fieldBare        = "bare"
 )
+
+// EnvImage is the environment variable a group without pod_image takes
+// its image's reference from, so that the built-in scenarios, which
+// cannot know a user's registry, run on any cluster: what `vfleet image
+// push` prints to set.
+const EnvImage = "VFLEET_POD_IMAGE"
 
 // Pull policies, as a scenario writes them.
 const (
@@ -72,7 +82,9 @@ func (kind) Fields() []guest.Field {
 		guest.OwnTextField(fieldImage),
 		guest.OwnTextField(fieldPull, PullIfNotPresent, PullAlways, PullNever),
 		guest.Spreading(guest.OwnTextField(fieldNode)),
+		guest.OwnTextField(fieldSelector),
 		guest.OwnBoolField(fieldHostNetwork),
+		guest.OwnBoolField(fieldBare),
 	}
 }
 
@@ -102,6 +114,15 @@ func (kind) ProbeSpec(ctx context.Context, spec guest.Spec, _ guest.Env) error {
 			return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
 		}
 	}
+	if sel := spec.Own.Text(fieldSelector); sel != "" {
+		nodes, err := c.Nodes(ctx, sel)
+		if err != nil {
+			return fmt.Errorf("%w: %v", guest.ErrNotSupported, err)
+		}
+		if len(nodes) == 0 {
+			return fmt.Errorf("%w: kubernetes %s has no node with the labels %s (%s)", guest.ErrNotSupported, c.Server, sel, fieldSelector)
+		}
+	}
 	return nil
 }
 
@@ -127,8 +148,20 @@ func check(spec guest.Spec) error {
 		return fmt.Errorf("image is this host's file, which a cluster cannot pull: give the image's reference in a registry the cluster pulls from as %s", fieldImage)
 	case spec.RTPriority != 0:
 		return errors.New("rt_priority is not allowed: a pod cannot ask for real-time scheduling")
-	case spec.Own.Text(fieldImage) == "":
-		return fmt.Errorf("%s is missing: the reference the cluster pulls vfleet's image by (see docs/kubernetes.md for putting it into a registry)", fieldImage)
+	case imageOf(spec) == "":
+		return fmt.Errorf("%s is missing, and %s is not set: the reference the cluster pulls vfleet's image by (see docs/kubernetes.md for putting it into a registry)", fieldImage, EnvImage)
+	case spec.Own.Text(fieldNode) != "" && spec.Own.Text(fieldSelector) != "":
+		return fmt.Errorf("%s and %s: give one (a node by name takes no scheduler, a selector asks it)", fieldNode, fieldSelector)
+	}
+	if sel := spec.Own.Text(fieldSelector); sel != "" {
+		if _, err := kube.ParseSelector(sel); err != nil {
+			return fmt.Errorf("%s: %v", fieldSelector, err)
+		}
+	}
+	if spec.Own.Bool(fieldBare) {
+		if err := checkBare(spec); err != nil {
+			return err
+		}
 	}
 	if err := kube.CheckName("guest", spec.Name); err != nil {
 		return err
@@ -138,6 +171,26 @@ func check(spec guest.Spec) error {
 	}
 	_, err := guest.SecurityOf(spec)
 	return err
+}
+
+// checkBare refuses what would make a node's bare baseline less than the
+// node itself: another runtime, limits, a confinement of its own.
+func checkBare(spec guest.Spec) error {
+	switch {
+	case spec.Runtime != "":
+		return fmt.Errorf("%s: a RuntimeClass (runtime %q) is an isolation to measure against the node, not the node itself; leave runtime out", fieldBare, spec.Runtime)
+	case spec.MemoryBytes != 0 || spec.CPULimit != 0:
+		return fmt.Errorf("%s: memory and cpu_limit confine the baseline, which has the whole node; leave them out", fieldBare)
+	case spec.Security != "":
+		return fmt.Errorf("%s: the pod is privileged, on its node's network and PIDs; leave security out", fieldBare)
+	}
+	return nil
+}
+
+// imageOf is the reference the group's pods run: its own, else the
+// environment's.
+func imageOf(spec guest.Spec) string {
+	return cmp.Or(spec.Own.Text(fieldImage), os.Getenv(EnvImage))
 }
 
 // Guest is one pod.
@@ -162,10 +215,15 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 
 	p := kube.AgentPod{
 		Namespace: ns, Name: spec.Name, Labels: map[string]string{kube.LabelGuest: spec.Name},
-		Image: spec.Own.Text(fieldImage), Pull: pullPolicy(spec.Own.Text(fieldPull)),
+		Image: imageOf(spec), Pull: pullPolicy(spec.Own.Text(fieldPull)),
 		AgentPath: g.env.AgentPath, SocketDir: guest.AgentSocketDir, ScratchDir: guest.ScratchDir,
 		RuntimeClass: spec.Runtime, Node: spec.Own.Text(fieldNode), HostNetwork: spec.Own.Bool(fieldHostNetwork),
+		Bare:        spec.Own.Bool(fieldBare),
 		MemoryBytes: spec.MemoryBytes, MilliCPU: kube.MilliCPU(spec.CPULimit),
+	}
+	if sel := spec.Own.Text(fieldSelector); sel != "" {
+		// check parsed it already.
+		p.NodeSelector, _ = kube.ParseSelector(sel)
 	}
 	for k, v := range labels {
 		p.Labels[k] = v
@@ -260,6 +318,12 @@ func (g *Guest) details(ctx context.Context, c *kube.Cluster, pod *corev1.Pod) (
 	}
 	if pod.Spec.HostNetwork {
 		d["network"] = "the node's own (host_network)"
+	}
+	if g.Spec().Own.Bool(fieldBare) {
+		d["security"] = "privileged"
+		d["seccomp"] = "unconfined"
+		d["no_new_privileges"] = "false"
+		d["bare"] = "the node's baseline: privileged, on the node's network and PID namespace, without limits"
 	}
 	for ph, lat := range kube.StartLatency(pod) {
 		d["start_"+ph+"_s"] = strconv.FormatFloat(lat.Seconds(), 'f', -1, 64)

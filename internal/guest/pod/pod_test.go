@@ -15,6 +15,7 @@ func podSpec(name string) guest.Spec {
 // TestNewRefusesWhatAPodCannotDo: each field a pod cannot honour is
 // refused by New, before anything reaches a cluster, saying why.
 func TestNewRefusesWhatAPodCannotDo(t *testing.T) {
+	t.Setenv(EnvImage, "")
 	k := kind{}
 	for _, c := range []struct {
 		what string
@@ -30,6 +31,11 @@ func TestNewRefusesWhatAPodCannotDo(t *testing.T) {
 		{"a name Kubernetes refuses", func(s *guest.Spec) { s.Name = "Pod_0" }, "cannot name a Kubernetes object"},
 		{"a pull policy", func(s *guest.Spec) { s.Own = s.Own.With(fieldPull, "sometimes") }, "image_pull"},
 		{"a profile", func(s *guest.Spec) { s.Security = guest.SecurityUnconfined }, "unconfined"},
+		{"a node and a selector", func(s *guest.Spec) { s.Own = s.Own.With(fieldNode, "n1").With(fieldSelector, "a=b") }, "give one"},
+		{"a selector of no labels", func(s *guest.Spec) { s.Own = s.Own.With(fieldSelector, "lab") }, "node_selector"},
+		{"a bare pod under a RuntimeClass", func(s *guest.Spec) { s.Own = s.Own.With(fieldBare, "true"); s.Runtime = "gvisor" }, "leave runtime out"},
+		{"a bare pod with limits", func(s *guest.Spec) { s.Own = s.Own.With(fieldBare, "true"); s.MemoryBytes = 1 << 30 }, "leave them out"},
+		{"a bare pod with a profile", func(s *guest.Spec) { s.Own = s.Own.With(fieldBare, "true"); s.Security = guest.SecurityDefault }, "leave security out"},
 	} {
 		s := podSpec("pod-0")
 		c.edit(&s)
@@ -43,6 +49,25 @@ func TestNewRefusesWhatAPodCannotDo(t *testing.T) {
 	}
 	if _, err := k.New(podSpec("pod-0"), guest.Env{Detached: true}); !errors.Is(err, guest.ErrNotDetachable) {
 		t.Errorf("a detached pod: err = %v, want ErrNotDetachable", err)
+	}
+}
+
+// TestImageFromTheEnvironment: a group without pod_image takes the
+// environment's, so that a built-in runs on a user's cluster; its own
+// wins.
+func TestImageFromTheEnvironment(t *testing.T) {
+	t.Setenv(EnvImage, "registry.example/vfleet@sha256:1")
+	s := podSpec("pod-0")
+	s.Own = nil
+	if _, err := (kind{}).New(s, guest.Env{}); err != nil || imageOf(s) != "registry.example/vfleet@sha256:1" {
+		t.Errorf("image %q, err %v; want the environment's", imageOf(s), err)
+	}
+	if got := imageOf(podSpec("pod-0")); got != "registry.example/vfleet:1" {
+		t.Errorf("image %q, want the group's own", got)
+	}
+	t.Setenv(EnvImage, "")
+	if _, err := (kind{}).New(s, guest.Env{}); err == nil || !strings.Contains(err.Error(), EnvImage) {
+		t.Errorf("err = %v, want it to name %s", err, EnvImage)
 	}
 }
 
