@@ -5,7 +5,9 @@
 # registered as the node "localhost" that runs one static pod of vfleet's
 # guest image, vfleet's agent as its container, under runc, on the host's
 # network; other pods get addresses of their own on a bridge (Debian's CNI
-# plugins). Everything listens on loopback only. vfleet's pod kind and its
+# plugins). Two RuntimeClasses: runc, and gvisor (gVisor's runsc and its
+# containerd shim, built from the Go module proxy: Debian's runsc comes
+# without the shim). Everything listens on loopback only. vfleet's pod kind and its
 # tests run over it (docs/kubernetes.md).
 #
 # Nothing is pulled from a registry: the kubelet and the API server are
@@ -28,6 +30,8 @@
 # and containernetworking-plugins. Environment:
 #   K8S_VERSION      Kubernetes version to build (default 1.34.4: the last
 #                    minor that runs on a cgroup v1 host without opting in)
+#   GVISOR_VERSION   gvisor.dev/gvisor module version to build runsc and
+#                    its shim from (its Go branch, by pseudo-version)
 #   VFLEET_K8S_CACHE build cache (default /var/cache/vfleet-k8s)
 #   VFLEET_K8S_DIR   the fixture's state (default /var/lib/vfleet-k8s)
 #   VFLEET_STATE_DIR where vfleet keeps its guest image (vfleet's default)
@@ -42,6 +46,8 @@ version=${K8S_VERSION:-1.34.4}
 cache=${VFLEET_K8S_CACHE:-/var/cache/vfleet-k8s}
 dir=${VFLEET_K8S_DIR:-/var/lib/vfleet-k8s}
 bindir=$cache/v$version
+gvisor_version=${GVISOR_VERSION:-v0.0.0-20260905035102-160fafc42237}
+gvisor_bin=$cache/gvisor/$gvisor_version
 # The helpers' sources are in this script: a changed script builds them anew.
 tools=$cache/tools/$(sha256sum "$repo/scripts/k8s-fixture.sh" | cut -c1-12)
 sock=$dir/containerd/containerd.sock
@@ -121,6 +127,61 @@ build_kube() {
       mv "$bindir/$c.tmp" "$bindir/$c"
     done
   )
+}
+
+# build_gvisor builds gVisor's runsc and its containerd shim of
+# $gvisor_version once, in a scratch module of their own.
+build_gvisor() {
+  [ -x "$gvisor_bin/runsc" ] && [ -x "$gvisor_bin/containerd-shim-runsc-v1" ] && [ -x "$gvisor_bin/containerd-shim-runsc-v1.real" ] && return
+  local src=$cache/src/gvisor-$gvisor_version
+  mkdir -p "$src" "$gvisor_bin"
+  log "building gVisor's runsc and containerd shim $gvisor_version (minutes on a cold module cache)"
+  (
+    cd "$src"
+    printf 'module vfleet.local/k8s-fixture/gvisor\n\ngo 1.24\n' >go.mod
+    go get "gvisor.dev/gvisor/runsc@$gvisor_version" "gvisor.dev/gvisor/shim@$gvisor_version"
+    # The module cache is read-only to builds: a copy of the module, with
+    # the shim taught what this kind of host does.
+    rm -rf gvisor
+    cp -r "$(go list -m -f '{{.Dir}}' gvisor.dev/gvisor)" gvisor
+    chmod -R u+w gvisor
+    # 1. The shim lowers its own OOM score below its parent's, which takes
+    # CAP_SYS_RESOURCE; hosts that withhold it even from root (sandboxed
+    # VMs, as the containerd config below says) refuse, and the shim
+    # failed every pod. The refusal is ignored, as containerd ignores it for
+    # its own shims where it is not privileged.
+    sed -i 's/\(SetOOMScore(cmd.Process.Pid, oomScoreMax); err != nil\) {/\1 \&\& !os.IsPermission(err) {/' gvisor/pkg/shim/v1/manager.go
+    grep -q 'oomScoreMax); err != nil && !os.IsPermission(err)' gvisor/pkg/shim/v1/manager.go ||
+      die "gVisor $gvisor_version: the shim sets its OOM score otherwise than this script patches"
+    # 2. It watches each sandbox's cgroup for OOM kills, and fails the pod
+    # where containerd's cgroup library cannot place the sandbox's v1
+    # cgroups (this host's hybrid layout: containerd logs the same error
+    # for every runc container, and goes on). It goes on too, without OOM
+    # events.
+    perl -0pi -e 's/return nil, fmt\.Errorf\("loading cgroup for %d: %w", pid, err\)\n\t\t\}\n\t\t\/\/ Register the sandbox cgroup with the OOM poller using this\n\t\t\/\/ container.s id\n\t\tif err := s\.oomPoller/log.L.Warningf("loading cgroup for %d: %v: no OOM events", pid, err)\n\t\t} else if err := s.oomPoller/' gvisor/pkg/shim/v1/runsc/service.go
+    grep -q 'no OOM events", pid, err)' gvisor/pkg/shim/v1/runsc/service.go ||
+      die "gVisor $gvisor_version: the shim loads a sandbox's cgroup otherwise than this script patches"
+    go mod edit -replace gvisor.dev/gvisor=./gvisor
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$gvisor_bin/runsc.tmp" gvisor.dev/gvisor/runsc
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$gvisor_bin/containerd-shim-runsc-v1.tmp" gvisor.dev/gvisor/shim
+    mv "$gvisor_bin/runsc.tmp" "$gvisor_bin/runsc"
+    mv "$gvisor_bin/containerd-shim-runsc-v1.tmp" "$gvisor_bin/containerd-shim-runsc-v1.real"
+  )
+  # containerd 1.6 takes what a shim's start prints as its address alone;
+  # this shim, built on containerd 2's library, prints its bootstrap
+  # parameters as JSON, the address among them. The rest of the protocol
+  # (the task API over ttrpc) is the same.
+  cat >"$gvisor_bin/containerd-shim-runsc-v1" <<'EOF'
+#!/bin/sh
+eval "last=\${$#}"
+if [ "$last" = start ]; then
+  out=$("$0.real" "$@") || exit
+  printf '%s' "$out" | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'
+  exit
+fi
+exec "$0.real" "$@"
+EOF
+  chmod +x "$gvisor_bin/containerd-shim-runsc-v1"
 }
 
 # build_tools builds the pause program and the fixture's helper (image
@@ -532,9 +593,19 @@ state = "$dir/containerd/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         Root = "$dir/runc"
         SystemdCgroup = false
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+      runtime_type = "io.containerd.runsc.v1"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "$dir/containerd/runsc.toml"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$cni_bin"
     conf_dir = "$dir/cni/conf"
+EOF
+  # The shim runs this runsc, its state in the fixture's directory.
+  cat >"$dir/containerd/runsc.toml" <<EOF
+binary_name = "$gvisor_bin/runsc"
+root = "$dir/runsc"
 EOF
   # host-local keeps its leases in the fixture's directory, not in
   # /var/lib/cni/networks.
@@ -695,7 +766,8 @@ start() {
     ip addr add "$pod_gateway/${pod_cidr#*/}" dev "$bridge"
     ip link set "$bridge" up
   fi
-  launch containerd containerd --config "$dir/containerd/config.toml"
+  # containerd finds a runtime's shim on its PATH.
+  launch containerd env PATH="$gvisor_bin:$PATH" containerd --config "$dir/containerd/config.toml"
   local i
   for i in $(seq 60); do
     ctr --address "$sock" version >/dev/null 2>&1 && break
@@ -707,8 +779,11 @@ start() {
   launch etcd etcd --data-dir "$dir/etcd" --listen-client-urls "$etcd_client" --advertise-client-urls "$etcd_client" \
     --listen-peer-urls "$etcd_peer" --initial-advertise-peer-urls "$etcd_peer" --initial-cluster "default=$etcd_peer"
   # The service range is only allocated from (no proxy runs): it is one
-  # of the ranges set aside for tests.
+  # of the ranges set aside for tests. Privileged pods are allowed, as
+  # clusters that run node exporters allow them: a node's bare baseline
+  # is one.
   launch kube-apiserver "$bindir/kube-apiserver" --etcd-servers "$etcd_client" --bind-address 127.0.0.1 \
+    --allow-privileged=true \
     --secure-port "${api##*:}" --cert-dir "$dir/apiserver" --token-auth-file "$dir/pki/tokens.csv" \
     --authorization-mode Node,RBAC --service-cluster-ip-range 198.19.0.0/24 \
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/pki/sa.key" \
@@ -735,8 +810,11 @@ start() {
   waiting kube-controller-manager env FIXTURE_TOKEN="$(admin_token)" "$tools/fixture" node "$api/api/v1/nodes/$node" 120s
   # The node's runtime as a RuntimeClass of its own, as a cluster offers
   # each isolation technology it has.
-  FIXTURE_TOKEN=$(admin_token) "$tools/fixture" post "$api/apis/node.k8s.io/v1/runtimeclasses" \
-    '{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "runc"}, "handler": "runc"}'
+  local rc
+  for rc in runc:runc gvisor:runsc; do
+    FIXTURE_TOKEN=$(admin_token) "$tools/fixture" post "$api/apis/node.k8s.io/v1/runtimeclasses" \
+      '{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "'"${rc%%:*}"'"}, "handler": "'"${rc#*:}"'"}'
+  done
   echo "$agent_ref" >"$dir/agent-image"
   log "up in $((SECONDS - t0))s; kubectl --kubeconfig $dir/admin.kubeconfig"
 }
@@ -763,11 +841,12 @@ stop_pid() {
   rm -f "$f"
 }
 
-# shims are the containerd shims serving this fixture's containerd.
+# shims are the containerd shims serving this fixture's containerd, and
+# the gVisor sandboxes of its runsc.
 shims() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "^containerd-shim-runc-v2 .*-address $sock " && echo "${p#/proc/}"
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -e "^[^ ]*containerd-shim-run[a-z0-9.-]* .*-address $sock " -e "--root=$dir/runsc" && echo "${p#/proc/}"
   done
   return 0
 }
@@ -831,6 +910,7 @@ build() {
   exec 9>"$cache/build.lock"
   flock 9
   build_kube
+  build_gvisor
   build_tools
   pause_image
   agent_image

@@ -39,6 +39,9 @@ type cli struct {
 	bin  string
 	db   string
 	work string
+	// env is added to the test process's environment for each command:
+	// what a parallel test cannot set with t.Setenv.
+	env []string
 }
 
 func newCLI(t *testing.T) *cli {
@@ -76,7 +79,7 @@ func (c *cli) runKeys() []string {
 func (c *cli) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(c.bin, append([]string{"--state-dir", testutil.StateRoot(), "--db", c.db}, args...)...)
 	cmd.Dir = c.work
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), c.env...)
 	return cmd
 }
 

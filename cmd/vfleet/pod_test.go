@@ -6,6 +6,8 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,8 +15,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/vfleet/vfleet/internal/guest/pod"
 	"github.com/vfleet/vfleet/internal/kube"
 	"github.com/vfleet/vfleet/internal/testutil"
+	"github.com/vfleet/vfleet/scenarios"
 )
 
 // podScenario is a run of pods on the tests' one-node cluster beside the
@@ -53,6 +57,9 @@ guests:
 // one stopped with Ctrl-C takes them away itself.
 func TestPodRunOnACluster(t *testing.T) {
 	testutil.SharesMachine(t)
+	// Its pods' work is a few seconds of cpu; the rest is waiting on the
+	// cluster, beside another test's guests.
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	before := testutil.TakeSnapshot(t)
 	kc := testutil.Kube(t)
@@ -118,17 +125,68 @@ func TestPodRunOnACluster(t *testing.T) {
 	// Each isolation technology of a cluster is a RuntimeClass: the
 	// cluster's runc, named; one it lacks is refused before anything
 	// starts, naming those it has.
+	// A node chosen by its labels (node_selector) instead of its name.
+	bySelector := func(src, labels string) string {
+		return strings.Replace(src, "    node: ["+kc.Node+"]\n", "    node_selector: "+labels+"\n", 1)
+	}
 	t.Run("RuntimeClass", func(t *testing.T) {
-		stdout, stderr, code := c.run("run", c.scenario(podScenarioOf(kc, kc.AgentImage, "never", 1, "    runtime: runc\n")))
+		stdout, stderr, code := c.run("run", c.scenario(bySelector(podScenarioOf(kc, kc.AgentImage, "never", 1, "    runtime: runc\n"), "kubernetes.io/hostname="+kc.Node)))
 		if code != 0 {
 			t.Fatalf("run under RuntimeClass runc: exit %d\n%s\n%s", code, stdout, stderr)
 		}
-		if got := c.latestGuests()["pod-0"]["runtime_class"]; got != "runc" {
-			t.Errorf("the pod records RuntimeClass %q, want runc", got)
+		if d := c.latestGuests()["pod-0"]; d["runtime_class"] != "runc" || d["node"] != kc.Node {
+			t.Errorf("the pod records RuntimeClass %q on node %q, want runc on %s", d["runtime_class"], d["node"], kc.Node)
+		}
+		_, stderr, code = c.run("run", c.scenario(bySelector(podScenario(kc, 1), "vfleet.dev/lab=none")))
+		if code == 0 || !strings.Contains(stderr, "has no node with the labels vfleet.dev/lab=none") {
+			t.Errorf("a selector no node matches: exit %d, stderr %s", code, stderr)
 		}
 		_, stderr, code = c.run("run", c.scenario(podScenarioOf(kc, kc.AgentImage, "never", 1, "    runtime: kata\n")))
-		if code == 0 || !strings.Contains(stderr, `has no RuntimeClass "kata" (it has [runc])`) {
+		if code == 0 || !strings.Contains(stderr, `has no RuntimeClass "kata" (it has [gvisor runc])`) {
 			t.Errorf("a RuntimeClass the cluster lacks: exit %d, stderr %s", code, stderr)
+		}
+	})
+
+	// The built-in that compares a cluster's runtimes with its node: run
+	// as a user runs it (the cluster and image from the environment),
+	// shortened; a RuntimeClass the cluster lacks is left out and named.
+	t.Run("BuiltIn", func(t *testing.T) {
+		src, err := scenarios.Lookup("kube-runtimes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		short := strings.NewReplacer("repetitions: 3", "repetitions: 1", "duration: 2s", "duration: 1s", "count: 2", "count: 1",
+			"  - workload: stream\n", "", "  - workload: syscall\n", "").Replace(string(src))
+		c.env = []string{"KUBECONFIG=" + kc.Kubeconfig, pod.EnvImage + "=" + kc.AgentImage}
+		defer func() { c.env = nil }()
+		stdout, stderr, code := c.run("run", c.scenario(short))
+		if code != 0 {
+			t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		if !strings.Contains(stdout, "kata-qemu") || !strings.Contains(stdout, `has no RuntimeClass "kata-qemu"`) {
+			t.Errorf("the report does not name the RuntimeClasses left out:\n%s", stdout)
+		}
+		guests := c.latestGuests()
+		if d := guests["node"]; d["security"] != "privileged" || d["network"] != "the node's own (host_network)" || d["node"] != kc.Node {
+			t.Errorf("the node's baseline records %v", d)
+		}
+		if d := guests["default"]; d["security"] != "default" || d["runtime_class"] != "the cluster's default" {
+			t.Errorf("the pod under the default runtime records %v", d)
+		}
+		if d := guests["gvisor"]; d["runtime_class"] != "gvisor" {
+			t.Errorf("the pod under gVisor records %v", d)
+		}
+		// The audit sees what each was given, in the groups' order: the
+		// baseline weaker than a runtime's default (privileged, the
+		// node's PIDs), gVisor stronger (a kernel of its own).
+		var counts [][2]int
+		for _, m := range regexp.MustCompile(`(\d+) weaker, (\d+) stronger`).FindAllStringSubmatch(stdout, -1) {
+			w, _ := strconv.Atoi(m[1])
+			st, _ := strconv.Atoi(m[2])
+			counts = append(counts, [2]int{w, st})
+		}
+		if len(counts) < 3 || counts[0][0] == 0 || counts[1] != [2]int{0, 0} || counts[2][1] == 0 {
+			t.Errorf("audit (weaker, stronger) per group %v, want the node weaker, the default even, gVisor stronger:\n%s", counts, stdout)
 		}
 	})
 
