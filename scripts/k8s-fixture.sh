@@ -800,8 +800,12 @@ start() {
     --use-service-account-credentials=false
   launch kube-scheduler "$bindir/kube-scheduler" --kubeconfig "$dir/admin.kubeconfig" --leader-elect=false --secure-port 0
   write_kubelet_config
+  # The node's address is the pods' bridge's, in the range set aside for
+  # tests, not the host's own on its NIC: what a host-network pod reports
+  # as its address, and what other pods are sent to reach it.
   launch kubelet "$bindir/kubelet" --config "$dir/kubelet/config.yaml" --root-dir "$dir/kubelet/root" \
-    --cert-dir "$dir/kubelet/pki" --hostname-override "$node" --kubeconfig "$dir/kubelet.kubeconfig"
+    --cert-dir "$dir/kubelet/pki" --hostname-override "$node" --kubeconfig "$dir/kubelet.kubeconfig" \
+    --node-ip "$pod_gateway"
   # Generous waits: on a loaded machine (the tests' TCG guests beside
   # it) the API server and the kubelet take minutes to come up.
   waiting kubelet "$tools/fixture" pod "$status_url" "$pod-$node" 180s

@@ -166,6 +166,11 @@ func TestPodRunOnACluster(t *testing.T) {
 		if !strings.Contains(stdout, "kata-qemu") || !strings.Contains(stdout, `has no RuntimeClass "kata-qemu"`) {
 			t.Errorf("the report does not name the RuntimeClasses left out:\n%s", stdout)
 		}
+		// The round trip to the run's peer pod, on the cluster's network;
+		// this host's CPU counters are not the nodes'.
+		if !strings.Contains(stdout, "tcp-rr net.rtt_us ") || strings.Contains(stdout, "net.host_busy_cores") {
+			t.Errorf("want the pods' round trips, without this host's CPU as theirs:\n%s", stdout)
+		}
 		guests := c.latestGuests()
 		if d := guests["node"]; d["security"] != "privileged" || d["network"] != "the node's own (host_network)" || d["node"] != kc.Node {
 			t.Errorf("the node's baseline records %v", d)
@@ -173,8 +178,11 @@ func TestPodRunOnACluster(t *testing.T) {
 		if d := guests["default"]; d["security"] != "default" || d["runtime_class"] != "the cluster's default" {
 			t.Errorf("the pod under the default runtime records %v", d)
 		}
-		if d := guests["gvisor"]; d["runtime_class"] != "gvisor" {
+		if d := guests["gvisor"]; d["runtime_class"] != "gvisor" || d["net.path"] != "own" || !strings.HasPrefix(d["net.peer"], "198.19.1.") {
 			t.Errorf("the pod under gVisor records %v", d)
+		}
+		if d := guests["peer-pod-1"]; d["pod"] != "peer-pod-1" || d["runtime_class"] != "the cluster's default" {
+			t.Errorf("the peer pod records %v", d)
 		}
 		// The audit sees what each was given, in the groups' order: the
 		// baseline weaker than a runtime's default (privileged, the
@@ -235,7 +243,7 @@ func TestPodGroupRefusedWhereItCannotGo(t *testing.T) {
 network: {path: bridge}
 guests:
   - {name: host, kind: host}
-  - {name: pod, kind: pod, pod_image: registry.example/vfleet:1}
+  - {name: pod, kind: pod, pod_image: registry.example/vfleet:1, network: macvlan}
 workloads:
   - {id: rr, workload: net-latency, params: {proto: tcp}}
 `, "kind pod is on the network of the system its guests run in"},

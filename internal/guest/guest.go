@@ -245,6 +245,9 @@ type Info struct {
 	// background load); empty when the kind's channel carries one client.
 	AgentAddr string            `json:"-"`
 	Details   map[string]string `json:"details,omitempty"`
+	// Addr is a NetOwn guest's address on its own network, where its
+	// kind's peer (NetPeered) reaches it; invalid for other guests.
+	Addr netip.Addr `json:"-"`
 }
 
 // Phase is one phase of a guest's start, and when it was reached.
@@ -354,6 +357,30 @@ func TapsInRoot(spec Spec) (bool, error) {
 		return r.TapsInRoot(spec)
 	}
 	return false, nil
+}
+
+// NetPeered is implemented by a NetOwn kind whose network a run's
+// network workloads reach through a peer of the kind's own on it (a pod
+// on the cluster's pod network): the run starts the peer beside the
+// guests, and each guest's Info.Addr is where the peer reaches it.
+type NetPeered interface {
+	// NetPeer is the spec of the peer for a guest of spec (the caller
+	// names it), and a key that is the same for the guests one peer
+	// serves (one cluster's).
+	NetPeer(spec Spec) (key string, peer Spec)
+}
+
+// NetPeerOf is NetPeered.NetPeer for the kind of spec; ok is false for a
+// kind that has no peer of its own.
+func NetPeerOf(spec Spec) (key string, peer Spec, ok bool) {
+	regMu.RLock()
+	k := kinds[spec.Kind]
+	regMu.RUnlock()
+	if p, is := k.(NetPeered); is {
+		key, peer = p.NetPeer(spec)
+		return key, peer, true
+	}
+	return "", Spec{}, false
 }
 
 // WithTraits is implemented by kinds whose Traits are not the zero ones.

@@ -154,7 +154,11 @@ func (r *run) auditTargets(name string, groups map[string]string) []string {
 	target := func(label string, a netip.Addr) string {
 		return label + "=" + netip.AddrPortFrom(a, auditPort).String()
 	}
-	out := []string{target(probe.TargetPeer, own.peer.Addr), target(probe.TargetHostSide, own.hostSide)}
+	out := []string{target(probe.TargetPeer, own.peer.Addr)}
+	// A guest on a network of its own has no host side on its way.
+	if own.hostSide.IsValid() {
+		out = append(out, target(probe.TargetHostSide, own.hostSide))
+	}
 	perGroup := map[string]int{}
 	for _, pg := range r.plan.Guests {
 		other := pg.Spec.Name

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -45,6 +46,13 @@ type netRun struct {
 	// serverLife bounds every server process: servers idle between steps,
 	// yet no process vfleet starts may run unbounded.
 	serverLife time.Duration
+	// own are the peers of kinds on networks of their own (a cluster's
+	// pods, guest.NetPeered), by their key; ownOf is the key of each
+	// such guest's, and ports its first server port. Its view is made
+	// as it starts (joined), when its address is known.
+	own   map[string]*ownPeer
+	ownOf map[string]string
+	ports map[string]int
 
 	mu      sync.Mutex
 	servers map[string]*server // by guest name + "/" + server name
@@ -77,6 +85,16 @@ func (n *netRun) on(spec guest.Spec) guest.Spec {
 	return spec
 }
 
+// ownPeer is the peer of guests on a network of their own.
+type ownPeer struct {
+	spec guest.Spec
+	g    guest.Guest
+}
+
+// ownPath is the path a guest on a network of its own reaches its peer
+// by, as samples and records name it.
+const ownPath netpath.Path = "own"
+
 type server struct {
 	done   chan struct{}
 	reply  agent.Reply
@@ -98,7 +116,7 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 		}
 	}
 	n := &netRun{cfg: plan.Spec.Network, views: map[string]netView{}, joins: map[string]join{}, servers: map[string]*server{},
-		serverLife: serverLifetime(plan)}
+		serverLife: serverLifetime(plan), own: map[string]*ownPeer{}, ownOf: map[string]string{}, ports: map[string]int{}}
 	var m *remote.Machine
 	var found []remote.Found
 	handedOver := false
@@ -131,6 +149,12 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 	}
 	for i, pg := range plan.Guests {
 		if !attached(pg) {
+			continue
+		}
+		if guest.TraitsOf(pg.Spec).Network == guest.NetOwn {
+			if err := n.ownNetwork(pg.Spec, firstServerPort+i*workload.PortsPerGuest); err != nil {
+				return n, err
+			}
 			continue
 		}
 		view := netView{path: netpath.Direct, peer: workload.Peer{Addr: floor.Peer.Addr(), Port: firstServerPort + i*workload.PortsPerGuest},
@@ -168,13 +192,85 @@ func newNetRun(ctx context.Context, plan *scenario.Plan, only []string, env gues
 			return n, err
 		}
 		n.peer = n.remote
-		return n, nil
+		return n, n.startOwnPeers(ctx, env)
 	}
 	n.peer, err = startGuest(ctx, guest.Spec{Name: scenario.PeerName, Kind: scenario.BaselineKind, NetNS: n.net.PeerNS()}, env)
 	if err != nil {
 		return n, fmt.Errorf("start the network peer: %w", err)
 	}
-	return n, nil
+	return n, n.startOwnPeers(ctx, env)
+}
+
+// ownNetwork notes a guest on a network of its own, and the peer there
+// that serves it.
+func (n *netRun) ownNetwork(spec guest.Spec, port int) error {
+	key, peer, ok := guest.NetPeerOf(spec)
+	if !ok {
+		return fmt.Errorf("guest %s: kind %s is on a network of its own, which no peer of the run reaches", spec.Name, spec.Kind)
+	}
+	if n.own[key] == nil {
+		peer.Name = fmt.Sprintf("%s-%s-%d", scenario.PeerName, spec.Kind, len(n.own)+1)
+		n.own[key] = &ownPeer{spec: peer}
+	}
+	n.ownOf[spec.Name], n.ports[spec.Name] = key, port
+	return nil
+}
+
+// startOwnPeers starts the peers on the guests' own networks.
+func (n *netRun) startOwnPeers(ctx context.Context, env guest.Env) error {
+	for _, key := range slices.Sorted(maps.Keys(n.own)) {
+		op := n.own[key]
+		g, err := startGuest(ctx, op.spec, env)
+		if err != nil {
+			return fmt.Errorf("start the network peer %s: %w", op.spec.Name, err)
+		}
+		op.g = g
+	}
+	return nil
+}
+
+// joined makes the view of a guest on a network of its own once it has
+// started, from its address there and its peer's; nothing for another.
+// The run calls it for one guest at a time.
+func (n *netRun) joined(name string, g guest.Guest) error {
+	key, ok := n.ownOf[name]
+	if !ok {
+		return nil
+	}
+	peer := n.own[key].g
+	addr, peerAddr := g.Info().Addr, peer.Info().Addr
+	if !addr.IsValid() || !peerAddr.IsValid() {
+		return fmt.Errorf("guest %s: no address on its own network (%v), or none of its peer %s (%v)", name, addr, peer.Spec().Name, peerAddr)
+	}
+	n.views[name] = netView{path: ownPath, peer: workload.Peer{Addr: peerAddr, Port: n.ports[name]}, addr: addr}
+	return nil
+}
+
+// peerOf is the peer that serves a guest.
+func (n *netRun) peerOf(name string) guest.Guest {
+	if key, ok := n.ownOf[name]; ok {
+		return n.own[key].g
+	}
+	return n.peer
+}
+
+// isPeer says whether g is one of the run's peers.
+func (n *netRun) isPeer(g guest.Guest) bool {
+	return g == n.peer || slices.ContainsFunc(slices.Collect(maps.Values(n.own)), func(op *ownPeer) bool { return op.g == g })
+}
+
+// ownRecords are the stored records of the peers on the guests' own
+// networks, by name.
+func (n *netRun) ownRecords() map[string]store.GuestRecord {
+	out := map[string]store.GuestRecord{}
+	for _, op := range n.own {
+		if op.g == nil {
+			continue
+		}
+		info := op.g.Info()
+		out[op.spec.Name] = store.GuestRecord{Group: scenario.PeerName, Kind: info.Kind, BootNS: info.BootTime.Nanoseconds(), Details: info.Details}
+	}
+	return out
 }
 
 // serverLifetime is an upper bound on how long the run's steps can take.
@@ -226,11 +322,12 @@ type ends struct {
 }
 
 func (n *netRun) endsOf(g guest.Guest, p workload.Params) ends {
-	v := n.views[g.Spec().Name]
+	name := g.Spec().Name
+	v, peer := n.views[name], n.peerOf(name)
 	if workload.ClientOf(p) == workload.ClientPeer {
-		return ends{client: n.peer, server: g, role: "guest", target: workload.Peer{Addr: v.addr, Port: v.peer.Port}}
+		return ends{client: peer, server: g, role: "guest", target: workload.Peer{Addr: v.addr, Port: v.peer.Port}}
 	}
-	return ends{client: g, server: n.peer, role: "peer", target: v.peer}
+	return ends{client: g, server: peer, role: "peer", target: v.peer}
 }
 
 // listen is where a step's servers listen. A remote peer is a machine
@@ -408,11 +505,17 @@ func (n *netRun) measure(ctx context.Context, g guest.Guest, e ends, ne workload
 	if ownKernel {
 		inBefore, inErr = readGuestCPU(ctx, g)
 	}
-	before, cerr := readCPU()
+	// This host's counters say nothing of a guest that runs elsewhere (a
+	// pod, on its node): no cost samples for it.
+	hostCPU := readCPU
+	if guest.TraitsOf(g.Spec()).Elsewhere {
+		hostCPU = func() (cpuTimes, error) { return cpuTimes{}, errElsewhere }
+	}
+	before, cerr := hostCPU()
 	before.guestUser = guestUserTicks(pids)
 	reply, err := e.client.Exec(ctx, agent.Request{Argv: pinned(n.cfg.ClientCPU, ne.Argv), Dir: e.client.Info().ScratchDir,
 		TimeoutMS: ne.Timeout.Milliseconds(), MaxOutput: ne.MaxOutput, StartAtUnixNS: startAt})
-	after, cerr2 := readCPU()
+	after, cerr2 := hostCPU()
 	after.guestUser = guestUserTicks(pids)
 	var inUse *float64
 	if ownKernel && inErr == nil && err == nil {
@@ -435,6 +538,9 @@ func (n *netRun) measure(ctx context.Context, g guest.Guest, e ends, ne workload
 	use.InGuest = inUse
 	return reply, use, err
 }
+
+// errElsewhere is why a guest elsewhere has no host CPU counters.
+var errElsewhere = errors.New("the guest runs on another machine")
 
 // readGuestCPU reads the CPU counters of a guest's own kernel through its
 // agent.
@@ -470,6 +576,14 @@ func (n *netRun) close(ctx context.Context) error {
 	if n.peer != nil {
 		if err := n.peer.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop the network peer: %w", err))
+		}
+	}
+	for _, op := range n.own {
+		if op.g == nil {
+			continue
+		}
+		if err := op.g.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop the network peer %s: %w", op.spec.Name, err))
 		}
 	}
 	n.wg.Wait()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vfleet/vfleet/internal/guest"
 	"github.com/vfleet/vfleet/internal/guest/guesttest"
+	"github.com/vfleet/vfleet/internal/ledger"
 	"github.com/vfleet/vfleet/internal/scenario"
 	"github.com/vfleet/vfleet/internal/store"
 	"github.com/vfleet/vfleet/internal/workload"
@@ -160,5 +161,89 @@ func TestGuestStartsAsPlacedAndJoinedLeavingThePlan(t *testing.T) {
 	r.net = nil
 	if got := r.startSpec(pg); got.Tap != nil || got.NetNS != "" {
 		t.Errorf("with no network, start spec %+v joins one", got)
+	}
+}
+
+// ownNetKind's guests are on a network of their own, as pods are: each
+// has an address there, and the peer its kind names serves them, one per
+// "cluster".
+type ownNetKind struct{ *guesttest.Fake }
+
+func (ownNetKind) Traits() guest.Traits { return guest.Traits{Network: guest.NetOwn} }
+
+func (ownNetKind) NetPeer(spec guest.Spec) (string, guest.Spec) {
+	return spec.Own.Text("cluster"), guest.Spec{Kind: "ownnet-fake", Own: spec.Own}
+}
+
+var ownNetAddrs = map[string]string{"peer-ownnet-fake-1": "198.19.1.2", "peer-ownnet-fake-2": "198.19.2.2", "a-0": "198.19.1.10", "b-0": "198.19.2.10"}
+
+var ownNetFake = ownNetKind{guesttest.NewFake("ownnet-fake", func(s guest.Spec) guest.Info {
+	a, _ := netip.ParseAddr(ownNetAddrs[s.Name])
+	return guest.Info{Kind: "ownnet-fake", Addr: a}
+})}
+
+func init() { guest.Register(ownNetFake) }
+
+// Guests on networks of their own reach a run's network workloads
+// through their kind's peer there, one per network, started with the
+// run's own peer; each one's view is made as it starts, from the
+// addresses on its network, and a guest without one is refused.
+func TestGuestsOnTheirOwnNetworkUseTheirKindsPeer(t *testing.T) {
+	spec := func(name, cluster string) guest.Spec {
+		return guest.Spec{Name: name, Kind: "ownnet-fake", Own: guest.Own{}.With("cluster", cluster)}
+	}
+	local, _ := fake.New(guest.Spec{Name: scenario.PeerName, Kind: "fake"}, guest.Env{})
+	n := &netRun{peer: local, views: map[string]netView{}, own: map[string]*ownPeer{}, ownOf: map[string]string{}, ports: map[string]int{}}
+	for i, s := range []guest.Spec{spec("a-0", "one"), spec("a-1", "one"), spec("b-0", "two")} {
+		if err := n.ownNetwork(s, firstServerPort+i*workload.PortsPerGuest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(n.own) != 2 || n.own["one"].spec.Name != "peer-ownnet-fake-1" || n.own["two"].spec.Name != "peer-ownnet-fake-2" {
+		t.Fatalf("peers %+v, want one per network, named apart from the run's", n.own)
+	}
+	led, err := ledger.Create(t.TempDir(), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	env := guest.Env{Ledger: led}
+	if err := n.startOwnPeers(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	defer n.close(context.Background())
+	start := func(s guest.Spec) guest.Guest {
+		g, err := startGuest(context.Background(), s, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	b := start(spec("b-0", "two"))
+	if err := n.joined("b-0", b); err != nil {
+		t.Fatal(err)
+	}
+	e := n.endsOf(b, workload.Params{})
+	if e.server != n.own["two"].g || e.target != (workload.Peer{Addr: netip.MustParseAddr("198.19.2.2"), Port: firstServerPort + 2*workload.PortsPerGuest}) {
+		t.Errorf("b-0's step: server %s at %v, want its network's peer at 198.19.2.2, its own ports", e.server.Spec().Name, e.target)
+	}
+	if e := n.endsOf(b, workload.Params{workload.ParamClient: workload.ClientPeer}); e.client != n.own["two"].g || e.target.Addr != netip.MustParseAddr("198.19.2.10") {
+		t.Errorf("client: peer: client %s to %v, want the peer to b-0's own address", e.client.Spec().Name, e.target)
+	}
+	if !n.isPeer(n.own["one"].g) || n.isPeer(b) || n.peerOf("host") != local {
+		t.Error("the run's peers are not told from its guests")
+	}
+	// a-1 has no address on its network.
+	if err := n.joined("a-1", start(spec("a-1", "one"))); err == nil {
+		t.Error("a guest without an address on its network was taken")
+	}
+	if _, ok := n.views["a-1"]; ok {
+		t.Error("a guest without an address has a view")
+	}
+	if err := n.ownNetwork(guest.Spec{Name: "x", Kind: "fake"}, firstServerPort); err == nil {
+		t.Error("a kind with no peer of its own was taken on a network of its own")
+	}
+	if recs := n.ownRecords(); len(recs) != 2 || recs["peer-ownnet-fake-1"].Group != scenario.PeerName {
+		t.Errorf("records %+v, want each peer's, in the peer group", recs)
 	}
 }

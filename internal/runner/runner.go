@@ -736,6 +736,12 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 			rec := store.GuestRecord{Group: pg.Group, Kind: spec.Kind, Runtime: spec.Runtime, CPUs: spec.CPUs, Memory: spec.MemoryBytes, CPULimit: spec.CPULimit}
 			mu.Lock()
 			defer mu.Unlock()
+			if err == nil && r.net != nil {
+				// Its network's view is made now, with its address there.
+				if err = r.net.joined(pg.Spec.Name, g); err != nil {
+					err = errors.Join(err, g.Stop(context.WithoutCancel(ctx)))
+				}
+			}
 			if err != nil {
 				r.failure(ctx, pg.Spec.Name, pg.Group, "", -1, err, nil)
 			} else {
@@ -767,6 +773,7 @@ func (r *run) startGuests(ctx context.Context, names []string) error {
 	wg.Wait()
 	if r.net != nil {
 		records[scenario.PeerName] = r.netRecord()
+		maps.Copy(records, r.net.ownRecords())
 	}
 	if err := r.opts.Store.SetRunGuests(context.WithoutCancel(ctx), r.id, records); err != nil {
 		return fmt.Errorf("record guests: %w", r.storeFailed(err))

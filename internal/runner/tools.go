@@ -81,6 +81,8 @@ func (r *run) requireNet(ctx context.Context, g guest.Guest, group string, w wor
 			group, where = scenario.PeerName, "the network peer "+r.net.remote.m.Target.String()
 		case side.g == r.net.peer:
 			group, where = scenario.PeerName, where+" on the network peer"
+		case r.net.isPeer(side.g):
+			group, where = scenario.PeerName, where+" on the network peer "+side.g.Spec().Name
 		}
 		for _, p := range side.programs {
 			if err := r.tools.require(ctx, side.g, group, where, p); err != nil {

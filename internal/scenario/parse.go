@@ -803,7 +803,10 @@ func (p *parser) guests(n *yaml.Node, s *Spec) {
 			}
 		}
 		bare := guest.TraitsOf(g.Spec).Bare
-		if g.Network == "" && s.Network != nil && !bare {
+		// A kind on a network of its own (a cluster's pods) reaches the
+		// run's network workloads through a peer of its own there, on
+		// no path of the run's.
+		if g.Network == "" && s.Network != nil && !bare && guest.TraitsOf(g.Spec).Network != guest.NetOwn {
 			g.Network = s.Network.Path
 		}
 		if seen["network"] != nil && bare {
@@ -1190,7 +1193,7 @@ func pathTakes(g GuestGroup) error {
 	path := netpath.Path(g.Network)
 	switch guest.TraitsOf(g.Spec).Network {
 	case guest.NetOwn:
-		return fmt.Errorf("kind %s is on the network of the system its guests run in (a cluster's pod network), which no path of a run reaches; remove network here, or the scenario's", g.Kind)
+		return fmt.Errorf("kind %s is on the network of the system its guests run in (a cluster's pod network), which no path of a run reaches; remove network here (the run reaches its guests through a peer on their own network)", g.Kind)
 	case guest.NetNamespace:
 		return netpath.CheckNamespacePath(path)
 	}

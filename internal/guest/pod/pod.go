@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -124,6 +125,22 @@ func (kind) ProbeSpec(ctx context.Context, spec guest.Spec, _ guest.Env) error {
 		}
 	}
 	return nil
+}
+
+// NetPeer: a run's network workloads reach a cluster's pods through a
+// pod of the run's on the same pod network, vfleet's agent running the
+// servers (and the clients, for client: peer) there, under the cluster's
+// default runtime; on the node of the first guest that asks, so that a
+// one-node round trip stays on its node.
+func (kind) NetPeer(spec guest.Spec) (string, guest.Spec) {
+	t := targetOf(spec)
+	own := guest.Own{}
+	for _, f := range []string{fieldKubeconfig, fieldContext, fieldImage, fieldPull, fieldNode} {
+		if v := spec.Own.Text(f); v != "" {
+			own = own.With(f, v)
+		}
+	}
+	return t.Kubeconfig + "\x00" + t.Context, guest.Spec{Kind: KindName, Own: own}
 }
 
 func targetOf(spec guest.Spec) kube.Target {
@@ -258,7 +275,10 @@ func (g *Guest) start(ctx context.Context, undo *guest.Teardown) (*agent.Client,
 		client.Close()
 		return nil, guest.Info{}, err
 	}
-	return client, guest.Info{Kind: KindName, Runtime: spec.Runtime, ScratchDir: guest.ScratchDir, Details: details, Phases: phasesOf(asked, seen)}, nil
+	// A pod the API server reports no address of has none a peer can
+	// reach: the run says so if it needs one.
+	addr, _ := netip.ParseAddr(pod.Status.PodIP)
+	return client, guest.Info{Kind: KindName, Runtime: spec.Runtime, ScratchDir: guest.ScratchDir, Details: details, Phases: phasesOf(asked, seen), Addr: addr}, nil
 }
 
 // phasesOf are the phases of a pod's start seen passed, in the order
