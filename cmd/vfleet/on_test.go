@@ -208,6 +208,9 @@ func runsOf(t *testing.T, c *cli) map[int64]returnedRun {
 // third that cannot be reached, then interrupts a run on one and kills the vfleet of
 // a run on the other, and finds nothing left on either.
 func TestRunOn(t *testing.T) {
+	// Its leak check counts its runs (their keys) and what its machines
+	// leave; the machines themselves go with the test.
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "runc", "runc")
 	// The machines get the tests' cached image pushed: never a build.
@@ -347,6 +350,9 @@ func requireAcross(t *testing.T, c *cli, runs map[int64]returnedRun) {
 // come back into the local store, the search naming the runs by their
 // ids here, and nothing is left on the machine.
 func TestCapacityOn(t *testing.T) {
+	// Its leak check counts its runs (their keys) and what its machines
+	// leave; the machines themselves go with the test.
+	testutil.SharesMachine(t)
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "runc", "runc")
 	testutil.Image(t)
