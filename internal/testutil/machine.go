@@ -115,7 +115,7 @@ func holdMachine(t testing.TB) {
 			defer machine.Unlock()
 			tn := machine.turns[test]
 			delete(machine.turns, test)
-			logHold(test, machine.sharing[test], tn.waited, time.Since(tn.from))
+			logHold(test, machine.sharing[test], tn.from, tn.waited, time.Since(tn.from))
 		})
 	}
 	t.Cleanup(func() {
@@ -184,8 +184,9 @@ func withMachine(fn func() error) error {
 // VFLEET_TEST_MACHINE_LOG names, if any: a hold alone stops every other
 // integration test, so the sum of those is where shortening a test
 // shortens the suite most, and a test's own elapsed time (which counts its
-// wait) does not say it.
-func logHold(test string, shared bool, waited, held time.Duration) {
+// wait) does not say it. The turn's start, in seconds since the epoch, lays
+// the turns of a run's test processes on one timeline.
+func logHold(test string, shared bool, from time.Time, waited, held time.Duration) {
 	name := os.Getenv("VFLEET_TEST_MACHINE_LOG")
 	if name == "" {
 		return
@@ -200,5 +201,5 @@ func logHold(test string, shared bool, waited, held time.Duration) {
 	if shared {
 		how = unix.LOCK_SH
 	}
-	fmt.Fprintf(f, "%s\t%s\t%.1f\t%.1f\t%s\n", filepath.Base(wd), test, waited.Seconds(), held.Seconds(), holdName(how))
+	fmt.Fprintf(f, "%s\t%s\t%.1f\t%.1f\t%s\t%.1f\n", filepath.Base(wd), test, waited.Seconds(), held.Seconds(), holdName(how), float64(from.UnixMilli())/1000)
 }
