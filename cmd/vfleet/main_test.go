@@ -45,7 +45,10 @@ type cli struct {
 }
 
 func newCLI(t *testing.T) *cli {
-	c := &cli{t: t, bin: binaries(t), db: filepath.Join(t.TempDir(), "results.db"), work: t.TempDir()}
+	c := &cli{t: t, bin: binaries(t), db: filepath.Join(t.TempDir(), "results.db"), work: t.TempDir(),
+		// A developer's SSH agent would offer its keys to the machines
+		// and peers of a test, which gives vfleet the keys it means.
+		env: []string{"SSH_AUTH_SOCK="}}
 	// A run's cgroups, namespaces, containers and state carry its key:
 	// what a test that shares the machine counts as its own.
 	testutil.ScopeLeaks(t, c.runKeys)

@@ -211,11 +211,11 @@ func TestRunOn(t *testing.T) {
 	// Its leak check counts its runs (their keys) and what its machines
 	// leave; the machines themselves go with the test.
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "runc", "runc")
 	// The machines get the tests' cached image pushed: never a build.
 	testutil.Image(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	before := testutil.TakeSnapshot(t)
 	c := newCLI(t)
 	t.Run("machines", func(t *testing.T) {
@@ -353,10 +353,10 @@ func TestCapacityOn(t *testing.T) {
 	// Its leak check counts its runs (their keys) and what its machines
 	// leave; the machines themselves go with the test.
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "runc", "runc")
 	testutil.Image(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	before := testutil.TakeSnapshot(t)
 	c := newCLI(t)
 	t.Run("machine", func(t *testing.T) {

@@ -75,7 +75,6 @@ func TestDoctorPeer(t *testing.T) {
 // clean` removes there: it reconnects with the files the ledger names.
 func TestCleanReachesThePeer(t *testing.T) {
 	testutil.RequiresRoot(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	before := testutil.TakeSnapshot(t)
 	c := newCLI(t)
 	t.Run("peer", func(t *testing.T) {
@@ -159,9 +158,9 @@ func remotePeerScenario(r *testutil.Remote, uplink, identity, knownHosts string)
 // the wire are as they were.
 func TestRunAgainstARemotePeer(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	c := newCLI(t)
@@ -351,10 +350,10 @@ workloads:
 // both paths' networks; and nothing is left on either end of the wire.
 func TestVMAgainstARemotePeer(t *testing.T) {
 	testutil.SharesMachine(t)
+	t.Parallel()
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	before := testutil.TakeSnapshot(t)
 	defer testutil.CheckLeaks(t, before)
 	c := newCLI(t)
@@ -427,7 +426,6 @@ func TestLatencyStudyOverTheWire(t *testing.T) {
 	testutil.RequiresRoot(t)
 	testutil.RequiresTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	testutil.Image(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	study, err := scenarios.Lookup("vm-netpath-latency")
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +467,6 @@ func firstOf(text string, names []string) string {
 // that carries the SSH session to it, a program missing there.
 func TestRemotePeerRefused(t *testing.T) {
 	testutil.RequiresRoot(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	c := newCLI(t)
 	r := testutil.RemoteMachine(t)
 	wire := takeWire(t, r)
@@ -562,7 +559,6 @@ func TestPeerBenchmark(t *testing.T) {
 	}
 	testutil.RequiresRoot(t)
 	testutil.Image(t)
-	t.Setenv("SSH_AUTH_SOCK", "")
 	c := newCLI(t)
 	t.Run("peer", func(t *testing.T) {
 		r := testutil.RemoteMachine(t)

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -157,8 +158,9 @@ func TestPodRunOnACluster(t *testing.T) {
 		}
 		short := strings.NewReplacer("repetitions: 3", "repetitions: 1", "duration: 2s", "duration: 1s", "count: 2", "count: 1",
 			"  - workload: stream\n", "", "  - workload: syscall\n", "").Replace(string(src))
-		c.env = []string{"KUBECONFIG=" + kc.Kubeconfig, pod.EnvImage + "=" + kc.AgentImage}
-		defer func() { c.env = nil }()
+		env := c.env
+		c.env = append(slices.Clip(env), "KUBECONFIG="+kc.Kubeconfig, pod.EnvImage+"="+kc.AgentImage)
+		defer func() { c.env = env }()
 		stdout, stderr, code := c.run("run", c.scenario(short))
 		if code != 0 {
 			t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
