@@ -47,12 +47,31 @@ checks_pid=$!
 # deps.sh installed what every guest kind needs: the conformance suite
 # fails for a kind this host refuses instead of skipping it.
 export VFLEET_TEST_KINDS="${VFLEET_TEST_KINDS:-all}"
-# Packages run two at a time: one's build and unit tests beside another's
-# integration tests, which take the machine in turn (testutil.RequiresRoot
-# holds it for the test, so that leak checks see only their own test's
-# work). The timeout counts a package's wait for the machine too.
 status=0
-go test -p 2 -count=1 -timeout 60m ./... "$@" || status=$?
+if [ "$#" -gt 0 ]; then
+  go test -p 2 -count=1 -timeout 60m ./... "$@" || status=$?
+else
+  # Two passes. An integration test holds the machine alone (its leak
+  # check looks at the whole machine) or shared (testutil.SharesMachine:
+  # its check counts only the names it made). A test waiting to hold it
+  # alone waits for every shared holder, and so does each test after it in
+  # its package: mixed, the alone tests of one package stop its shared
+  # ones while another package's shared tests run, and the suite runs one
+  # test at a time for minutes. So the tests that share the machine (the
+  # awk below finds them by their call; one it misses runs in the first
+  # pass, holding the machine as it says) run in a second pass of their
+  # own, four packages at a time; the first pass is everything else, two
+  # packages at a time: one's build and unit tests beside another's
+  # integration test. The timeout counts a package's wait for the machine.
+  shared=$(find cmd internal -name '*_test.go' -exec awk '
+    /^func Test[A-Za-z0-9_]*\(t \*testing\.T\)/ { name = $2; sub(/\(.*/, "", name) }
+    /SharesMachine\(t\)/ && name != "" { print FILENAME "\t" name }' {} + | sort -u)
+  tests=$(cut -f2 <<<"$shared" | sort -u | paste -sd'|')
+  packages=$(cut -f1 <<<"$shared" | xargs -n1 dirname | sort -u | sed 's|^|./|')
+  go test -p 2 -count=1 -timeout 60m -skip "^($tests)\$" ./... || status=$?
+  # shellcheck disable=SC2086 # one argument a package
+  go test -p 4 -count=1 -timeout 60m -run "^($tests)\$" $packages || status=$?
+fi
 prepare_status=0
 wait "$prepare_pid" || prepare_status=$?
 if [ "$prepare_status" -ne 0 ]; then
