@@ -282,6 +282,17 @@ func domainNIC(n nicConfig, accel string) libvirtxml.DomainInterface {
 	return nic
 }
 
+// cgroupRace is whether a domain's start failed as libvirt's does now and
+// then on a cgroup v1 host without systemd-machined while another domain
+// of the same daemon starts or stops (seen with two guests of one run
+// starting at once): its mkdir of the domain's cgroup finds no parent. The
+// start made nothing, and the next one succeeds.
+func cgroupRace(err error) bool {
+	var e libvirt.Error
+	return errors.As(err, &e) && e.Code == uint32(libvirt.ErrSystemError) &&
+		strings.HasPrefix(e.Message, "Failed to create v1 controller ") && strings.HasSuffix(e.Message, ": No such file or directory")
+}
+
 // startDomain defines and starts the guest as a transient domain at uri.
 // The domain is in the ledger before it exists; the undo pushed here
 // destroys it, and the ledger's entry does again if vfleet dies first.
@@ -303,6 +314,14 @@ func (g *Guest) startDomain(ctx context.Context, c *libvirtConn, cfg launchConfi
 	}
 	undo.PushRelease(led, entry)
 	dom, err := c.DomainCreateXML(doc, libvirt.DomainNone)
+	if cgroupRace(err) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		dom, err = c.DomainCreateXML(doc, libvirt.DomainNone)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: start domain %s: %w", ErrLibvirt, name, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -415,5 +416,24 @@ func TestWatchDomainWaitsForEvents(t *testing.T) {
 	close(f.disconnected)
 	if !ended(m) || !errors.Is(m.err, ErrLibvirt) {
 		t.Errorf("a lost connection: err %v", m.err)
+	}
+}
+
+// A domain start that failed on libvirt's cgroup race is tried again;
+// every other failure, a mkdir's other errors among them, is the
+// guest's.
+func TestCgroupRaceIsOnlyThatError(t *testing.T) {
+	race := libvirt.Error{Code: uint32(libvirt.ErrSystemError), Message: "Failed to create v1 controller cpu for group: No such file or directory"}
+	for err, want := range map[error]bool{
+		race:                          true,
+		fmt.Errorf("start: %w", race): true,
+		libvirt.Error{Code: uint32(libvirt.ErrSystemError), Message: "Failed to create v1 controller cpu for group: Permission denied"}: false,
+		libvirt.Error{Code: uint32(libvirt.ErrInternalError), Message: race.Message}:                                                    false,
+		errors.New(race.Message): false,
+		nil:                      false,
+	} {
+		if got := cgroupRace(err); got != want {
+			t.Errorf("cgroupRace(%v) = %v, want %v", err, got, want)
+		}
 	}
 }
