@@ -24,6 +24,8 @@ import (
 
 // podScenario is a run of pods on the tests' one-node cluster beside the
 // bare host, repetitions as asked, their image the one imported there.
+// Their CPU (requested as limited) leaves room on the node's two for
+// another package's test's pods on the cluster at the same time.
 func podScenario(kc *testutil.KubeCluster, reps int) string {
 	return podScenarioOf(kc, kc.AgentImage, "never", reps, "")
 }
@@ -41,7 +43,7 @@ guests:
     kind: pod
     count: 2
     memory: 256MiB
-    cpu_limit: 1
+    cpu_limit: 0.5
     kubeconfig: %s
     pod_image: %s
     image_pull: %s
@@ -63,13 +65,8 @@ func TestPodRunOnACluster(t *testing.T) {
 	t.Parallel()
 	testutil.RequiresRoot(t)
 	before := testutil.TakeSnapshot(t)
+	defer testutil.CheckLeaks(t, before)
 	kc := testutil.Kube(t)
-	// The cluster's own leftovers (its bridge, made with the first pod)
-	// go with it.
-	defer func() {
-		kc.Stop(t)
-		testutil.CheckLeaks(t, before)
-	}()
 	cluster, err := kube.Connect(kube.Target{Kubeconfig: kc.Kubeconfig})
 	if err != nil {
 		t.Fatal(err)

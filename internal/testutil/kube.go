@@ -1,9 +1,11 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +27,9 @@ type KubeCluster struct {
 
 	script string
 	env    []string
+	// before are the processes of kubeProcesses there before this
+	// process started the cluster.
+	before map[string]bool
 }
 
 // KubeNode is the fixture's node.
@@ -33,16 +38,21 @@ const KubeNode = "localhost"
 // kubeBridge is the pods' network's bridge (scripts/k8s-fixture.sh).
 const kubeBridge = "vfk8s0"
 
-// Kube starts the cluster for the test and stops it when the test ends
-// (Stop, to check what it leaves before then); another test that wants it
-// waits. The test may share the machine (SharesMachine): what the cluster
-// makes carries names its leak check then counts as the test's own (its
-// directory, its programs, its bridge, its pods' namespaces and mounts),
-// and the kernel settings its kubelet changes while it runs are ones no
-// other test reads. Its programs are built once per machine and version
-// (TestPrepareFixtures builds them beside the suite).
+// Kube gives the test the cluster, started if no test process runs it:
+// the tests of every package that want it use one cluster at once, each
+// holding the lock file beside its directory shared while it does, and
+// the test process that started it stops it at its end (or, without
+// Main, at its test's end) once it can hold that lock alone. So the
+// cluster outlives the test: only a test that shares the machine
+// (SharesMachine), whose leak check counts only the names it made, may
+// use it, and the stop checks what the cluster leaves. Its programs are
+// built once per machine and version (TestPrepareFixtures builds them
+// beside the suite).
 func Kube(t testing.TB) *KubeCluster {
 	t.Helper()
+	if !sharesMachine(t) {
+		t.Fatal("testutil.Kube outlives the test: its test must share the machine (testutil.SharesMachine)")
+	}
 	RequiresRoot(t)
 	for _, tool := range [][2]string{{"containerd", "containerd"}, {"etcd", "etcd-server"}, {"openssl", "openssl"}} {
 		RequiresTool(t, tool[0], tool[1])
@@ -51,28 +61,53 @@ func Kube(t testing.TB) *KubeCluster {
 		t.Skip("the CNI plugins are not installed (Debian package containernetworking-plugins)")
 	}
 	dir := filepath.Join(StateRoot(), "k8s")
-	// One cluster per machine: tests of other packages that want it wait
-	// for this one's to stop.
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		lock.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lock.Close() })
-	ScopeLeaks(t, func() []string {
-		return []string{dir + "/", "(containerd", "(etcd)", "(kube", "/run/containerd/", "network namespace cni-", "link " + kubeBridge}
-	})
 	c := &KubeCluster{
 		Kubeconfig: filepath.Join(dir, "admin.kubeconfig"),
 		Node:       KubeNode,
 		script:     filepath.Join(ModuleRoot(t), "scripts", "k8s-fixture.sh"),
 		env:        append(os.Environ(), "VFLEET_K8S_DIR="+dir, "VFLEET_K8S_ROOTFS="+Image(t).RootFS),
 	}
-	t.Cleanup(func() { c.Stop(t) })
-	c.run(t, "start")
+	// A start and a stop take turns on this lock.
+	start := lockFile(t, dir+".start.lock", unix.LOCK_EX)
+	defer start.Close()
+	// The process that runs the cluster holds this one for as long as it
+	// does: where nobody holds it, a cluster still there is what a killed
+	// test process left, which this one stops before it starts its own.
+	owner, err := os.OpenFile(dir+".owner.lock", os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(owner.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		c.run(t, "stop")
+		c.before = kubeProcesses()
+		stop := func() error {
+			defer owner.Close()
+			start, err := flockFile(dir+".start.lock", unix.LOCK_EX)
+			if err != nil {
+				return err
+			}
+			defer start.Close()
+			// Every test that uses it has ended.
+			users, err := flockFile(dir+".lock", unix.LOCK_EX)
+			if err != nil {
+				return err
+			}
+			defer users.Close()
+			return c.stop()
+		}
+		if !atProcessEnd(stop) {
+			t.Cleanup(func() {
+				if err := stop(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		c.run(t, "start")
+	} else {
+		owner.Close()
+	}
+	users := lockFile(t, dir+".lock", unix.LOCK_SH)
+	t.Cleanup(func() { users.Close() })
 	ref, err := os.ReadFile(filepath.Join(dir, "agent-image"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,11 +116,74 @@ func Kube(t testing.TB) *KubeCluster {
 	return c
 }
 
-// Stop stops the cluster and removes all it made but the build cache;
-// stopping one stopped already does nothing.
-func (c *KubeCluster) Stop(t testing.TB) {
+// lockFile holds path's flock as how says until the file is closed.
+func lockFile(t testing.TB, path string, how int) *os.File {
 	t.Helper()
-	c.run(t, "stop")
+	f, err := flockFile(path, how)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func flockFile(path string, how int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// stop stops the cluster and removes all it made but the build cache,
+// then looks for what it left: a running program of the cluster's, its
+// pods' bridge, a mount in its directory.
+func (c *KubeCluster) stop() error {
+	cmd := exec.Command(c.script, "stop")
+	cmd.Env = c.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("k8s fixture stop: %v\n%s", err, out)
+	}
+	var left []string
+	for p := range kubeProcesses() {
+		if !c.before[p] {
+			left = append(left, p)
+		}
+	}
+	if rootLinks()[kubeBridge] {
+		left = append(left, "link "+kubeBridge)
+	}
+	ms, err := MountPoints("/proc")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(StateRoot(), "k8s") + "/"
+	for _, m := range ms {
+		if strings.HasPrefix(m, dir) {
+			left = append(left, "mount "+m)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("the Kubernetes fixture's stop left %v", left)
+	}
+	return nil
+}
+
+// kubeProcesses are the running programs of the kind the cluster runs
+// (as /proc/PID/comm names them) that a test could leave (processes): one
+// not there before the cluster started is the cluster's.
+func kubeProcesses() map[string]bool {
+	out := map[string]bool{}
+	for p := range processes(nil) {
+		if slices.ContainsFunc([]string{"containerd", "etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kubelet"},
+			func(name string) bool { return strings.Contains(p, "("+name) }) {
+			out[p] = true
+		}
+	}
+	return out
 }
 
 // BuildKube builds what the cluster runs, once per machine.
