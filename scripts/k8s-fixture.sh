@@ -119,13 +119,17 @@ build_kube() {
       sed -n '/^replace (/,/^)/s#^\s*\(k8s.io/[a-z-]*\) => ./staging/.*#\t\1 => \1 '"$staging"'#p' "$gomod"
       echo ")"
     } >go.mod
-    for c in $missing; do
-      go get "k8s.io/kubernetes/cmd/$c@v$version"
-      CGO_ENABLED=0 go build -trimpath -o "$bindir/$c.tmp" \
-        -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=${version%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" \
-        "k8s.io/kubernetes/cmd/$c"
-      mv "$bindir/$c.tmp" "$bindir/$c"
-    done
+    local pkgs=() out
+    for c in $missing; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+    # One go command for them all: one resolution of the module graph,
+    # and their links side by side.
+    go get "${pkgs[@]/%/@v$version}"
+    out=$(mktemp -d "$bindir/.build.XXXXXX")
+    CGO_ENABLED=0 go build -trimpath -o "$out/" \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$version -X k8s.io/component-base/version.gitMajor=${version%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)" \
+      "${pkgs[@]}"
+    for c in $missing; do mv "$out/$c" "$bindir/$c"; done
+    rmdir "$out"
   )
 }
 
