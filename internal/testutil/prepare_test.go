@@ -24,18 +24,21 @@ func TestPrepareFixtures(t *testing.T) {
 	// Two at a time (-parallel 2), in the order the tests need them: the
 	// default image first, which most of them boot, and a user's OCI
 	// image, which the first pass of scripts/test.sh uses too; the rest
-	// only tests that share the machine use, in its second pass. A test
-	// that needs one not yet built waits for it holding the machine.
+	// only tests that share the machine use, in its second pass, the
+	// cluster's programs first among them: minutes of compiling on a
+	// fresh machine, beside image builds that wait more on the network
+	// and the disk. A test that needs one not yet built waits for it
+	// holding the machine.
 	for _, f := range []struct {
 		name  string
 		build func(t testing.TB)
 	}{
 		{"image", func(t testing.TB) { ensureImage(t, image.Variant{}, "") }},
 		{"foreign", func(t testing.TB) { foreign(t) }},
+		{"kube", func(t testing.TB) { BuildKube(t) }},
 		{"foreign-vm", func(t testing.TB) { foreignVM(t) }},
 		{"foreign-uefi", func(t testing.TB) { foreignUEFI(t) }},
 		{"image-rt", func(t testing.TB) { ensureImage(t, image.Variant{KernelFlavour: guest.KernelRT}, "") }},
-		{"kube", func(t testing.TB) { BuildKube(t) }},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
