@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -78,7 +79,10 @@ func Kube(t testing.TB) *KubeCluster {
 		t.Fatal(err)
 	}
 	if err := unix.Flock(int(owner.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
-		c.run(t, "stop")
+		if err := c.fixture("stop"); err != nil {
+			owner.Close()
+			t.Fatal(err)
+		}
 		c.before = kubeProcesses()
 		stop := func() error {
 			defer owner.Close()
@@ -95,6 +99,13 @@ func Kube(t testing.TB) *KubeCluster {
 			defer users.Close()
 			return c.stop()
 		}
+		if err := c.fixture("start"); err != nil {
+			// Nobody else waits for a cluster that failed to start: it
+			// goes now, with what its start made.
+			err = errors.Join(err, c.stop())
+			owner.Close()
+			t.Fatal(err)
+		}
 		if !atProcessEnd(stop) {
 			t.Cleanup(func() {
 				if err := stop(); err != nil {
@@ -102,7 +113,6 @@ func Kube(t testing.TB) *KubeCluster {
 				}
 			})
 		}
-		c.run(t, "start")
 	} else {
 		owner.Close()
 	}
@@ -142,10 +152,8 @@ func flockFile(path string, how int) (*os.File, error) {
 // then looks for what it left: a running program of the cluster's, its
 // pods' bridge, a mount in its directory.
 func (c *KubeCluster) stop() error {
-	cmd := exec.Command(c.script, "stop")
-	cmd.Env = c.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("k8s fixture stop: %v\n%s", err, out)
+	if err := c.fixture("stop"); err != nil {
+		return err
 	}
 	var left []string
 	for p := range kubeProcesses() {
@@ -196,9 +204,17 @@ func BuildKube(t testing.TB) {
 
 func (c *KubeCluster) run(t testing.TB, verb string) {
 	t.Helper()
+	if err := c.fixture(verb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fixture runs the fixture's script with verb.
+func (c *KubeCluster) fixture(verb string) error {
 	cmd := exec.Command(c.script, verb)
 	cmd.Env = c.env
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("k8s fixture %s: %v\n%s", verb, err, out)
+		return fmt.Errorf("k8s fixture %s: %v\n%s", verb, err, out)
 	}
+	return nil
 }
