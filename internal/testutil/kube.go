@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vfleet/vfleet/internal/image"
 )
 
 // KubeCluster is the one-node Kubernetes cluster of
@@ -194,11 +196,14 @@ func kubeProcesses() map[string]bool {
 	return out
 }
 
-// BuildKube builds what the cluster runs, once per machine.
+// BuildKube builds what the cluster runs, once per machine, without
+// holding the machine: TestPrepareFixtures builds it beside the tests, and
+// a hold there (ImageOf's) stops every one of them until all the fixtures
+// are built.
 func BuildKube(t testing.TB) {
 	t.Helper()
 	c := &KubeCluster{script: filepath.Join(ModuleRoot(t), "scripts", "k8s-fixture.sh"),
-		env: append(os.Environ(), "VFLEET_K8S_ROOTFS="+Image(t).RootFS)}
+		env: append(os.Environ(), "VFLEET_K8S_ROOTFS="+ensureImage(t, image.Variant{}, BuildAgent(t)).RootFS)}
 	c.run(t, "build")
 }
 
