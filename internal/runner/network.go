@@ -22,8 +22,12 @@ import (
 	"github.com/vfleet/vfleet/internal/workload"
 )
 
-// serverReadyTimeout bounds the wait for a peer server to listen.
-const serverReadyTimeout = 15 * time.Second
+// serverReadyTimeout bounds the wait for a peer server to listen: a
+// server that exits is seen at once, so this only bounds one that hangs.
+// A guest under TCG on a busy host is slow to start one: 15 s, enough
+// alone, ran out for one of eight emulated VMs of a run beside other
+// tests' guests on two busy cores.
+const serverReadyTimeout = time.Minute
 
 // firstServerPort is where the guests' port ranges on the peer begin:
 // above the well-known and registered ports a tool might assume.
