@@ -76,11 +76,11 @@ func Kube(t testing.TB) *KubeCluster {
 	// The process that runs the cluster holds this one for as long as it
 	// does: where nobody holds it, a cluster still there is what a killed
 	// test process left, which this one stops before it starts its own.
-	owner, err := os.OpenFile(dir+".owner.lock", os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
-	if err != nil {
+	owner, err := flockFile(dir+".owner.lock", unix.LOCK_EX|unix.LOCK_NB)
+	if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
 		t.Fatal(err)
 	}
-	if err := unix.Flock(int(owner.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+	if err == nil {
 		if err := c.fixture("stop"); err != nil {
 			owner.Close()
 			t.Fatal(err)
@@ -115,8 +115,6 @@ func Kube(t testing.TB) *KubeCluster {
 				}
 			})
 		}
-	} else {
-		owner.Close()
 	}
 	users := lockFile(t, dir+".lock", unix.LOCK_SH)
 	t.Cleanup(func() { users.Close() })

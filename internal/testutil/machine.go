@@ -169,14 +169,11 @@ func withMachine(fn func() error) error {
 	if heldByParent {
 		return fn()
 	}
-	f, err := os.OpenFile(machineLockFile(), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	f, err := flockFile(machineLockFile(), unix.LOCK_EX)
 	if err != nil {
 		return fmt.Errorf("hold the machine: %w", err)
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("hold the machine: flock %s: %w", f.Name(), err)
-	}
 	return fn()
 }
 
