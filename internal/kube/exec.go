@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 )
 
@@ -23,8 +22,8 @@ import (
 // that exits closes the connection. What the program says on standard
 // error is kept for the error of a stream that failed.
 func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, argv []string) (*ExecConn, error) {
-	req := c.core.RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	req := c.core.Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdin: true, Stdout: true, Stderr: true}, params)
 	// As kubectl does: WebSocket first, SPDY from an API server that
 	// cannot upgrade to it.
 	ws, err := remotecommand.NewWebSocketExecutor(c.config, http.MethodGet, req.URL().String())

@@ -18,16 +18,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	nodev1client "k8s.io/client-go/kubernetes/typed/node/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -67,8 +65,9 @@ type Cluster struct {
 	// Server is the API server's URL, as the kubeconfig names it.
 	Server string
 	config *rest.Config
-	core   corev1client.CoreV1Interface
-	node   nodev1client.NodeV1Interface
+	// core and node are the REST clients of the core and node.k8s.io
+	// groups' version 1, the only API groups vfleet uses.
+	core, node *rest.RESTClient
 }
 
 // Connect reads t's kubeconfig; it does not call the API server yet.
@@ -87,11 +86,11 @@ func Connect(t Target) (*Cluster, error) {
 	// A fleet's start asks for many pods at once: client-go's default of
 	// 5 requests a second would pace the fleet, not the cluster.
 	config.QPS, config.Burst = 100, 200
-	core, err := corev1client.NewForConfig(config)
+	core, err := restClient(config, "/api", corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes (%s): %w", t, err)
 	}
-	node, err := nodev1client.NewForConfig(config)
+	node, err := restClient(config, "/apis", nodev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes (%s): %w", t, err)
 	}
@@ -177,12 +176,12 @@ func (c *Cluster) RecordPod(l *ledger.Ledger, namespace, name string) (ledger.En
 // there already is taken only if it is the same run's.
 func (c *Cluster) CreateNamespace(ctx context.Context, name string, labels map[string]string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	_, err := c.core.Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	err := c.core.Post().Resource("namespaces").Body(ns).Do(ctx).Error()
 	if !apierrors.IsAlreadyExists(err) {
 		return c.wrap("create namespace "+name, err)
 	}
-	got, err := c.core.Namespaces().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	got := &corev1.Namespace{}
+	if err := c.get(ctx, object{resource: "namespaces", name: name}, got); err != nil {
 		return c.wrap("look at namespace "+name, err)
 	}
 	if got.Labels[LabelRun] != labels[LabelRun] || got.Labels[LabelManagedBy] != ManagedBy {
@@ -197,19 +196,12 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string, labels map[s
 // DeleteNamespace deletes the namespace, and with it what is left in it,
 // and waits until the cluster says it is gone.
 func (c *Cluster) DeleteNamespace(ctx context.Context, name string) error {
-	err := c.core.Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return c.wrap("delete namespace "+name, err)
-	}
-	return c.waitGone(ctx, "namespace "+name, func(ctx context.Context) error {
-		_, err := c.core.Namespaces().Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
+	return c.delete(ctx, object{resource: "namespaces", name: name}, &metav1.DeleteOptions{})
 }
 
 // CreatePod asks for the pod.
 func (c *Cluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
-	_, err := c.core.Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	err := c.core.Post().Namespace(pod.Namespace).Resource("pods").Body(pod).Do(ctx).Error()
 	return c.wrap("create pod "+pod.Namespace+"/"+pod.Name, err)
 }
 
@@ -217,47 +209,16 @@ func (c *Cluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 // it is killed: vfleet's agent stops at once on SIGTERM.
 const podGrace = 1
 
-// DeletePod deletes the pod and waits until the cluster says it is gone:
-// until its node has stopped its containers, not only until the API
-// server has marked it.
+// DeletePod deletes the pod and waits until the cluster says it is gone.
 func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
 	grace := int64(podGrace)
-	err := c.core.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return c.wrap("delete pod "+namespace+"/"+name, err)
-	}
-	return c.waitGone(ctx, "pod "+namespace+"/"+name, func(ctx context.Context) error {
-		_, err := c.core.Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-		return err
-	})
-}
-
-// goneWait bounds the wait for a deleted object: a pod's node must stop
-// its containers, a namespace's controller empty it.
-const goneWait = 2 * time.Minute
-
-func (c *Cluster) waitGone(ctx context.Context, what string, get func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, goneWait)
-	defer cancel()
-	for {
-		err := get(ctx)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case ctx.Err() != nil:
-			return fmt.Errorf("kubernetes %s: %s still there after %s: %w", c.Server, what, goneWait, ctx.Err())
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return c.delete(ctx, object{namespace, "pods", name}, &metav1.DeleteOptions{GracePeriodSeconds: &grace})
 }
 
 // RuntimeClasses are the RuntimeClasses the cluster offers, by name.
 func (c *Cluster) RuntimeClasses(ctx context.Context) ([]string, error) {
-	l, err := c.node.RuntimeClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	l := &nodev1.RuntimeClassList{}
+	if err := list(ctx, c.node, "", "runtimeclasses", &metav1.ListOptions{}, l); err != nil {
 		return nil, c.wrap("list RuntimeClasses", err)
 	}
 	var out []string
@@ -269,14 +230,17 @@ func (c *Cluster) RuntimeClasses(ctx context.Context) ([]string, error) {
 
 // Node looks a node up by name.
 func (c *Cluster) Node(ctx context.Context, name string) (*corev1.Node, error) {
-	n, err := c.core.Nodes().Get(ctx, name, metav1.GetOptions{})
-	return n, c.wrap("look up node "+name, err)
+	n := &corev1.Node{}
+	if err := c.get(ctx, object{resource: "nodes", name: name}, n); err != nil {
+		return nil, c.wrap("look up node "+name, err)
+	}
+	return n, nil
 }
 
 // Nodes lists the nodes that carry the labels of selector (key=value,...).
 func (c *Cluster) Nodes(ctx context.Context, selector string) ([]corev1.Node, error) {
-	l, err := c.core.Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
+	l := &corev1.NodeList{}
+	if err := list(ctx, c.core, "", "nodes", &metav1.ListOptions{LabelSelector: selector}, l); err != nil {
 		return nil, c.wrap("list nodes "+selector, err)
 	}
 	return l.Items, nil
@@ -306,8 +270,8 @@ func (c *Cluster) Pods(ctx context.Context, namespace string, labels map[string]
 	for k, v := range labels {
 		sel = append(sel, k+"="+v)
 	}
-	l, err := c.core.Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: strings.Join(sel, ",")})
-	if err != nil {
+	l := &corev1.PodList{}
+	if err := list(ctx, c.core, namespace, "pods", &metav1.ListOptions{LabelSelector: strings.Join(sel, ",")}, l); err != nil {
 		return nil, c.wrap("list pods in "+namespace, err)
 	}
 	return l.Items, nil
@@ -332,7 +296,7 @@ var ErrPodFailed = errors.New("pod cannot start")
 func (c *Cluster) Leftovers(ctx context.Context, runID string) ([]string, error) {
 	var out []string
 	ns := NamespaceOf(runID)
-	_, err := c.core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	err := c.get(ctx, object{resource: "namespaces", name: ns}, &corev1.Namespace{})
 	switch {
 	case err == nil:
 		out = append(out, "namespace "+ns)

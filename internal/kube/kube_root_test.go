@@ -126,7 +126,7 @@ func TestPodsThroughTheAPIServer(t *testing.T) {
 		if err := led.Release(ctx, e); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.core.Pods(ns).Get(ctx, bad.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if err := c.get(ctx, object{ns, "pods", bad.Name}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 			t.Errorf("released pod still there: %v", err)
 		}
 	})
@@ -135,10 +135,10 @@ func TestPodsThroughTheAPIServer(t *testing.T) {
 	// not the node's) times out saying why, as the kubelet warned.
 	t.Run("WaitSaysWhy", func(t *testing.T) {
 		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "vfleet-test-nohandler"}, Handler: "nohandler"}
-		if _, err := c.node.RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		if err := c.node.Post().Resource("runtimeclasses").Body(rc).Do(ctx).Error(); err != nil {
 			t.Fatal(err)
 		}
-		defer c.node.RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
+		defer c.node.Delete().Resource("runtimeclasses").Name(rc.Name).Do(context.Background())
 		bad := spec
 		bad.Name, bad.RuntimeClass = "pod-nohandler", rc.Name
 		e, err := c.RecordPod(led, ns, bad.Name)

@@ -21,10 +21,9 @@ import (
 // every change by a watch, to the millisecond, where the API server keeps
 // the conditions' times to the second.
 func (c *Cluster) WaitReady(ctx context.Context, namespace, name string, seen map[string]time.Time) (*corev1.Pod, error) {
-	pods := c.core.Pods(namespace)
 	for {
-		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		pod := &corev1.Pod{}
+		if err := c.get(ctx, object{namespace, "pods", name}, pod); err != nil {
 			return nil, c.wrap("look at pod "+namespace+"/"+name, err)
 		}
 		if seen != nil {
@@ -43,10 +42,11 @@ func (c *Cluster) WaitReady(ctx context.Context, namespace, name string, seen ma
 		}
 		// Told of the pod's next change rather than asking again and again:
 		// a fleet's pods start together.
-		w, err := pods.Watch(ctx, metav1.ListOptions{
+		w, err := c.core.Get().Namespace(namespace).Resource("pods").VersionedParams(&metav1.ListOptions{
 			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
 			ResourceVersion: pod.ResourceVersion,
-		})
+			Watch:           true,
+		}, params).Watch(ctx)
 		if err != nil {
 			return pod, c.wrap("watch pod "+namespace+"/"+name, err)
 		}
@@ -70,9 +70,9 @@ func (c *Cluster) lastWarning(namespace, name string) string {
 	// The caller's context ended: a few seconds of its own.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l, err := c.core.Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-		"involvedObject.kind": "Pod", "involvedObject.name": name, "type": corev1.EventTypeWarning}.String()})
-	if err != nil {
+	l := &corev1.EventList{}
+	if err := list(ctx, c.core, namespace, "events", &metav1.ListOptions{FieldSelector: fields.Set{
+		"involvedObject.kind": "Pod", "involvedObject.name": name, "type": corev1.EventTypeWarning}.String()}, l); err != nil {
 		return ""
 	}
 	return latestWarnings(l.Items)
