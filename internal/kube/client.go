@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,8 +52,9 @@ func restClient(config *rest.Config, apiPath string, gv schema.GroupVersion) (*r
 // cluster's), its resource and its name.
 type object struct{ namespace, resource, name string }
 
+// String names it as errors do: "pod NAMESPACE/NAME", "node NAME".
 func (o object) String() string {
-	what := map[string]string{"namespaces": "namespace", "pods": "pod", "nodes": "node"}[o.resource]
+	what := strings.TrimSuffix(o.resource, "s")
 	if o.namespace == "" {
 		return what + " " + o.name
 	}

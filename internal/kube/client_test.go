@@ -19,9 +19,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
 // apiServer is a fake API server: it answers each request from a table
@@ -37,15 +34,6 @@ type apiServer struct {
 	answer map[string]func(n int) (int, any)
 	calls  map[string]int
 }
-
-// wire reads what the client sends in any of the API server's encodings.
-var wire = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(s))
-	utilruntime.Must(nodev1.AddToScheme(s))
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	return serializer.NewCodecFactory(s)
-}()
 
 func newAPIServer(t *testing.T) (*apiServer, Target) {
 	s := &apiServer{t: t, body: map[string]runtime.Object{}, answer: map[string]func(int) (int, any){}, calls: map[string]int{}}
@@ -85,7 +73,7 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.asks = append(s.asks, ask)
 	if b, _ := io.ReadAll(r.Body); len(b) > 0 {
 		// JSON or protobuf, as the client chose.
-		obj, _, err := wire.UniversalDeserializer().Decode(b, nil, nil)
+		obj, _, err := codecs.UniversalDeserializer().Decode(b, nil, nil)
 		if err != nil {
 			s.t.Errorf("%s: body (%s) not read: %v", ask, r.Header.Get("Content-Type"), err)
 		}
